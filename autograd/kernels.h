@@ -1,0 +1,97 @@
+#pragma once
+// The kernel interface: everything a device must do for the ops in ops/.
+// ops/ never asks which device a tensor is on; it calls kernels(tensor.device()).
+// The CPU implementation (ops/cpu_*.cpp) is the readable reference.
+//
+// Conventions: tensors passed as outputs are contiguous and already allocated. Inputs may have
+// any strides unless a comment says "contiguous". Floating kernels handle f32 and f64.
+#include <cstdint>
+#include <vector>
+
+#include "autograd/device.h"
+#include "autograd/dtype.h"
+
+namespace tg {
+
+class Tensor;
+
+enum class UnaryOp {
+  neg, exp, log, sqrt, tanh, sigmoid, relu, gelu,
+  relu_grad,   // 1 where x > 0, else 0
+  gelu_grad,   // d gelu / dx = Phi(x) + x * phi(x)
+  pow,         // x ^ scalar
+  add_scalar,  // x + scalar
+  mul_scalar,  // x * scalar
+  ge_scalar,   // 1 where x >= scalar, else 0
+};
+
+enum class BinaryOp { add, sub, mul, div, eq };  // eq gives 1 or 0 in the inputs' dtype
+
+// C[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i] for every batch item i, row-major,
+// with the item's offsets (in elements) from the base pointers.
+struct GemmBatch {
+  DType dtype = DType::f32;
+  bool transpose_a = false, transpose_b = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  double alpha = 1.0, beta = 0.0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  std::vector<int64_t> a_offsets, b_offsets, c_offsets;
+};
+
+// A contiguous tensor seen as [outer, n, inner]: reductions and softmax run over the middle axis.
+struct DimSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+struct Kernels {
+  virtual ~Kernels() = default;
+  virtual const char* name() const = 0;
+
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+
+  // dst = src elementwise, same shape, any strides on both sides, converting dtypes.
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+
+  virtual void unary(UnaryOp op, const Tensor& x, double scalar, const Tensor& out) = 0;
+  // a and b are already expanded (stride 0 on broadcast dims) to out's shape.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = condition ? a : b; condition is bool; all three expanded to out's shape.
+  virtual void where(const Tensor& condition, const Tensor& a, const Tensor& b,
+                     const Tensor& out) = 0;
+
+  // x contiguous [outer, n, inner] -> out [outer, inner].
+  virtual void sum_dim(const Tensor& x, DimSplit split, const Tensor& out) = 0;
+  // Largest value over the middle axis and its index (i64); the first one wins ties.
+  virtual void max_dim(const Tensor& x, DimSplit split, const Tensor& values,
+                       const Tensor& indices) = 0;
+  // out[o, i] = x[o, index[o, i], i]   (x contiguous [outer, n, inner], index i64 [outer, inner])
+  virtual void gather_dim(const Tensor& x, DimSplit split, const Tensor& index,
+                          const Tensor& out) = 0;
+  // out[o, index[o, i], i] += src[o, i]   (out contiguous [outer, n, inner])
+  virtual void scatter_add_dim(const Tensor& src, DimSplit split, const Tensor& index,
+                               const Tensor& out) = 0;
+  // Softmax (or log-softmax) over the middle axis of contiguous x, max-subtracted.
+  virtual void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out) = 0;
+
+  virtual void gemm(const GemmBatch& batch) = 0;
+
+  // out[r, :] = table[index[r], :]   (table contiguous [rows, width])
+  virtual void index_select_rows(const Tensor& table, const Tensor& index, const Tensor& out) = 0;
+  // table[index[r], :] += src[r, :]  (repeated indices add up)
+  virtual void index_add_rows(const Tensor& src, const Tensor& index, const Tensor& table) = 0;
+
+  // Per row of contiguous x [rows, n]: out = (x - mean) * rstd, saving mean and rstd [rows].
+  virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
+                              const Tensor& rstd) = 0;
+
+  // Uniform [0, 1) numbers from Philox 4x32-10 keyed by seed, counter starting at offset.
+  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
+};
+
+Kernels& kernels(Device device);
+
+}  // namespace tg

@@ -1,0 +1,34 @@
+#pragma once
+// Counter-based random numbers: Philox 4x32-10 keyed by (seed, offset). The same seed and
+// offset give the same numbers on every device and on every re-run, which is what dropout on
+// two devices and checkpoint recomputation need. Consumers reserve a range of counters.
+#include <array>
+#include <cstdint>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+// One Philox 4x32-10 block: 4 random words from a 128-bit counter and a 64-bit key.
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // next unused block counter
+};
+
+void manual_seed(uint64_t seed);  // also resets the offset to 0
+RngState rng_state();
+void set_rng_state(RngState state);
+// Reserves the blocks for `count` numbers (4 per block); returns the first block's counter.
+uint64_t reserve_random(int64_t count);
+
+// Number i of the stream (seed, offset) as a uniform float in [0, 1) with 24 random bits.
+float philox_uniform(uint64_t seed, uint64_t offset, int64_t i);
+
+// Factories drawing from the global generator.
+Tensor rand(const Shape& shape, DType dtype = DType::f32);                  // U[0, 1)
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::f32);
+Tensor randn(const Shape& shape, DType dtype = DType::f32);                 // N(0, 1), Box-Muller
+
+}  // namespace tg

@@ -1,0 +1,47 @@
+#include "autograd/storage.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "autograd/kernels.h"
+
+namespace tg {
+namespace {
+
+struct Counters {
+  std::atomic<int64_t> current{0}, peak{0}, allocations{0};
+};
+
+Counters& counters(Device device) {
+  static Counters per_device[2];
+  return per_device[device.type == DeviceType::cpu ? 0 : 1];
+}
+
+}  // namespace
+
+AllocatorStats allocator_stats(Device device) {
+  Counters& c = counters(device);
+  return {c.current.load(), c.peak.load(), c.allocations.load()};
+}
+
+void reset_allocator_stats(Device device) {
+  Counters& c = counters(device);
+  c.peak = c.current.load();
+  c.allocations = 0;
+}
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  data_ = kernels(device).allocate(std::max<size_t>(nbytes, 1));
+  Counters& c = counters(device);
+  const int64_t now = c.current += static_cast<int64_t>(nbytes);
+  int64_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {}
+  ++c.allocations;
+}
+
+Storage::~Storage() {
+  kernels(device_).deallocate(data_, std::max<size_t>(nbytes_, 1));
+  counters(device_).current -= static_cast<int64_t>(nbytes_);
+}
+
+}  // namespace tg

@@ -1,0 +1,95 @@
+#pragma once
+// The tape: a thread-local list of nodes in execution order. backward() walks it in reverse,
+// which is a valid topological order for free (no recursion, no depth limit).
+//
+// A node holds its op name, where each input's gradient goes (the input's own node, or the
+// leaf whose .grad accumulates it), the tensors its backward needs, and the backward itself.
+// A tensor owns the node that produced it (grad_fn); the tape only remembers the order, so a
+// graph nobody can reach any more is freed with its last tensor, as in PyTorch.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+struct Node;
+using Grads = std::vector<Tensor>;  // one per input; undefined = no gradient
+using BackwardFn = std::function<Grads(const Tensor& grad_output, const Node& node)>;
+
+// Where the gradient for one input goes.
+struct Edge {
+  std::shared_ptr<Node> node;          // the input was produced by this node, or
+  std::shared_ptr<TensorImpl> leaf;    // the input is a leaf that requires grad, or neither
+  Shape shape;                         // the input's shape (gradients are reduced to it)
+  DType dtype = DType::f32;
+};
+
+struct Node {
+  std::string op;
+  uint64_t sequence = 0;        // position in execution order
+  std::vector<Edge> inputs;
+  std::vector<Tensor> saved;    // detached; freed after backward unless retain_graph
+  BackwardFn backward;
+  Shape output_shape;
+  DType output_dtype = DType::f32;
+  int64_t saved_bytes = 0;
+  bool released = false;        // backward already ran and freed what it saved
+
+  bool needs_grad(size_t input) const {
+    return inputs[input].node != nullptr || inputs[input].leaf != nullptr;
+  }
+};
+
+// Grad mode: ops record onto the tape only while it is on.
+bool grad_enabled();
+class NoGrad {  // RAII: records nothing inside its scope
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+ private:
+  bool previous_;
+};
+class EnableGrad {  // RAII: records again, even inside NoGrad
+ public:
+  EnableGrad();
+  ~EnableGrad();
+  EnableGrad(const EnableGrad&) = delete;
+  EnableGrad& operator=(const EnableGrad&) = delete;
+ private:
+  bool previous_;
+};
+
+// True when an op on these inputs must be recorded.
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// Records `output` as produced by `op` from `inputs` when grad mode is on and an input requires
+// grad. `saved` are detached and kept for `backward`.
+void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
+            std::vector<Tensor> saved, BackwardFn backward);
+
+// Reverse-mode sweep from `root`. Without `grad`, root must be a scalar (grad = 1).
+void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
+
+
+// The tape as text: one line per live node (op, output shape, dtype, saved bytes).
+std::string format_tape();
+size_t tape_size();   // live nodes on this thread's tape
+void clear_tape();    // forget the order (nodes stay alive while tensors own them)
+
+// A fresh tape for the scope (used by checkpoint's recomputation); the outer one comes back after.
+class TapeScope {
+ public:
+  TapeScope();
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+ private:
+  std::vector<std::weak_ptr<Node>> outer_;
+};
+
+}  // namespace tg

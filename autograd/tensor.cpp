@@ -1,0 +1,169 @@
+#include "autograd/tensor.h"
+
+#include <cstring>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+
+namespace tg {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+int64_t numel(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape) count *= extent;
+  return count;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t wrapped = dim < 0 ? dim + ndim : dim;
+  check(wrapped >= 0 && wrapped < ndim, "op '", op, "': dim ", dim, " is out of range for a ",
+        ndim, "-d tensor");
+  return wrapped;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::numel() const { return tg::numel(shape()); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] != 1 && strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+void* Tensor::data() const {
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
+}
+
+Tensor& Tensor::requires_grad_(bool value) {
+  check(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (use detach())");
+  check(!value || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()),
+        " tensor cannot require gradients (floating dtypes only)");
+  impl_->requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->shape = impl_->shape;
+  impl->strides = impl_->strides;
+  impl->offset = impl_->offset;
+  impl->dtype = impl_->dtype;
+  return Tensor(impl);
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  tg::backward(*this, grad, retain_graph);
+}
+
+std::vector<double> Tensor::values() const {
+  Tensor converted = empty(shape(), DType::f64);
+  kernels(device()).copy(*this, converted);
+  const double* begin = converted.data_as<double>();
+  return {begin, begin + converted.numel()};
+}
+
+std::vector<int64_t> Tensor::indices() const {
+  Tensor converted = empty(shape(), DType::i64);
+  kernels(device()).copy(*this, converted);
+  const int64_t* begin = converted.data_as<int64_t>();
+  return {begin, begin + converted.numel()};
+}
+
+double Tensor::item() const {
+  check(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(),
+        " elements, not 1");
+  return values()[0];
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t extent : shape) {
+    check(extent >= 0, "empty: negative size in shape ", shape_str(shape));
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(tg::numel(shape) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  kernels(device).fill(t, value);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
+
+Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  check(static_cast<int64_t>(values.size()) == numel(shape), "from_values: ", values.size(),
+        " values do not fill shape ", shape_str(shape));
+  Tensor source = empty(shape, DType::f64);
+  std::memcpy(source.data(), values.data(), values.size() * sizeof(double));
+  if (dtype == DType::f64) return source;
+  Tensor result = empty(shape, dtype);
+  kernels(kCPU).copy(source, result);
+  return result;
+}
+
+Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape) {
+  check(static_cast<int64_t>(values.size()) == numel(shape), "from_indices: ", values.size(),
+        " values do not fill shape ", shape_str(shape));
+  Tensor result = empty(shape, DType::i64);
+  std::memcpy(result.data(), values.data(), values.size() * sizeof(int64_t));
+  return result;
+}
+
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape) {
+  check(static_cast<int64_t>(values.size()) == numel(shape), "from_bools: ", values.size(),
+        " values do not fill shape ", shape_str(shape));
+  Tensor result = empty(shape, DType::b8);
+  auto* out = result.data_as<uint8_t>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i] ? 1 : 0;
+  return result;
+}
+
+Tensor arange(int64_t n, DType dtype) {
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
+  return from_values(values, {n}, dtype);
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype());
+  if (t.numel() <= 64) {
+    os << ", values=[";
+    const auto values = t.values();
+    for (size_t i = 0; i < values.size(); ++i) os << (i ? ", " : "") << values[i];
+    os << "]";
+  }
+  return os << ")";
+}
+
+}  // namespace tg

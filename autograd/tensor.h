@@ -1,0 +1,107 @@
+#pragma once
+// Tensor: a cheap handle to (storage, shape, strides, offset, dtype). Copies of a Tensor share
+// everything; views share the storage with different shape/strides/offset.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "autograd/device.h"
+#include "autograd/dtype.h"
+#include "autograd/storage.h"
+
+namespace tg {
+
+using Shape = std::vector<int64_t>;
+struct Node;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;           // in elements
+  int64_t offset = 0;      // in elements
+  DType dtype = DType::f32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf
+  std::shared_ptr<Node> grad_fn;     // the tape node that produced this tensor (null for leaves)
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device(); }
+  int64_t dim() const { return static_cast<int64_t>(impl_->shape.size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const;
+  bool is_contiguous() const;
+  void* data() const;  // address of the first element
+  template <typename T>
+  T* data_as() const { return static_cast<T*>(data()); }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // Autograd.
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor& requires_grad_(bool value = true);  // leaves only
+  bool is_leaf() const { return impl_->grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  Tensor grad() const { return Tensor(impl_->grad); }
+  void set_grad(const Tensor& grad) const { impl_->grad = grad.impl_; }
+  void zero_grad() const { impl_->grad.reset(); }  // like PyTorch's set_to_none
+  Tensor detach() const;  // same storage, no history
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+
+  // Values, for tests and printing: converted through f64 / i64.
+  double item() const;
+  std::vector<double> values() const;
+  std::vector<int64_t> indices() const;
+
+  // Views and conversions (defined in ops/, recorded on the tape).
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor permute(const Shape& order) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor contiguous() const;
+  Tensor to(DType dtype) const;
+  Tensor clone() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Shapes and strides.
+int64_t numel(const Shape& shape);
+Shape contiguous_strides(const Shape& shape);
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);  // -1 -> ndim-1, checked
+
+// Factories. Storage is fresh and contiguous.
+Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = kCPU);
+Tensor scalar(double value, DType dtype = DType::f32, Device device = kCPU);
+Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32);
+Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape);
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
+Tensor arange(int64_t n, DType dtype = DType::f32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace tg

@@ -1,0 +1,98 @@
+#pragma once
+// The CPU implementation of the kernel interface: plain loops over strided memory, OpenBLAS for
+// GEMM, OpenMP across rows where the work is large enough to pay for the threads.
+#include <array>
+#include <cstdint>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tensor.h"
+
+namespace tg::cpu {
+
+// 16-bit storage types, converted through f32.
+struct Half { uint16_t bits; };
+struct BFloat16 { uint16_t bits; };
+
+template <typename To, typename From>
+inline To convert(From value) {
+  if constexpr (std::is_same_v<From, Half>) return convert<To>(f16_to_f32(value.bits));
+  else if constexpr (std::is_same_v<From, BFloat16>) return convert<To>(bf16_to_f32(value.bits));
+  else if constexpr (std::is_same_v<To, Half>) return Half{f32_to_f16(static_cast<float>(value))};
+  else if constexpr (std::is_same_v<To, BFloat16>) return BFloat16{f32_to_bf16(static_cast<float>(value))};
+  else if constexpr (std::is_same_v<To, bool>) return value != From{};
+  else return static_cast<To>(value);
+}
+
+// Calls body(T{}) with T the C++ type stored for dtype.
+template <typename Body>
+void dispatch_any(DType dtype, Body&& body) {
+  switch (dtype) {
+    case DType::f32: body(float{}); return;
+    case DType::f64: body(double{}); return;
+    case DType::f16: body(Half{}); return;
+    case DType::bf16: body(BFloat16{}); return;
+    case DType::i64: body(int64_t{}); return;
+    case DType::b8: body(bool{}); return;
+  }
+}
+
+// Calls body(T{}) for f32 and f64; other dtypes are an error naming the kernel.
+template <typename Body>
+void dispatch_floating(DType dtype, const char* kernel, Body&& body) {
+  if (dtype == DType::f32) return body(float{});
+  if (dtype == DType::f64) return body(double{});
+  fail("kernel '", kernel, "' on cpu: dtype ", dtype_name(dtype), " is not supported (f32, f64)");
+}
+
+// Calls body(offsets) for every element of `shape` in row-major order, where offsets[k] is the
+// element's position (in elements) under strides[k].
+template <size_t N, typename Body>
+void for_each_element(const Shape& shape, const std::array<const Shape*, N>& strides, Body&& body) {
+  const int64_t total = numel(shape);
+  if (total == 0) return;
+  std::array<int64_t, N> position{};
+  if (shape.empty()) return body(position);
+  const size_t last = shape.size() - 1;
+  std::array<int64_t, N> step;
+  for (size_t k = 0; k < N; ++k) step[k] = (*strides[k])[last];
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t done = 0; done < total; done += shape[last]) {
+    std::array<int64_t, N> p = position;
+    for (int64_t i = 0; i < shape[last]; ++i) {
+      body(p);
+      for (size_t k = 0; k < N; ++k) p[k] += step[k];
+    }
+    for (size_t d = last; d-- > 0;) {  // odometer over the outer dims
+      for (size_t k = 0; k < N; ++k) position[k] += (*strides[k])[d];
+      if (++index[d] < shape[d]) break;
+      for (size_t k = 0; k < N; ++k) position[k] -= (*strides[k])[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+class CpuKernels final : public Kernels {
+ public:
+  const char* name() const override { return "cpu"; }
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* ptr, size_t nbytes) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& x, double scalar, const Tensor& out) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void sum_dim(const Tensor& x, DimSplit split, const Tensor& out) override;
+  void max_dim(const Tensor& x, DimSplit split, const Tensor& values, const Tensor& indices) override;
+  void gather_dim(const Tensor& x, DimSplit split, const Tensor& index, const Tensor& out) override;
+  void scatter_add_dim(const Tensor& src, DimSplit split, const Tensor& index, const Tensor& out) override;
+  void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out) override;
+  void gemm(const GemmBatch& batch) override;
+  void index_select_rows(const Tensor& table, const Tensor& index, const Tensor& out) override;
+  void index_add_rows(const Tensor& src, const Tensor& index, const Tensor& table) override;
+  void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
+                      const Tensor& rstd) override;
+  void uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
+};
+
+}  // namespace tg::cpu

@@ -1,0 +1,133 @@
+// CPU kernels over the middle axis of a contiguous [outer, n, inner] tensor:
+// sum, max, gather, scatter-add and (log-)softmax; and row normalisation for layer_norm.
+#include <cmath>
+#include <limits>
+
+#include "ops/cpu_kernels.h"
+
+namespace tg::cpu {
+
+void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
+  dispatch_floating(x.dtype(), "sum_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    T* result = out.data_as<T>();
+#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] = T(0);
+      for (int64_t k = 0; k < s.n; ++k) {
+        const T* row = in + (o * s.n + k) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] += row[i];
+      }
+    }
+  });
+}
+
+void CpuKernels::max_dim(const Tensor& x, DimSplit s, const Tensor& values, const Tensor& indices) {
+  dispatch_floating(x.dtype(), "max_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    T* best = values.data_as<T>();
+    int64_t* where = indices.data_as<int64_t>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t arg = 0;
+        for (int64_t k = 1; k < s.n; ++k) {
+          if (in[(o * s.n + k) * s.inner + i] > in[(o * s.n + arg) * s.inner + i]) arg = k;
+        }
+        best[o * s.inner + i] = in[(o * s.n + arg) * s.inner + i];
+        where[o * s.inner + i] = arg;
+      }
+    }
+  });
+}
+
+void CpuKernels::gather_dim(const Tensor& x, DimSplit s, const Tensor& index, const Tensor& out) {
+  dispatch_floating(x.dtype(), "gather_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    const int64_t* picked = index.data_as<int64_t>();
+    T* result = out.data_as<T>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        result[o * s.inner + i] = in[(o * s.n + picked[o * s.inner + i]) * s.inner + i];
+      }
+    }
+  });
+}
+
+void CpuKernels::scatter_add_dim(const Tensor& src, DimSplit s, const Tensor& index,
+                                 const Tensor& out) {
+  dispatch_floating(src.dtype(), "scatter_add_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = src.data_as<T>();
+    const int64_t* picked = index.data_as<int64_t>();
+    T* result = out.data_as<T>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        result[(o * s.n + picked[o * s.inner + i]) * s.inner + i] += in[o * s.inner + i];
+      }
+    }
+  });
+}
+
+// A row whose every entry is -inf (a fully masked attention row) gives 0, not NaN.
+void CpuKernels::softmax_dim(const Tensor& x, DimSplit s, bool log, const Tensor& out) {
+  dispatch_floating(x.dtype(), "softmax_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    T* result = out.data_as<T>();
+#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 15))
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const T* row = in + o * s.n * s.inner + i;
+        T* row_out = result + o * s.n * s.inner + i;
+        T largest = -std::numeric_limits<T>::infinity();
+        for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k * s.inner]);
+        if (largest == -std::numeric_limits<T>::infinity()) {
+          for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = log ? largest : T(0);
+          continue;
+        }
+        T total = 0;
+        for (int64_t k = 0; k < s.n; ++k) total += std::exp(row[k * s.inner] - largest);
+        if (log) {
+          const T log_total = std::log(total) + largest;
+          for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = row[k * s.inner] - log_total;
+        } else {
+          const T inverse = T(1) / total;
+          for (int64_t k = 0; k < s.n; ++k) {
+            row_out[k * s.inner] = std::exp(row[k * s.inner] - largest) * inverse;
+          }
+        }
+      }
+    }
+  });
+}
+
+void CpuKernels::normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
+                                const Tensor& rstd) {
+  dispatch_floating(x.dtype(), "normalize_rows", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t width = x.size(-1);
+    const int64_t rows = x.numel() / std::max<int64_t>(width, 1);
+    const T* in = x.data_as<T>();
+    T* result = out.data_as<T>();
+    T* means = mean.data_as<T>();
+    T* rstds = rstd.data_as<T>();
+#pragma omp parallel for if (rows * width > (1 << 15))
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = in + r * width;
+      T total = 0;
+      for (int64_t k = 0; k < width; ++k) total += row[k];
+      const T mu = total / T(width);
+      T squares = 0;
+      for (int64_t k = 0; k < width; ++k) squares += (row[k] - mu) * (row[k] - mu);
+      const T inv_std = T(1) / std::sqrt(squares / T(width) + T(eps));
+      for (int64_t k = 0; k < width; ++k) result[r * width + k] = (row[k] - mu) * inv_std;
+      means[r] = mu;
+      rstds[r] = inv_std;
+    }
+  });
+}
+
+}  // namespace tg::cpu

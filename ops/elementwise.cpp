@@ -1,0 +1,179 @@
+// Elementwise ops: forward through one kernel call, backward beside it in terms of other ops.
+#include "ops/elementwise.h"
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+#include "ops/views.h"
+
+namespace tg {
+namespace {
+
+void check_same_kind(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.defined() && b.defined(), "op '", op, "': undefined tensor");
+  check(a.dtype() == b.dtype(), "op '", op, "': dtypes ", dtype_name(a.dtype()), " and ",
+        dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
+        shape_str(b.shape()), "); convert one with .to()");
+  check(a.device() == b.device(), "op '", op, "': tensors on ", device_name(a.device()), " and ",
+        device_name(b.device()));
+}
+
+Tensor binary_forward(BinaryOp kind, const Tensor& a, const Tensor& b, const char* op) {
+  check_same_kind(a, b, op);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = empty(shape, a.dtype(), a.device());
+  kernels(a.device()).binary(kind, broadcast_view(a, shape), broadcast_view(b, shape), out);
+  return out;
+}
+
+Tensor unary_forward(UnaryOp kind, const Tensor& x, double scalar = 0) {
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  kernels(x.device()).unary(kind, x, scalar, out);
+  return out;
+}
+
+}  // namespace
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t ndim = std::max(a.size(), b.size());
+  Shape shape(ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    const int64_t da = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
+    const int64_t db = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
+    check(da == db || da == 1 || db == 1, "op '", op, "': shapes ", shape_str(a), " and ",
+          shape_str(b), " do not broadcast (dim ", i, ": ", da, " vs ", db, ")");
+    shape[i] = da == 1 ? db : da;
+  }
+  return shape;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::add, a, b, "add");
+  // d(a + b)/da = 1, d(a + b)/db = 1
+  record("add", {a, b}, out, {}, [](const Tensor& g, const Node&) { return Grads{g, g}; });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::sub, a, b, "sub");
+  // d(a - b)/da = 1, d(a - b)/db = -1
+  record("sub", {a, b}, out, {}, [](const Tensor& g, const Node&) { return Grads{g, neg(g)}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::mul, a, b, "mul");
+  // d(a * b)/da = b, d(a * b)/db = a
+  record("mul", {a, b}, out, {a, b}, [](const Tensor& g, const Node& n) {
+    return Grads{n.needs_grad(0) ? mul(g, n.saved[1]) : Tensor(),
+                 n.needs_grad(1) ? mul(g, n.saved[0]) : Tensor()};
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::div, a, b, "div");
+  // d(a / b)/da = 1 / b, d(a / b)/db = -a / b^2
+  record("div", {a, b}, out, {a, b}, [](const Tensor& g, const Node& n) {
+    const Tensor& a = n.saved[0];
+    const Tensor& b = n.saved[1];
+    return Grads{n.needs_grad(0) ? div(g, b) : Tensor(),
+                 n.needs_grad(1) ? neg(div(mul(g, a), mul(b, b))) : Tensor()};
+  });
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = unary_forward(UnaryOp::add_scalar, a, b);
+  // d(a + c)/da = 1
+  record("add_scalar", {a}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = unary_forward(UnaryOp::mul_scalar, a, b);
+  // d(a * c)/da = c
+  record("mul_scalar", {a}, out, {}, [b](const Tensor& g, const Node&) { return Grads{mul(g, b)}; });
+  return out;
+}
+
+Tensor neg(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::neg, x);
+  // d(-x)/dx = -1
+  record("neg", {x}, out, {}, [](const Tensor& g, const Node&) { return Grads{neg(g)}; });
+  return out;
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  Tensor out = unary_forward(UnaryOp::pow, x, exponent);
+  // d(x^p)/dx = p * x^(p-1)
+  record("pow", {x}, out, {x}, [exponent](const Tensor& g, const Node& n) {
+    return Grads{mul(g, mul(pow(n.saved[0], exponent - 1), exponent))};
+  });
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::exp, x);
+  // d exp(x)/dx = exp(x)
+  record("exp", {x}, out, {out}, [](const Tensor& g, const Node& n) { return Grads{mul(g, n.saved[0])}; });
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::log, x);
+  // d log(x)/dx = 1 / x
+  record("log", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{div(g, n.saved[0])}; });
+  return out;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::sqrt, x);
+  // d sqrt(x)/dx = 1 / (2 sqrt(x))
+  record("sqrt", {x}, out, {out}, [](const Tensor& g, const Node& n) {
+    return Grads{div(g, mul(n.saved[0], 2.0))};
+  });
+  return out;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::tanh, x);
+  // d tanh(x)/dx = 1 - tanh(x)^2
+  record("tanh", {x}, out, {out}, [](const Tensor& g, const Node& n) {
+    const Tensor& y = n.saved[0];
+    return Grads{mul(g, add(neg(mul(y, y)), 1.0))};
+  });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::sigmoid, x);
+  // d sigmoid(x)/dx = sigmoid(x) (1 - sigmoid(x))
+  record("sigmoid", {x}, out, {out}, [](const Tensor& g, const Node& n) {
+    const Tensor& y = n.saved[0];
+    return Grads{mul(g, mul(y, add(neg(y), 1.0)))};
+  });
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::relu, x);
+  // d relu(x)/dx = 1 where x > 0, else 0
+  record("relu", {x}, out, {x}, [](const Tensor& g, const Node& n) {
+    return Grads{mul(g, unary_forward(UnaryOp::relu_grad, n.saved[0]))};
+  });
+  return out;
+}
+
+Tensor gelu(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::gelu, x);
+  // d gelu(x)/dx = Phi(x) + x phi(x)
+  record("gelu", {x}, out, {x}, [](const Tensor& g, const Node& n) {
+    return Grads{mul(g, unary_forward(UnaryOp::gelu_grad, n.saved[0]))};
+  });
+  return out;
+}
+
+Tensor equal(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, a, b, "equal"); }
+
+}  // namespace tg

@@ -1,0 +1,150 @@
+// matmul and linear: GEMM forward, and backward as two more GEMMs.
+#include "ops/matmul.h"
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/views.h"
+
+namespace tg {
+namespace {
+
+// How a [rows, cols] matrix view is handed to BLAS: as it is, or transposed, with its leading
+// dimension. Views that are neither (e.g. a stepped slice) are copied first.
+struct GemmOperand {
+  Tensor tensor;
+  bool transposed = false;
+  int64_t ld = 0;
+};
+
+GemmOperand gemm_operand(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t row_stride = t.strides()[t.dim() - 2], col_stride = t.strides()[t.dim() - 1];
+  if ((col_stride == 1 || cols == 1) && (row_stride >= cols || rows == 1)) {
+    return {t, false, std::max<int64_t>({row_stride, cols, 1})};
+  }
+  if ((row_stride == 1 || rows == 1) && (col_stride >= rows || cols == 1)) {
+    return {t, true, std::max<int64_t>({col_stride, rows, 1})};
+  }
+  NoGrad no_grad;
+  Tensor copy = empty(t.shape(), t.dtype(), t.device());
+  kernels(t.device()).copy(t, copy);
+  return {copy, false, std::max<int64_t>(cols, 1)};
+}
+
+// Element offsets of each matrix of t, in row-major order over the batch dims (which may have
+// stride 0 where they were broadcast).
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  std::vector<int64_t> offsets(numel(batch));
+  for (int64_t item = 0; item < static_cast<int64_t>(offsets.size()); ++item) {
+    int64_t rest = item, offset = t.offset();
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += (rest % batch[d]) * t.strides()[d];
+      rest /= batch[d];
+    }
+    offsets[item] = offset;
+  }
+  return offsets;
+}
+
+// out[..., m, n] = a[..., m, k] @ b[..., k, n]; a and b already share out's batch dims.
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  const GemmOperand lhs = gemm_operand(a), rhs = gemm_operand(b);
+  GemmBatch g;
+  g.dtype = out.dtype();
+  g.m = a.size(-2);
+  g.k = a.size(-1);
+  g.n = b.size(-1);
+  g.transpose_a = lhs.transposed;
+  g.transpose_b = rhs.transposed;
+  g.lda = lhs.ld;
+  g.ldb = rhs.ld;
+  g.ldc = std::max<int64_t>(g.n, 1);
+  g.a = lhs.tensor.storage()->data();
+  g.b = rhs.tensor.storage()->data();
+  g.c = out.storage()->data();
+  g.a_offsets = batch_offsets(lhs.tensor, batch);
+  g.b_offsets = batch_offsets(rhs.tensor, batch);
+  g.c_offsets = batch_offsets(out, batch);
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {
+    kernels(out.device()).fill(out, 0);
+    return;
+  }
+  kernels(out.device()).gemm(g);
+}
+
+Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  check(b.size(-2) == k, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
+        shape_str(b.shape()), " do not match (inner dims ", k, " vs ", b.size(-2), ")");
+  const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                       Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  Shape a_shape = batch, b_shape = batch, out_shape = batch;
+  a_shape.insert(a_shape.end(), {m, k});
+  b_shape.insert(b_shape.end(), {k, n});
+  out_shape.insert(out_shape.end(), {m, n});
+  Tensor out = empty(out_shape, a.dtype(), a.device());
+  gemm_into(broadcast_view(a, a_shape), broadcast_view(b, b_shape), out);
+  // d(A B)/dA = G B^T, d(A B)/dB = A^T G (summed over broadcast batch dims by the engine)
+  record("matmul", {a, b}, out, {a, b}, [](const Tensor& g, const Node& n) {
+    const Tensor& a = n.saved[0];
+    const Tensor& b = n.saved[1];
+    return Grads{n.needs_grad(0) ? matmul(g, b.transpose(-1, -2)) : Tensor(),
+                 n.needs_grad(1) ? matmul(a.transpose(-1, -2), g) : Tensor()};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check(a.defined() && b.defined(), "op 'matmul': undefined tensor");
+  check(a.dim() >= 1 && b.dim() >= 1, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
+        shape_str(b.shape()), ": both need at least 1 dim");
+  check(a.dtype() == b.dtype(), "op 'matmul': dtypes ", dtype_name(a.dtype()), " and ",
+        dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
+        shape_str(b.shape()), ")");
+  check(a.device() == b.device(), "op 'matmul': tensors on ", device_name(a.device()), " and ",
+        device_name(b.device()));
+  // A 1-D operand is a row (left) or column (right) vector, removed again from the result.
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(-1)).squeeze(-1);
+  return matmul_2d_or_batched(a, b);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check(x.defined() && weight.defined(), "op 'linear': undefined tensor");
+  check(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
+        shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
+        " (expected (..., in) and (out, in))");
+  check(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
+        " and weight dtype ", dtype_name(weight.dtype()), " differ");
+  const int64_t in = weight.size(1), out_features = weight.size(0);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor rows = x.detach().reshape({-1, in});
+  Tensor out = empty({rows.size(0), out_features}, x.dtype(), x.device());
+  gemm_into(rows, weight.detach().transpose(0, 1), out);
+  if (bias.defined()) {
+    check(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
+          shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
+    kernels(x.device()).binary(BinaryOp::add, out, broadcast_view(bias.detach(), out.shape()), out);
+  }
+  out = out.view(out_shape);
+  // y = x W^T + b:  dx = G W,  dW = G^T x,  db = sum of G over rows
+  record("linear", {x, weight, bias}, out, {x, weight},
+         [in, out_features](const Tensor& g, const Node& n) {
+           Tensor g_rows = g.reshape({-1, out_features});
+           Tensor x_rows = n.saved[0].reshape({-1, in});
+           return Grads{n.needs_grad(0) ? matmul(g_rows, n.saved[1]).view(n.saved[0].shape()) : Tensor(),
+                        n.needs_grad(1) ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor(),
+                        n.needs_grad(2) ? sum(g_rows, {0}) : Tensor()};
+         });
+  return out;
+}
+
+}  // namespace tg

@@ -1,0 +1,116 @@
+// Reductions: sum, mean, max over dims.
+#include "ops/reduce.h"
+
+#include <algorithm>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+#include "ops/views.h"
+
+namespace tg {
+namespace {
+
+// Sorted, distinct, non-negative dims; all dims when `dims` is empty.
+std::vector<int64_t> reduced_dims(const Tensor& x, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<int64_t> result;
+  for (int64_t d : dims) result.push_back(normalize_dim(d, x.dim(), op));
+  if (dims.empty()) for (int64_t d = 0; d < x.dim(); ++d) result.push_back(d);
+  std::sort(result.begin(), result.end());
+  check(std::adjacent_find(result.begin(), result.end()) == result.end(), "op '", op,
+        "': dims ", shape_str(dims), " repeat a dim");
+  return result;
+}
+
+Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape kept = shape;
+  for (int64_t d : dims) kept[d] = 1;
+  return kept;
+}
+
+Shape dropped_shape(const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape dropped;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (!std::binary_search(dims.begin(), dims.end(), d)) dropped.push_back(shape[d]);
+  }
+  return dropped;
+}
+
+void check_floating(const Tensor& x, const char* op) {
+  check(x.defined() && is_floating(x.dtype()), "op '", op, "': needs a floating tensor, got ",
+        x.defined() ? dtype_name(x.dtype()) : "undefined", " of shape ",
+        x.defined() ? shape_str(x.shape()) : "[]");
+}
+
+}  // namespace
+
+DimSplit split_at(const Shape& shape, int64_t dim) {
+  DimSplit split;
+  for (int64_t i = 0; i < dim; ++i) split.outer *= shape[i];
+  split.n = shape[dim];
+  for (int64_t i = dim + 1; i < static_cast<int64_t>(shape.size()); ++i) split.inner *= shape[i];
+  return split;
+}
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_floating(x, "sum");
+  const std::vector<int64_t> reduced = reduced_dims(x, dims, "sum");
+  Tensor current = x.detach().contiguous();
+  Shape shape = x.shape();
+  for (auto d = reduced.rbegin(); d != reduced.rend(); ++d) {
+    const DimSplit split = split_at(shape, *d);
+    shape[*d] = 1;
+    Tensor summed = empty(shape, x.dtype(), x.device());
+    kernels(x.device()).sum_dim(current, split, summed);
+    current = summed;
+  }
+  const Shape kept = kept_shape(x.shape(), reduced);
+  Tensor out = current.view(keepdim ? kept : dropped_shape(x.shape(), reduced));
+  // d sum(x)/dx = 1 everywhere: the gradient broadcast back over the summed dims
+  record("sum", {x}, out, {}, [kept, from = x.shape()](const Tensor& g, const Node&) {
+    return Grads{g.reshape(kept).expand(from)};
+  });
+  return out;
+}
+
+Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_floating(x, "mean");
+  int64_t count = 1;
+  for (int64_t d : reduced_dims(x, dims, "mean")) count *= x.shape()[d];
+  // mean = sum / count, so d mean/dx = 1 / count (through sum and mul)
+  return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+}
+
+Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+
+MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
+  check_floating(x, "max");
+  const int64_t d = normalize_dim(dim, x.dim(), "max");
+  check(x.shape()[d] > 0, "op 'max': dim ", d, " of shape ", shape_str(x.shape()), " is empty");
+  const DimSplit split = split_at(x.shape(), d);
+  const Shape kept = kept_shape(x.shape(), {d});
+  Tensor values = empty(kept, x.dtype(), x.device());
+  Tensor indices = empty(kept, DType::i64, x.device());
+  kernels(x.device()).max_dim(x.detach().contiguous(), split, values, indices);
+  if (!keepdim) {
+    values = values.squeeze(d);
+    indices = indices.squeeze(d);
+  }
+  // d max(x)/dx = 1 at the (first) largest element, 0 elsewhere
+  record("max", {x}, values, {indices}, [split, kept, from = x.shape()](const Tensor& g, const Node& n) {
+    Tensor grad = zeros(from, g.dtype(), g.device());
+    kernels(g.device()).scatter_add_dim(g.contiguous(), split, n.saved[0].contiguous(), grad);
+    return Grads{grad};
+  });
+  return {values, indices};
+}
+
+Tensor max(const Tensor& x) {
+  check(x.numel() > 0, "op 'max': tensor of shape ", shape_str(x.shape()), " is empty");
+  return max(x.reshape({-1}), 0).values;
+}
+
+}  // namespace tg

@@ -1,0 +1,245 @@
+// Views (same storage, new shape/strides/offset) and the copies that sit beside them.
+#include "ops/views.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+
+namespace tg {
+namespace {
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(impl);
+}
+
+// Replaces a single -1 by what makes the element count match.
+Shape infer_shape(Shape shape, int64_t count, const char* op, const Shape& from) {
+  int64_t known = 1, unknown = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      check(unknown < 0, "op '", op, "': more than one -1 in ", shape_str(shape));
+      unknown = static_cast<int64_t>(i);
+    } else {
+      check(shape[i] >= 0, "op '", op, "': negative size in ", shape_str(shape));
+      known *= shape[i];
+    }
+  }
+  if (unknown >= 0) {
+    check(known > 0 && count % known == 0, "op '", op, "': cannot view ", shape_str(from), " as ",
+          shape_str(shape));
+    shape[unknown] = count / known;
+  }
+  check(numel(shape) == count, "op '", op, "': cannot view ", shape_str(from), " (", count,
+        " elements) as ", shape_str(shape));
+  return shape;
+}
+
+Tensor copy_of(const Tensor& t, DType dtype) {
+  Tensor out = empty(t.shape(), dtype, t.device());
+  kernels(t.device()).copy(t, out);
+  return out;
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& requested) const {
+  const Shape shape = infer_shape(requested, numel(), "view", this->shape());
+  check(is_contiguous(), "op 'view': tensor of shape ", shape_str(this->shape()),
+        " is not contiguous; use reshape()");
+  Tensor out = make_view(*this, shape, contiguous_strides(shape), offset());
+  // d view(x)/dx: the gradient reshaped back
+  record("view", {*this}, out, {}, [from = this->shape()](const Tensor& g, const Node&) {
+    return Grads{g.reshape(from)};
+  });
+  return out;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  return is_contiguous() ? view(shape) : contiguous().view(shape);
+}
+
+Tensor Tensor::permute(const Shape& order) const {
+  check(static_cast<int64_t>(order.size()) == dim(), "op 'permute': order ", shape_str(order),
+        " does not match a tensor of shape ", shape_str(shape()));
+  Shape seen(order.size(), 0), shape(order.size()), strides(order.size()), inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t from = normalize_dim(order[i], dim(), "permute");
+    check(!seen[from]++, "op 'permute': ", shape_str(order), " repeats dim ", from);
+    shape[i] = this->shape()[from];
+    strides[i] = this->strides()[from];
+    inverse[from] = static_cast<int64_t>(i);
+  }
+  Tensor out = make_view(*this, shape, strides, offset());
+  // d permute(x)/dx: the gradient permuted back by the inverse order
+  record("permute", {*this}, out, {},
+         [inverse](const Tensor& g, const Node&) { return Grads{g.permute(inverse)}; });
+  return out;
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  Shape order(dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::swap(order[normalize_dim(dim0, dim(), "transpose")], order[normalize_dim(dim1, dim(), "transpose")]);
+  return permute(order);
+}
+
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  const int64_t d = normalize_dim(dim, this->dim(), "narrow");
+  check(start >= 0 && length >= 0 && start + length <= shape()[d], "op 'narrow': [", start, ", ",
+        start + length, ") is outside dim ", d, " of shape ", shape_str(shape()));
+  Shape shape = this->shape();
+  shape[d] = length;
+  Tensor out = make_view(*this, shape, strides(), offset() + start * strides()[d]);
+  // d narrow(x)/dx: the gradient placed back into zeros at [start, start + length)
+  record("narrow", {*this}, out, {},
+         [from = this->shape(), d, start, length](const Tensor& g, const Node&) {
+           Tensor grad = zeros(from, g.dtype(), g.device());
+           Tensor window = grad.narrow(d, start, length);
+           kernels(g.device()).copy(g, window);
+           return Grads{grad};
+         });
+  return out;
+}
+
+Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  const int64_t extra = static_cast<int64_t>(shape.size()) - t.dim();
+  check(extra >= 0, "op 'expand': cannot expand ", shape_str(t.shape()), " to ", shape_str(shape));
+  Shape strides(shape.size(), 0);
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    const int64_t have = t.shape()[i], want = shape[extra + i];
+    check(have == want || have == 1, "op 'expand': cannot expand ", shape_str(t.shape()), " to ",
+          shape_str(shape));
+    strides[extra + i] = have == want ? t.strides()[i] : 0;
+  }
+  return make_view(t, shape, strides, t.offset());
+}
+
+Tensor Tensor::expand(const Shape& requested) const {
+  Shape shape = requested;
+  const int64_t extra = static_cast<int64_t>(shape.size()) - dim();
+  for (int64_t i = 0; i < dim() && extra >= 0; ++i) {
+    if (shape[extra + i] == -1) shape[extra + i] = this->shape()[i];
+  }
+  Tensor out = broadcast_view(*this, shape);
+  // d expand(x)/dx: the gradient summed over the expanded dims (the engine reduces it)
+  record("expand", {*this}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
+  return out;
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  const int64_t d = normalize_dim(dim, this->dim(), "squeeze");
+  const bool drops = shape()[d] == 1;  // like PyTorch, a dim of another size stays
+  Shape shape = this->shape(), strides = this->strides();
+  if (drops) {
+    shape.erase(shape.begin() + d);
+    strides.erase(strides.begin() + d);
+  }
+  Tensor out = make_view(*this, shape, strides, offset());
+  // d squeeze(x)/dx: the gradient with the size-1 dim put back
+  record("squeeze", {*this}, out, {}, [d, drops](const Tensor& g, const Node&) {
+    return Grads{drops ? g.unsqueeze(d) : g};
+  });
+  return out;
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  const int64_t d = normalize_dim(dim, this->dim() + 1, "unsqueeze");
+  Shape shape = this->shape(), strides = this->strides();
+  const int64_t stride = d < this->dim() ? strides[d] * shape[d] : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  Tensor out = make_view(*this, shape, strides, offset());
+  // d unsqueeze(x)/dx: the gradient with the size-1 dim removed
+  record("unsqueeze", {*this}, out, {}, [d](const Tensor& g, const Node&) { return Grads{g.squeeze(d)}; });
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  Tensor out = copy_of(*this, dtype());
+  // d contiguous(x)/dx = identity
+  record("contiguous", {*this}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = copy_of(*this, dtype());
+  // d clone(x)/dx = identity
+  record("clone", {*this}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = copy_of(*this, target);
+  if (!is_floating(target)) return out;  // indices and masks carry no gradient
+  // d cast(x)/dx = identity, cast back to the input's dtype
+  record("to", {*this}, out, {}, [from = dtype()](const Tensor& g, const Node&) {
+    return Grads{g.to(from)};
+  });
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check(!tensors.empty(), "op 'cat': no tensors given");
+  const Tensor& first = tensors[0];
+  const int64_t d = normalize_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (const Tensor& t : tensors) {
+    Shape other = t.shape();
+    check(t.dim() == first.dim() && t.dtype() == first.dtype() && t.device() == first.device(),
+          "op 'cat': tensors of shapes ", shape_str(first.shape()), " (", dtype_name(first.dtype()),
+          ") and ", shape_str(t.shape()), " (", dtype_name(t.dtype()), ") cannot be joined");
+    other[d] = first.shape()[d];
+    check(other == first.shape(), "op 'cat': shapes ", shape_str(first.shape()), " and ",
+          shape_str(t.shape()), " differ outside dim ", d);
+    shape[d] += t.shape()[d];
+  }
+  Tensor out = empty(shape, first.dtype(), first.device());
+  std::vector<int64_t> lengths;
+  int64_t start = 0;
+  {
+    NoGrad no_grad;
+    for (const Tensor& t : tensors) {
+      Tensor window = out.narrow(d, start, t.shape()[d]);
+      kernels(out.device()).copy(t, window);
+      start += t.shape()[d];
+      lengths.push_back(t.shape()[d]);
+    }
+  }
+  // d cat(x_1..x_n)/dx_i: the slice of the gradient where x_i went
+  record("cat", tensors, out, {}, [d, lengths](const Tensor& g, const Node&) {
+    Grads grads;
+    int64_t begin = 0;
+    for (int64_t length : lengths) {
+      grads.push_back(g.narrow(d, begin, length));
+      begin += length;
+    }
+    return grads;
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  check(!tensors.empty(), "op 'stack': no tensors given");
+  const int64_t d = normalize_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> unsqueezed;
+  for (const Tensor& t : tensors) {
+    check(t.shape() == tensors[0].shape(), "op 'stack': shapes ", shape_str(tensors[0].shape()),
+          " and ", shape_str(t.shape()), " differ");
+    unsqueezed.push_back(t.unsqueeze(d));
+  }
+  return cat(unsqueezed, d);
+}
+
+}  // namespace tg
