@@ -1,6 +1,9 @@
 # `make` sets up and builds, `make run` runs the main job, `make test` runs the whole suite.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# The OpenBLAS kernel set is pinned (as in CI) so that results do not depend on the host CPU.
+export OPENBLAS_CORETYPE ?= Haswell
+
 PACKAGES := cmake g++ make libopenblas-dev libboost-program-options-dev catch2 nlohmann-json3-dev libstb-dev
 
 .PHONY: all setup build run test clean

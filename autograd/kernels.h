@@ -10,10 +10,9 @@
 
 #include "autograd/device.h"
 #include "autograd/dtype.h"
+#include "autograd/tensor.h"
 
 namespace tg {
-
-class Tensor;
 
 enum class UnaryOp {
   neg, exp, log, sqrt, tanh, sigmoid, relu, gelu,
@@ -43,6 +42,22 @@ struct GemmBatch {
 // A contiguous tensor seen as [outer, n, inner]: reductions and softmax run over the middle axis.
 struct DimSplit {
   int64_t outer = 1, n = 1, inner = 1;
+};
+
+// Scaled dot-product attention over a batch of N independent (query, key, value) problems:
+// q [N, Sq, d], k [N, Sk, d], v [N, Sk, dv], all contiguous. Query i may attend key j unless
+// `causal` and j > i, or the mask says false there. Dropout drops probability (n, i, j) when
+// Philox number n*Sq*Sk + i*Sk + j of (seed, offset) is below dropout_p (the numbering that
+// dropout() on the [N, Sq, Sk] weights uses, so both attention paths drop the same entries).
+struct AttentionProblem {
+  Tensor q, k, v;
+  double scale = 1.0;
+  bool causal = false;
+  Tensor mask;                       // bool, may be undefined; element (n, i, j) is at
+  std::vector<int64_t> mask_offsets; //   mask_offsets[n] + i * mask_row_stride + j * mask_col_stride
+  int64_t mask_row_stride = 0, mask_col_stride = 0;
+  double dropout_p = 0.0;
+  uint64_t seed = 0, offset = 0;
 };
 
 struct Kernels {
@@ -87,6 +102,16 @@ struct Kernels {
   // Per row of contiguous x [rows, n]: out = (x - mean) * rstd, saving mean and rstd [rows].
   virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                               const Tensor& rstd) = 0;
+
+  // Fused attention: out [N, Sq, dv] and the per-row log-sum-exp [N, Sq] (the only statistics
+  // kept for backward, which recomputes the probabilities tile by tile).
+  virtual void attention_forward(const AttentionProblem& problem, const Tensor& out,
+                                 const Tensor& logsumexp) = 0;
+  // Accumulates into grad_q, grad_k, grad_v (zero-filled by the caller).
+  virtual void attention_backward(const AttentionProblem& problem, const Tensor& out,
+                                  const Tensor& logsumexp, const Tensor& grad_out,
+                                  const Tensor& grad_q, const Tensor& grad_k,
+                                  const Tensor& grad_v) = 0;
 
   // Uniform [0, 1) numbers from Philox 4x32-10 keyed by seed, counter starting at offset.
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;

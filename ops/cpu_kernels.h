@@ -93,6 +93,11 @@ class CpuKernels final : public Kernels {
   void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                       const Tensor& rstd) override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
+  void attention_forward(const AttentionProblem& problem, const Tensor& out,
+                         const Tensor& logsumexp) override;
+  void attention_backward(const AttentionProblem& problem, const Tensor& out,
+                          const Tensor& logsumexp, const Tensor& grad_out, const Tensor& grad_q,
+                          const Tensor& grad_k, const Tensor& grad_v) override;
 };
 
 }  // namespace tg::cpu

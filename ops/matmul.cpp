@@ -111,6 +111,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check(a.device() == b.device(), "op 'matmul': tensors on ", device_name(a.device()), " and ",
         device_name(b.device()));
   // A 1-D operand is a row (left) or column (right) vector, removed again from the result.
+  if (a.dim() == 1 && b.dim() == 1) {  // a dot product: [1, k] @ [k, 1] -> []
+    return matmul_2d_or_batched(a.unsqueeze(0), b.unsqueeze(-1)).squeeze(-1).squeeze(-1);
+  }
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(-1)).squeeze(-1);
   return matmul_2d_or_batched(a, b);

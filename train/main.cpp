@@ -1,2 +1,53 @@
+// tapegrad: the command line. `tapegrad <command> --help` explains each command.
+#include <boost/program_options/errors.hpp>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
-int main() { std::cout << "tapegrad\n"; }
+#include <map>
+
+#include "autograd/error.h"
+#include "train/cli.h"
+
+namespace {
+
+const std::map<std::string, std::pair<std::function<int(const tg::cli::Args&)>, const char*>> kCommands = {
+    {"info", {tg::cli::info, "version, BLAS and its kernels, threads, devices"}},
+    {"gradcheck", {tg::cli::gradcheck, "run the registry of f64 finite-difference gradient checks"}},
+};
+
+void usage(std::ostream& out) {
+  out << "usage: tapegrad <command> [options]\n\ncommands:\n";
+  for (const auto& [name, command] : kCommands) {
+    out << "  " << name << std::string(12 - name.size(), ' ') << command.second << "\n";
+  }
+  out << "\n`tapegrad <command> --help` shows a command's options and examples.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(std::cerr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    usage(std::cout);
+    return 0;
+  }
+  const auto command = kCommands.find(name);
+  if (command == kCommands.end()) {
+    std::cerr << "tapegrad: unknown command '" << name << "' (try tapegrad --help)\n";
+    return 2;
+  }
+  try {
+    return command->second.first(tg::cli::Args(argv + 2, argv + argc));
+  } catch (const tg::Error& error) {
+    std::cerr << "tapegrad " << name << ": error: " << error.what() << "\n";
+  } catch (const boost::program_options::error& error) {
+    std::cerr << "tapegrad " << name << ": error: " << error.what() << " (try --help)\n";
+  } catch (const std::exception& error) {
+    std::cerr << "tapegrad " << name << ": error: " << error.what() << "\n";
+  }
+  return 2;
+}

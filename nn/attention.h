@@ -1,0 +1,42 @@
+#pragma once
+// Multi-head attention with four separate projections (q_proj, k_proj, v_proj, o_proj), as the
+// classic tutorials write it. See docs/attention.md for the walk-through with shapes.
+#include "nn/layers.h"
+
+namespace tg::nn {
+
+struct AttentionOutput {
+  Tensor output;   // [B, Sq, hidden]
+  Tensor weights;  // [B, heads, Sq, Sk], only when need_weights (after dropout, as PyTorch)
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t hidden, int64_t heads, double dropout = 0.0, DType dtype = DType::f32);
+
+  // query [B, Sq, hidden], key and value [B, Sk, hidden] (Sk may differ from Sq: cross-attention).
+  // mask: bool, true = may attend, broadcastable to [B, heads, Sq, Sk] ([B, Sq, Sk] is read as
+  // [B, 1, Sq, Sk]). is_causal adds the causal mask. The fused kernel runs unless need_weights.
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& mask = Tensor(), bool need_weights = false,
+                          bool is_causal = false) const;
+  AttentionOutput forward(const Tensor& x, const Tensor& mask = Tensor(), bool is_causal = false) const {
+    return forward(x, x, x, mask, false, is_causal);
+  }
+
+  // [B, S, hidden] -> [B, heads, S, head_dim] (a view) and back (a copy).
+  Tensor split_heads(const Tensor& x) const;
+  Tensor merge_heads(const Tensor& x) const;
+
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  int64_t hidden, heads, head_dim;
+  double dropout;
+  bool use_fused = true;  // false: always the explicit path (the readable reference)
+};
+
+// The explicit path on already projected heads: softmax(q k^T * scale, masked) -> dropout -> @ v.
+// Returns (context [.., Sq, d], weights [.., Sq, Sk]).
+std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& mask, bool is_causal, double dropout_p);
+
+}  // namespace tg::nn

@@ -1,0 +1,118 @@
+#include "nn/module.h"
+
+#include <map>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+
+namespace tg::nn {
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+  value = value.detach();
+  value.requires_grad_();
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value, bool persistent) {
+  buffers_.emplace_back(name, value);
+  buffer_persistent_.push_back(persistent);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, NamedTensors& out, bool parameters) const {
+  if (parameters) {
+    for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
+  } else {
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      if (buffer_persistent_[i]) out.emplace_back(prefix + buffers_[i].first, buffers_[i].second);
+    }
+  }
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, parameters);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", out, true);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", out, false);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& entry : named_buffers()) out.push_back(entry);
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  std::string missing, mismatched;
+  for (const auto& [name, target] : state_dict()) {
+    auto found = given.find(name);
+    if (found == given.end()) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      continue;
+    }
+    if (found->second.shape() != target.shape()) {
+      mismatched += (mismatched.empty() ? "" : ", ") + name + " " +
+                    shape_str(found->second.shape()) + " vs " + shape_str(target.shape());
+    }
+    given.erase(found);
+  }
+  std::string unexpected;
+  for (const auto& [name, t] : given) unexpected += (unexpected.empty() ? "" : ", ") + name;
+  check(missing.empty() && mismatched.empty() && (unexpected.empty() || !strict),
+        "load_state_dict: ", missing.empty() ? "" : "missing: " + missing + "; ",
+        mismatched.empty() ? "" : "shape mismatch (file vs model): " + mismatched + "; ",
+        unexpected.empty() || !strict ? "" : "unexpected: " + unexpected);
+  NoGrad no_grad;
+  std::map<std::string, Tensor> by_name(state.begin(), state.end());
+  for (const auto& [name, target] : state_dict()) {
+    kernels(target.device()).copy(by_name.at(name), target);  // converts the dtype if needed
+  }
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (const Tensor& p : parameters()) p.zero_grad();
+}
+
+void Module::to(DType dtype) {
+  auto convert = [dtype](const Tensor& t) {
+    if (t.dtype() == dtype || !is_floating(t.dtype())) return;
+    Tensor converted = t.detach().to(dtype);
+    TensorImpl& impl = *t.impl();
+    impl.storage = converted.storage();
+    impl.strides = converted.strides();
+    impl.offset = converted.offset();
+    impl.dtype = dtype;
+    impl.grad.reset();
+  };
+  for (auto& [name, t] : parameters_) convert(t);
+  for (auto& [name, t] : buffers_) convert(t);
+  for (auto& [name, child] : children_) child->to(dtype);
+}
+
+int64_t Module::parameter_count() const {
+  int64_t count = 0;
+  for (const Tensor& p : parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace tg::nn

@@ -1,0 +1,58 @@
+#pragma once
+// Module: named parameters, buffers and children, as torch.nn.Module. state_dict() names are
+// the dotted paths PyTorch would give ("mha.q_proj.weight"), so checkpoints load into PyTorch.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  NamedTensors named_parameters() const;  // in registration order, children after own
+  std::vector<Tensor> parameters() const;
+  NamedTensors named_buffers() const;     // persistent buffers only
+  NamedTensors state_dict() const;        // parameters, then persistent buffers
+  // Copies values into the existing tensors. Missing, unexpected or mis-shaped entries are a
+  // tg::Error listing them (unexpected ones are ignored when strict is false).
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();
+  // Converts every parameter and buffer in place (handles held elsewhere see the change).
+  void to(DType dtype);
+  int64_t parameter_count() const;
+
+ protected:
+  // The tensor becomes a leaf that requires grad; the returned handle shares it.
+  Tensor register_parameter(const std::string& name, Tensor value);
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, NamedTensors& out, bool parameters) const;
+
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<bool> buffer_persistent_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,298 @@
+#include "nn/optim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "autograd/error.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+
+namespace tg {
+namespace {
+
+// Calls body(float{}) or body(double{}) for a parameter's dtype (the constructor allows no other).
+template <typename Body>
+void with_param_type(DType dtype, Body&& body) {
+  if (dtype == DType::f32) {
+    body(float{});
+  } else {
+    body(double{});
+  }
+}
+
+// "3.exp_avg" -> (3, "exp_avg"); nullopt when the name does not start with digits and a dot.
+std::optional<std::pair<size_t, std::string>> split_state_name(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 18) return std::nullopt;
+  for (size_t i = 0; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+  }
+  return std::make_pair(static_cast<size_t>(std::stoull(name.substr(0, dot))), name.substr(dot + 1));
+}
+
+// A step count stored as a scalar: i64 (what state() writes) or a float holding a whole number
+// (what PyTorch writes).
+int64_t read_step(const char* optimizer, const std::string& name, const Tensor& tensor) {
+  check(tensor.dim() == 0, optimizer, " load_state: '", name, "' must be a scalar, got shape ",
+        shape_str(tensor.shape()));
+  if (tensor.dtype() == DType::i64) {
+    const int64_t step = tensor.indices()[0];
+    check(step >= 0, optimizer, " load_state: '", name, "' is negative (", step, ")");
+    return step;
+  }
+  check(is_floating(tensor.dtype()), optimizer, " load_state: '", name, "' has dtype ",
+        dtype_name(tensor.dtype()), "; a step count is i64 or floating");
+  const double step = tensor.item();
+  check(step >= 0 && step < 9e15 && step == std::floor(step), optimizer, " load_state: '", name,
+        "' = ", step, " is not a non-negative whole number");
+  return static_cast<int64_t>(step);
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text.empty() ? "(none)" : text;
+}
+
+}  // namespace
+
+// ---- Optimizer --------------------------------------------------------------------------------
+
+Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr)
+    : name_(name), params_(std::move(params)), param_states_(params_.size()), lr_(lr) {
+  check(lr >= 0, name_, ": invalid learning rate ", lr, " (must be >= 0)");
+  check(!params_.empty(), name_, ": got an empty parameter list");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& param = params_[i];
+    check(param.defined(), name_, ": parameter ", i, " is an undefined tensor");
+    check(param.is_leaf() && param.requires_grad(), name_, ": parameter ", i,
+          " must be a leaf that requires grad");
+    check(param.dtype() == DType::f32 || param.dtype() == DType::f64, name_, ": parameter ", i,
+          " has dtype ", dtype_name(param.dtype()), "; optimizers update f32 or f64 parameters");
+    check(param.device() == kCPU, name_, ": parameter ", i, " is on ", device_name(param.device()),
+          "; this optimizer updates CPU parameters");
+    check(param.is_contiguous(), name_, ": parameter ", i, " of shape ", shape_str(param.shape()),
+          " is not contiguous");
+    for (size_t j = 0; j < i; ++j) {
+      check(!param.same(params_[j]), name_, ": parameters ", j, " and ", i,
+            " are the same tensor; pass each parameter once");
+    }
+  }
+}
+
+void Optimizer::step() {
+  NoGrad no_grad;
+  // Check every gradient first, so that a bad one leaves all parameters untouched.
+  std::vector<Tensor> grads(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& param = params_[i];
+    Tensor grad = param.grad();
+    if (!grad.defined()) continue;  // no gradient this step: skipped, as in PyTorch
+    check(grad.shape() == param.shape(), name_, ".step: parameter ", i, " has shape ",
+          shape_str(param.shape()), " but its grad has shape ", shape_str(grad.shape()));
+    check(grad.dtype() == param.dtype(), name_, ".step: parameter ", i, " is ",
+          dtype_name(param.dtype()), " but its grad is ", dtype_name(grad.dtype()));
+    check(grad.device() == param.device(), name_, ".step: parameter ", i, " and its grad are on ",
+          "different devices");
+    grads[i] = grad.contiguous();  // a copy when the grad is a view (e.g. an expand)
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (grads[i].defined()) update(i, params_[i], grads[i]);
+  }
+  ++step_count_;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& param : params_) param.zero_grad();
+}
+
+void Optimizer::set_lr(double lr) {
+  check(lr >= 0, name_, ".set_lr: invalid learning rate ", lr, " (must be >= 0)");
+  lr_ = lr;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {
+  std::vector<std::pair<std::string, Tensor>> named;
+  named.emplace_back("step", from_indices({step_count_}, {}));
+  for (size_t i = 0; i < param_states_.size(); ++i) {
+    for (const auto& [buffer, tensor] : param_states_[i]) {
+      named.emplace_back(std::to_string(i) + "." + buffer, tensor);
+    }
+  }
+  return named;
+}
+
+void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& state) {
+  NoGrad no_grad;
+  const std::vector<std::string> expected = state_names();
+  std::vector<std::map<std::string, Tensor>> loaded(params_.size());
+  std::optional<int64_t> step_count;
+
+  for (const auto& [name, tensor] : state) {
+    check(tensor.defined(), name_, " load_state: '", name, "' is an undefined tensor");
+    if (name == "step") {
+      check(!step_count, name_, " load_state: 'step' appears twice");
+      step_count = read_step(name_, name, tensor);
+      continue;
+    }
+    const auto split = split_state_name(name);
+    check(split.has_value(), name_, " load_state: unexpected name '", name,
+          "' (expected 'step' or '<parameter index>.<buffer>')");
+    const auto& [index, buffer] = *split;
+    check(index < params_.size(), name_, " load_state: '", name, "' names parameter ", index,
+          " but there are only ", params_.size());
+    check(std::find(expected.begin(), expected.end(), buffer) != expected.end(), name_,
+          " load_state: '", name, "': ", name_, " keeps no buffer '", buffer, "' (it keeps ",
+          join(expected), ")");
+    check(!loaded[index].count(buffer), name_, " load_state: '", name, "' appears twice");
+
+    if (buffer == "step") {
+      loaded[index][buffer] = from_indices({read_step(name_, name, tensor)}, {});
+      continue;
+    }
+    const Tensor& param = params_[index];
+    check(tensor.shape() == param.shape(), name_, " load_state: '", name, "' has shape ",
+          shape_str(tensor.shape()), " but parameter ", index, " has shape ",
+          shape_str(param.shape()));
+    check(tensor.dtype() == param.dtype(), name_, " load_state: '", name, "' is ",
+          dtype_name(tensor.dtype()), " but parameter ", index, " is ", dtype_name(param.dtype()));
+    check(tensor.device() == param.device(), name_, " load_state: '", name, "' is on ",
+          device_name(tensor.device()), " but parameter ", index, " is on ",
+          device_name(param.device()));
+    loaded[index][buffer] = tensor.clone();  // our own copy: step() writes into it
+  }
+
+  check(step_count.has_value(), name_, " load_state: 'step' is missing");
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    check(loaded[i].empty() || loaded[i].size() == expected.size(), name_,
+          " load_state: parameter ", i, " has only part of its state (needs all of ",
+          join(expected), ")");
+  }
+  param_states_ = std::move(loaded);
+  step_count_ = *step_count;
+}
+
+// ---- SGD --------------------------------------------------------------------------------------
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay,
+         double dampening, bool nesterov)
+    : Optimizer("SGD", std::move(params), lr),
+      momentum_(momentum),
+      weight_decay_(weight_decay),
+      dampening_(dampening),
+      nesterov_(nesterov) {
+  check(momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
+  check(weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  check(!nesterov || (momentum > 0 && dampening == 0),
+        "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
+}
+
+std::vector<std::string> SGD::state_names() const {
+  if (momentum_ == 0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
+  const bool first_step = !has_state(index);
+  if (momentum_ != 0 && first_step) state_at(index, "momentum_buffer") = empty_like(param);
+
+  with_param_type(param.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data_as<T>();
+    const T* g = grad.data_as<T>();
+    T* buf = momentum_ != 0 ? state_at(index, "momentum_buffer").data_as<T>() : nullptr;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      double direction = g[i] + weight_decay_ * p[i];
+      if (buf != nullptr) {
+        buf[i] = static_cast<T>(first_step ? direction
+                                           : momentum_ * buf[i] + (1 - dampening_) * direction);
+        direction = nesterov_ ? direction + momentum_ * buf[i] : buf[i];
+      }
+      p[i] = static_cast<T>(p[i] - lr() * direction);
+    }
+  });
+}
+
+// ---- Adam and AdamW ---------------------------------------------------------------------------
+
+Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+           double weight_decay)
+    : Adam("Adam", std::move(params), lr, betas, eps, weight_decay, false) {}
+
+Adam::Adam(const char* name, std::vector<Tensor> params, double lr,
+           std::pair<double, double> betas, double eps, double weight_decay,
+           bool decoupled_weight_decay)
+    : Optimizer(name, std::move(params), lr),
+      beta1_(betas.first),
+      beta2_(betas.second),
+      eps_(eps),
+      weight_decay_(weight_decay),
+      decoupled_weight_decay_(decoupled_weight_decay) {
+  check(eps >= 0, name, ": invalid eps ", eps, " (must be >= 0)");
+  check(beta1_ >= 0 && beta1_ < 1, name, ": invalid beta1 ", beta1_, " (must be in [0, 1))");
+  check(beta2_ >= 0 && beta2_ < 1, name, ": invalid beta2 ", beta2_, " (must be in [0, 1))");
+  check(weight_decay >= 0, name, ": invalid weight_decay ", weight_decay, " (must be >= 0)");
+}
+
+AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+             double weight_decay)
+    : Adam("AdamW", std::move(params), lr, betas, eps, weight_decay, true) {}
+
+std::vector<std::string> Adam::state_names() const { return {"exp_avg", "exp_avg_sq", "step"}; }
+
+void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
+  if (!has_state(index)) {
+    state_at(index, "step") = from_indices({0}, {});
+    state_at(index, "exp_avg") = zeros_like(param);
+    state_at(index, "exp_avg_sq") = zeros_like(param);
+  }
+  int64_t& step = state_at(index, "step").data_as<int64_t>()[0];
+  step += 1;
+  const double bias_correction1 = 1 - std::pow(beta1_, static_cast<double>(step));
+  const double bias_correction2 = 1 - std::pow(beta2_, static_cast<double>(step));
+  const double step_size = lr() / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  const double decay_factor = decoupled_weight_decay_ ? 1 - lr() * weight_decay_ : 1.0;
+  const double l2 = decoupled_weight_decay_ ? 0.0 : weight_decay_;
+
+  with_param_type(param.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data_as<T>();
+    const T* g = grad.data_as<T>();
+    T* exp_avg = state_at(index, "exp_avg").data_as<T>();
+    T* exp_avg_sq = state_at(index, "exp_avg_sq").data_as<T>();
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      p[i] = static_cast<T>(p[i] * decay_factor);  // AdamW's decoupled decay (1 for Adam)
+      const double gradient = g[i] + l2 * p[i];    // Adam's L2 term (0 for AdamW)
+      exp_avg[i] = static_cast<T>(beta1_ * exp_avg[i] + (1 - beta1_) * gradient);
+      exp_avg_sq[i] = static_cast<T>(beta2_ * exp_avg_sq[i] + (1 - beta2_) * gradient * gradient);
+      const double denom = std::sqrt(static_cast<double>(exp_avg_sq[i])) / bias_correction2_sqrt + eps_;
+      p[i] = static_cast<T>(p[i] - step_size * exp_avg[i] / denom);
+    }
+  });
+}
+
+// ---- Gradient clipping ------------------------------------------------------------------------
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  check(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
+  NoGrad no_grad;
+  double sum_of_squares = 0;
+  for (const Tensor& param : params) {
+    const Tensor grad = param.defined() ? param.grad() : Tensor();
+    if (!grad.defined()) continue;
+    for (double value : grad.values()) sum_of_squares += value * value;
+  }
+  const double total_norm = std::sqrt(sum_of_squares);
+  // PyTorch multiplies by min(clip_coef, 1); a NaN coefficient (NaN norm) is not clamped.
+  const double clip_coef = max_norm / (total_norm + 1e-6);
+  if (clip_coef >= 1.0) return total_norm;
+  for (const Tensor& param : params) {
+    const Tensor grad = param.defined() ? param.grad() : Tensor();
+    if (grad.defined()) param.set_grad(mul(grad, clip_coef));  // a new tensor: grads may be shared
+  }
+  return total_norm;
+}
+
+}  // namespace tg

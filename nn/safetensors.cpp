@@ -1,0 +1,372 @@
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/error.h"
+#include "autograd/tape.h"
+
+namespace tg {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; this code copies it as it is in memory");
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+constexpr const char* kMetadataKey = "__metadata__";
+
+// ---- dtypes -----------------------------------------------------------------------------------
+
+struct DTypeName {
+  DType dtype;
+  const char* name;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {DType::f32, "F32"},  {DType::f64, "F64"}, {DType::f16, "F16"},
+    {DType::bf16, "BF16"}, {DType::i64, "I64"}, {DType::b8, "BOOL"},
+};
+
+const char* format_name(DType dtype) {
+  for (const DTypeName& entry : kDTypeNames) {
+    if (entry.dtype == dtype) return entry.name;
+  }
+  fail("save_safetensors: dtype ", dtype_name(dtype), " has no safetensors name");
+}
+
+std::optional<DType> dtype_from_format_name(const std::string& name) {
+  for (const DTypeName& entry : kDTypeNames) {
+    if (name == entry.name) return entry.dtype;
+  }
+  return std::nullopt;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// ---- Writing: a temporary file renamed into place -----------------------------------------------
+
+// A temporary file next to `target`. It is removed when destroyed unless commit() renamed it over
+// the target, so every failure path leaves the target as it was and no temporary behind.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) : target_(target) {
+    std::string pattern = target + ".tmp-XXXXXX";
+    fd_ = ::mkstemp(pattern.data());
+    check(fd_ >= 0, "save_safetensors '", target, "': cannot create a temporary file '", pattern,
+          "': ", errno_text());
+    path_ = pattern;
+    // mkstemp creates the file 0600; a checkpoint is readable like any other file (umask 022).
+    ::fchmod(fd_, 0644);
+  }
+
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t nbytes) {
+    const char* bytes = static_cast<const char*>(data);
+    while (nbytes > 0) {
+      const ssize_t written = ::write(fd_, bytes, nbytes);
+      if (written < 0 && errno == EINTR) continue;
+      check(written > 0, "save_safetensors '", target_, "': writing '", path_,
+            "' failed: ", written < 0 ? errno_text() : "nothing written");
+      bytes += written;
+      nbytes -= static_cast<size_t>(written);
+    }
+  }
+
+  // Makes the data durable, then atomically replaces the target with it.
+  void commit() {
+    check(::fsync(fd_) == 0, "save_safetensors '", target_, "': fsync failed: ", errno_text());
+    const int fd = fd_;
+    fd_ = -1;
+    check(::close(fd) == 0, "save_safetensors '", target_, "': close failed: ", errno_text());
+    check(::rename(path_.c_str(), target_.c_str()) == 0, "save_safetensors '", target_,
+          "': cannot rename the temporary file over it: ", errno_text());
+    committed_ = true;
+    sync_directory();
+  }
+
+ private:
+  // Makes the rename itself durable. Best effort: the new file is already in place, so a failure
+  // here is not reported as a failed save.
+  void sync_directory() const {
+    const size_t slash = target_.rfind('/');
+    const std::string directory = slash == std::string::npos ? "." : target_.substr(0, slash + 1);
+    const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+  }
+
+  std::string target_;
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// The JSON header, padded with spaces to a multiple of 8 bytes, for `tensors` (already
+// contiguous) laid out one after the other in the order given.
+std::string build_header(const std::string& path,
+                         const std::vector<std::pair<std::string, Tensor>>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const uint64_t nbytes = static_cast<uint64_t>(tensor.numel()) * dtype_size(tensor.dtype());
+    header[name] = {{"dtype", format_name(tensor.dtype())},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& error) {
+    fail("save_safetensors '", path, "': a tensor name or metadata string is not valid UTF-8 (",
+         error.what(), ")");
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+// ---- Reading: a file that is checked before it is trusted ---------------------------------------
+
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY);
+    check(fd_ >= 0, "load_safetensors '", path, "': cannot open: ", errno_text());
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+      ::close(fd_);
+      fail("load_safetensors '", path, "': not a regular file");
+    }
+    size_ = static_cast<uint64_t>(info.st_size);
+  }
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  uint64_t size() const { return size_; }
+
+  // Exactly `nbytes` bytes from `offset`, or tg::Error (the file may shrink while we read it).
+  void read_at(uint64_t offset, void* destination, uint64_t nbytes) const {
+    char* bytes = static_cast<char*>(destination);
+    while (nbytes > 0) {
+      const ssize_t got = ::pread(fd_, bytes, nbytes, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      check(got >= 0, "load_safetensors '", path_, "': read failed: ", errno_text());
+      check(got > 0, "load_safetensors '", path_, "': the file ended early (truncated while read?)");
+      bytes += got;
+      offset += static_cast<uint64_t>(got);
+      nbytes -= static_cast<uint64_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// One tensor's header entry once it has been checked.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;  // in the buffer
+};
+
+// Checks one header entry against the buffer size; `fail_with` prefixes the message.
+Entry parse_entry(const std::string& where, const std::string& name, const nlohmann::json& value,
+                  uint64_t buffer_bytes) {
+  const std::string tensor = where + "tensor '" + name + "': ";
+  check(value.is_object(), tensor, "the entry must be a JSON object, got ", value.type_name());
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    check(value.contains(field), tensor, "missing the field \"", field, "\"");
+  }
+
+  const nlohmann::json& dtype_field = value["dtype"];
+  check(dtype_field.is_string(), tensor, "\"dtype\" must be a string, got ", dtype_field.type_name());
+  const std::string dtype_text = dtype_field.get<std::string>();
+  const std::optional<DType> dtype = dtype_from_format_name(dtype_text);
+  check(dtype.has_value(), tensor, "unsupported dtype \"", dtype_text,
+        "\" (tapegrad reads F32, F64, F16, BF16, I64, BOOL)");
+
+  const nlohmann::json& shape_field = value["shape"];
+  check(shape_field.is_array(), tensor, "\"shape\" must be an array, got ", shape_field.type_name());
+  Shape shape;
+  for (const nlohmann::json& extent : shape_field) {
+    check(extent.is_number_integer(), tensor, "\"shape\" entries must be integers, got ",
+          extent.dump());
+    check(extent.is_number_unsigned(), tensor, "\"shape\" has a negative dimension ", extent.dump());
+    const uint64_t size = extent.get<uint64_t>();
+    check(size <= static_cast<uint64_t>(INT64_MAX), tensor, "dimension ", size, " is too large");
+    shape.push_back(static_cast<int64_t>(size));
+  }
+  // The element count must fit in an int64 even when a zero dimension makes it 0.
+  uint64_t nonzero_product = 1;
+  for (int64_t extent : shape) {
+    if (extent == 0) continue;
+    const bool overflow = __builtin_mul_overflow(nonzero_product, static_cast<uint64_t>(extent),
+                                                 &nonzero_product);
+    check(!overflow && nonzero_product <= static_cast<uint64_t>(INT64_MAX), tensor, "shape ",
+          shape_str(shape), " has too many elements");
+  }
+  const uint64_t numel = static_cast<uint64_t>(tg::numel(shape));
+
+  const nlohmann::json& offsets = value["data_offsets"];
+  check(offsets.is_array() && offsets.size() == 2, tensor,
+        "\"data_offsets\" must be an array [begin, end], got ", offsets.dump());
+  for (const nlohmann::json& offset : offsets) {
+    check(offset.is_number_unsigned(), tensor,
+          "\"data_offsets\" must hold non-negative integers, got ", offsets.dump());
+  }
+  const uint64_t begin = offsets[0].get<uint64_t>();
+  const uint64_t end = offsets[1].get<uint64_t>();
+  check(begin <= end, tensor, "data_offsets [", begin, ", ", end, "] end before they begin");
+  check(end <= buffer_bytes, tensor, "data_offsets [", begin, ", ", end,
+        "] run past the end of the ", buffer_bytes, "-byte buffer");
+  const uint64_t itemsize = dtype_size(*dtype);
+  check(numel <= (end - begin) / itemsize && numel * itemsize == end - begin, tensor, "shape ",
+        shape_str(shape), " of ", dtype_text, " needs ", numel, " x ", itemsize,
+        " bytes but data_offsets [", begin, ", ", end, "] hold ", end - begin);
+  return Entry{name, *dtype, shape, begin, end};
+}
+
+std::map<std::string, std::string> parse_metadata(const std::string& where,
+                                                  const nlohmann::json& value) {
+  std::map<std::string, std::string> metadata;
+  if (value.is_null()) return metadata;  // the reference implementation writes no metadata so
+  check(value.is_object(), where, "\"__metadata__\" must be an object, got ", value.type_name());
+  for (const auto& [key, text] : value.items()) {
+    check(text.is_string(), where, "metadata \"", key, "\" must be a string, got ", text.dump());
+    metadata[key] = text.get<std::string>();
+  }
+  return metadata;
+}
+
+// The entries must tile [0, buffer_bytes) exactly: in offset order, each begins where the last
+// ended, and the last ends at the end of the buffer.
+void check_tiling(const std::string& where, const std::vector<Entry>& entries,
+                  uint64_t buffer_bytes) {
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& entry : entries) {
+    check(entry.begin >= covered, where, "tensors '", previous ? previous->name : "", "' [",
+          previous ? previous->begin : 0, ", ", covered, ") and '", entry.name, "' [", entry.begin,
+          ", ", entry.end, ") overlap");
+    check(entry.begin == covered, where, "bytes [", covered, ", ", entry.begin,
+          ") of the buffer belong to no tensor");
+    covered = entry.end;
+    previous = &entry;
+  }
+  check(covered == buffer_bytes, where, "the buffer has ", buffer_bytes,
+        " bytes but the tensors cover only ", covered, " (trailing bytes)");
+}
+
+}  // namespace
+
+// ---- The API ----------------------------------------------------------------------------------
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  NoGrad no_grad;  // contiguous() copies are not part of any graph
+  std::vector<std::pair<std::string, Tensor>> contiguous;
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : tensors) {
+    check(name != kMetadataKey, "save_safetensors '", path, "': \"", kMetadataKey,
+          "\" is reserved and cannot name a tensor");
+    check(names.insert(name).second, "save_safetensors '", path, "': the name '", name,
+          "' appears twice");
+    check(tensor.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
+    check(tensor.device() == kCPU, "save_safetensors '", path, "': tensor '", name, "' is on ",
+          device_name(tensor.device()), "; copy it to the CPU first");
+    contiguous.emplace_back(name, tensor.contiguous());
+  }
+  const std::string header = build_header(path, contiguous, metadata);
+
+  TempFile file(path);
+  uint8_t header_length[8];
+  for (int i = 0; i < 8; ++i) header_length[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+  file.write(header_length, sizeof header_length);
+  file.write(header.data(), header.size());
+  for (const auto& [name, tensor] : contiguous) {
+    file.write(tensor.data(), static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
+  }
+  file.commit();
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const std::string where = "load_safetensors '" + path + "': ";
+  const InputFile file(path);
+  check(file.size() >= 8, where, "the file is ", file.size(),
+        " bytes long, too short for the 8-byte header length");
+
+  uint8_t length_bytes[8];
+  file.read_at(0, length_bytes, 8);
+  uint64_t header_bytes = 0;
+  for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
+  check(header_bytes <= kMaxHeaderBytes, where, "the header length ", header_bytes,
+        " is over the 100 MB limit");
+  check(header_bytes <= file.size() - 8, where, "the header length ", header_bytes,
+        " runs past the end of the ", file.size(), "-byte file");
+  const uint64_t buffer_start = 8 + header_bytes;
+  const uint64_t buffer_bytes = file.size() - buffer_start;
+
+  std::string text(header_bytes, '\0');
+  file.read_at(8, text.data(), header_bytes);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    fail(where, "the header is not valid JSON: ", error.what());
+  }
+  check(header.is_object(), where, "the header must be a JSON object, got ", header.type_name());
+
+  SafetensorsFile result;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey) {
+      result.metadata = parse_metadata(where, value);
+    } else {
+      entries.push_back(parse_entry(where, name, value, buffer_bytes));
+    }
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  check_tiling(where, entries, buffer_bytes);
+
+  for (const Entry& entry : entries) {
+    Tensor tensor = empty(entry.shape, entry.dtype);
+    file.read_at(buffer_start + entry.begin, tensor.data(), entry.end - entry.begin);
+    if (entry.dtype == DType::b8) {
+      const uint8_t* bytes = tensor.data_as<uint8_t>();
+      for (int64_t i = 0; i < tensor.numel(); ++i) {
+        check(bytes[i] <= 1, where, "tensor '", entry.name, "' is BOOL but byte ", i, " is ",
+              static_cast<int>(bytes[i]), " (not 0 or 1)");
+      }
+    }
+    result.tensors.emplace_back(entry.name, tensor);
+  }
+  return result;
+}
+
+}  // namespace tg

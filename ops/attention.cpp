@@ -1,0 +1,106 @@
+// The fused attention op: shape checks, then one kernel call each way (ops/cpu_attention.cpp).
+#include "ops/attention.h"
+
+#include <cmath>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/rng.h"
+#include "autograd/tape.h"
+#include "ops/views.h"
+
+namespace tg {
+namespace {
+
+// The mask as a strided view over [N, Sq, Sk] without materialising the broadcast.
+void attach_mask(AttentionProblem& problem, const Tensor& mask, const Shape& batch, int64_t sq,
+                 int64_t sk) {
+  Shape full = batch;
+  full.insert(full.end(), {sq, sk});
+  const Tensor view = broadcast_view(mask, full);
+  problem.mask = view;
+  problem.mask_row_stride = view.strides()[view.dim() - 2];
+  problem.mask_col_stride = view.strides()[view.dim() - 1];
+  problem.mask_offsets.assign(numel(batch), 0);
+  for (int64_t item = 0; item < numel(batch); ++item) {
+    int64_t rest = item, offset = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += (rest % batch[d]) * view.strides()[d];
+      rest /= batch[d];
+    }
+    problem.mask_offsets[item] = offset;  // relative to the view's first element
+  }
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, bool is_causal, double dropout_p,
+                                    std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention";
+  check(q.defined() && k.defined() && v.defined(), "op '", op, "': undefined tensor");
+  check(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "op '", op,
+        "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
+        shape_str(v.shape()), " need the same number of dims (at least 2)");
+  const Shape batch(q.shape().begin(), q.shape().end() - 2);
+  const int64_t sq = q.size(-2), d = q.size(-1), sk = k.size(-2), dv = v.size(-1);
+  check(Shape(k.shape().begin(), k.shape().end() - 2) == batch &&
+            Shape(v.shape().begin(), v.shape().end() - 2) == batch && k.size(-1) == d &&
+            v.size(-2) == sk,
+        "op '", op, "': shapes q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+        shape_str(v.shape()), " do not fit (expected [..., Sq, d], [..., Sk, d], [..., Sk, dv])");
+  check(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "op '", op, "': dtypes ",
+        dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), " differ");
+  check(dropout_p >= 0 && dropout_p < 1, "op '", op, "': dropout_p must be in [0, 1), got ", dropout_p);
+  check(!mask.defined() || mask.dtype() == DType::b8, "op '", op, "': mask must be bool, got ",
+        mask.defined() ? dtype_name(mask.dtype()) : "");
+
+  const int64_t items = numel(batch);
+  AttentionProblem problem;
+  problem.q = q.detach().contiguous().view({items, sq, d});
+  problem.k = k.detach().contiguous().view({items, sk, d});
+  problem.v = v.detach().contiguous().view({items, sk, dv});
+  problem.scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+  problem.causal = is_causal;
+  if (mask.defined()) attach_mask(problem, mask, batch, sq, sk);
+  problem.dropout_p = dropout_p;
+  if (dropout_p > 0) {
+    problem.seed = rng_state().seed;
+    problem.offset = reserve_random(items * sq * sk);
+  }
+
+  Tensor out = empty({items, sq, dv}, q.dtype(), q.device());
+  Tensor logsumexp = empty({items, sq}, q.dtype(), q.device());
+  kernels(q.device()).attention_forward(problem, out, logsumexp);
+  Shape out_shape = batch;
+  out_shape.insert(out_shape.end(), {sq, dv});
+  Tensor result = out.view(out_shape);
+
+  // The tensors are saved on the node (and freed with it); the closure keeps only the settings.
+  std::vector<Tensor> saved{problem.q, problem.k, problem.v, out, logsumexp, problem.mask};
+  AttentionProblem settings = problem;
+  settings.q = settings.k = settings.v = settings.mask = Tensor();
+
+  // Backward recomputes the probabilities from q, k, v and the row log-sum-exp:
+  // dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q
+  record(op, {q, k, v}, result, std::move(saved),
+         [settings, q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape()](
+             const Tensor& g, const Node& node) {
+           AttentionProblem problem = settings;
+           problem.q = node.saved[0];
+           problem.k = node.saved[1];
+           problem.v = node.saved[2];
+           problem.mask = node.saved[5];
+           const Tensor& out = node.saved[3];
+           Tensor grad_q = zeros(problem.q.shape(), g.dtype(), g.device());
+           Tensor grad_k = zeros(problem.k.shape(), g.dtype(), g.device());
+           Tensor grad_v = zeros(problem.v.shape(), g.dtype(), g.device());
+           kernels(g.device()).attention_backward(problem, out, node.saved[4],
+                                                  g.contiguous().view(out.shape()), grad_q,
+                                                  grad_k, grad_v);
+           return Grads{grad_q.view(q_shape), grad_k.view(k_shape), grad_v.view(v_shape)};
+         });
+  return result;
+}
+
+}  // namespace tg

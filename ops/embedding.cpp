@@ -1,0 +1,44 @@
+// embedding: index_select_rows forward; backward adds each gradient row into the row it came from.
+#include "ops/embedding.h"
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+
+namespace tg {
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  check(indices.defined() && weight.defined(), "op 'embedding': undefined tensor");
+  check(indices.dtype() == DType::i64, "op 'embedding': indices must be i64, got ",
+        dtype_name(indices.dtype()), " of shape ", shape_str(indices.shape()));
+  check(weight.dim() == 2 && is_floating(weight.dtype()), "op 'embedding': weight must be a ",
+        "floating [num_embeddings, dim] matrix, got ", dtype_name(weight.dtype()), " of shape ",
+        shape_str(weight.shape()));
+  check(indices.device() == weight.device(),
+        "op 'embedding': indices and weight on different devices");
+  const int64_t rows = weight.size(0), width = weight.size(1);
+  const Tensor flat = indices.contiguous().reshape({-1});
+  const std::vector<int64_t> picked = flat.indices();
+  for (size_t k = 0; k < picked.size(); ++k) {
+    check(picked[k] >= 0 && picked[k] < rows, "op 'embedding': index ", picked[k],
+          " (element ", k, " of indices of shape ", shape_str(indices.shape()),
+          ") is out of range for weight of shape ", shape_str(weight.shape()), "; valid: [0, ",
+          rows, ")");
+  }
+  Tensor out = empty({flat.numel(), width}, weight.dtype(), weight.device());
+  kernels(weight.device()).index_select_rows(weight.detach().contiguous(), flat, out);
+  Shape out_shape = indices.shape();
+  out_shape.push_back(width);
+  out = out.view(out_shape);
+  // d out[r, :]/d weight[index[r], :] = identity: gradient rows add up into their weight rows
+  record("embedding", {indices, weight}, out, {flat},
+         [rows, width](const Tensor& g, const Node& n) {
+           Tensor grad = zeros({rows, width}, g.dtype(), g.device());
+           const Tensor g_rows = g.contiguous().reshape({-1, width});
+           kernels(g.device()).index_add_rows(g_rows, n.saved[0], grad);
+           return Grads{Tensor(), grad};
+         });
+  return out;
+}
+
+}  // namespace tg

@@ -1,0 +1,109 @@
+// Gradcheck cases for the tensor ops: elementwise, reductions, views, matmul and linear.
+// Each case builds f64 leaves and a function of them; the registry runs them in tests and in
+// `tapegrad gradcheck`.
+#include "ops/gradcheck_cases.h"
+
+#include "autograd/error.h"
+#include "autograd/rng.h"
+#include "ops/ops.h"
+
+namespace tg {
+namespace {
+
+using Inputs = std::vector<Tensor>;
+
+// A case on random leaves of the given shapes, uniform in [low, high).
+GradcheckCase on_leaves(std::string name, std::vector<Shape> shapes, GradcheckFn fn,
+                        double low = -1.0, double high = 1.0) {
+  std::string text;
+  for (const Shape& shape : shapes) text += (text.empty() ? "" : ", ") + shape_str(shape);
+  return make_case(std::move(name), text, [=] {
+    Inputs inputs;
+    for (const Shape& shape : shapes) inputs.push_back(random_leaf(shape, low, high));
+    return inputs;
+  }, std::move(fn));
+}
+
+// A leaf that is a non-contiguous view: the transpose of a random [cols, rows] tensor.
+Tensor transposed_leaf(int64_t rows, int64_t cols) {
+  return uniform({cols, rows}, -1, 1, DType::f64).transpose(0, 1).detach().requires_grad_();
+}
+
+}  // namespace
+
+std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
+  std::vector<GradcheckCase> cases;
+  auto add_case = [&](GradcheckCase c) { cases.push_back(std::move(c)); };
+
+  // Elementwise binary, with broadcasting.
+  add_case(on_leaves("add/broadcast", {{2, 3}, {3}}, [](const Inputs& x) { return x[0] + x[1]; }));
+  add_case(on_leaves("add/broadcast-both", {{2, 1}, {1, 3}}, [](const Inputs& x) { return x[0] + x[1]; }));
+  add_case(on_leaves("sub/broadcast", {{4}, {2, 3, 4}}, [](const Inputs& x) { return x[0] - x[1]; }));
+  add_case(on_leaves("mul/same-shape", {{2, 3}, {2, 3}}, [](const Inputs& x) { return x[0] * x[1]; }));
+  add_case(on_leaves("mul/scalar-tensor", {{2, 3}, {}}, [](const Inputs& x) { return x[0] * x[1]; }));
+  add_case(on_leaves("div/broadcast", {{2, 3}, {2, 1}},
+                     [](const Inputs& x) { return x[0] / x[1]; }, 0.5, 2.0));
+  add_case(on_leaves("scalar-ops", {{3, 2}}, [](const Inputs& x) { return (x[0] * 3.0 + 1.0) / 2.0 - 4.0; }));
+  // Elementwise unary.
+  add_case(on_leaves("neg", {{5}}, [](const Inputs& x) { return -x[0]; }));
+  add_case(on_leaves("pow/square", {{2, 3}}, [](const Inputs& x) { return pow(x[0], 2.0); }));
+  add_case(on_leaves("pow/fractional", {{2, 3}}, [](const Inputs& x) { return pow(x[0], 1.5); }, 0.5, 2.0));
+  add_case(on_leaves("exp", {{2, 3}}, [](const Inputs& x) { return exp(x[0]); }));
+  add_case(on_leaves("log", {{2, 3}}, [](const Inputs& x) { return log(x[0]); }, 0.5, 2.0));
+  add_case(on_leaves("sqrt", {{2, 3}}, [](const Inputs& x) { return sqrt(x[0]); }, 0.5, 2.0));
+  add_case(on_leaves("tanh", {{2, 3}}, [](const Inputs& x) { return tanh(x[0]); }, -2.0, 2.0));
+  add_case(on_leaves("sigmoid", {{2, 3}}, [](const Inputs& x) { return sigmoid(x[0]); }, -3.0, 3.0));
+  add_case(on_leaves("relu", {{3, 4}}, [](const Inputs& x) { return relu(x[0]); }));
+  add_case(on_leaves("gelu", {{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }, -3.0, 3.0));
+  add_case(on_leaves("input-used-twice", {{2, 3}},
+                     [](const Inputs& x) { return x[0] * x[0] + tanh(x[0]); }));
+  add_case(make_case("non-contiguous/transposed-input", "[3, 4]^T",
+                     [] { return Inputs{transposed_leaf(3, 4)}; },
+                     [](const Inputs& x) { return exp(x[0]) * x[0]; }));
+
+  // Reductions.
+  add_case(on_leaves("sum/all", {{2, 3, 4}}, [](const Inputs& x) { return sum(x[0]); }));
+  add_case(on_leaves("sum/dims-keepdim", {{2, 3, 4}}, [](const Inputs& x) { return sum(x[0], {0, 2}, true); }));
+  add_case(on_leaves("sum/negative-dim", {{2, 3, 4}}, [](const Inputs& x) { return sum(x[0], {-1}); }));
+  add_case(on_leaves("mean/all", {{3, 4}}, [](const Inputs& x) { return mean(x[0]); }));
+  add_case(on_leaves("mean/dim", {{3, 4}}, [](const Inputs& x) { return mean(x[0], {1}, true); }));
+  add_case(on_leaves("max/dim", {{3, 5}}, [](const Inputs& x) { return max(x[0], 1).values; }));
+  add_case(on_leaves("max/dim0-keepdim", {{4, 3}}, [](const Inputs& x) { return max(x[0], 0, true).values; }));
+  add_case(on_leaves("max/all", {{3, 4}}, [](const Inputs& x) { return max(x[0]); }));
+
+  // Views and copies.
+  add_case(on_leaves("view-reshape", {{2, 6}}, [](const Inputs& x) { return x[0].view({3, 4}).transpose(0, 1).reshape({12}) * 2.0; }));
+  add_case(on_leaves("permute", {{2, 3, 4}}, [](const Inputs& x) { return x[0].permute({2, 0, 1}) * 1.5; }));
+  add_case(on_leaves("narrow", {{4, 5}}, [](const Inputs& x) { return exp(x[0].narrow(1, 1, 3)); }));
+  add_case(on_leaves("expand", {{3, 1}}, [](const Inputs& x) { return x[0].expand({2, 3, 4}) * 1.0; }));
+  add_case(on_leaves("squeeze-unsqueeze", {{3, 1, 2}}, [](const Inputs& x) { return x[0].squeeze(1).unsqueeze(0) * 2.0; }));
+  add_case(make_case("non-contiguous/sliced-input", "[6, 4][1:5]",
+                     [] { return Inputs{random_leaf({6, 4}).detach().narrow(0, 1, 4).requires_grad_()}; },
+                     [](const Inputs& x) { return x[0] * x[0]; }));
+  add_case(on_leaves("cat", {{2, 3}, {2, 2}}, [](const Inputs& x) { return cat({x[0], x[1]}, 1) * 2.0; }));
+  add_case(on_leaves("stack", {{2, 3}, {2, 3}}, [](const Inputs& x) { return stack({x[0], x[1]}, 1) * 2.0; }));
+  // Through f32 the function is a staircase at the 1e-7 scale: a wider eps sees the slope.
+  add_case(make_case("to-f32-and-back", "[2, 2]", [] { return Inputs{random_leaf({2, 2})}; },
+                     [](const Inputs& x) { return x[0].to(DType::f32).to(DType::f64) * 3.0; },
+                     GradcheckOptions{.eps = 1e-3, .atol = 1e-3, .rtol = 1e-2}));
+
+  // Matrix products.
+  add_case(on_leaves("matmul/2d", {{3, 4}, {4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }));
+  add_case(on_leaves("matmul/batched", {{2, 3, 4}, {2, 4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }));
+  add_case(on_leaves("matmul/broadcast-batched", {{2, 1, 3, 4}, {3, 4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }));
+  add_case(on_leaves("matmul/vector", {{4}, {4, 3}}, [](const Inputs& x) { return matmul(x[0], x[1]); }));
+  add_case(on_leaves("matmul/matrix-vector", {{3, 4}, {4}}, [](const Inputs& x) { return matmul(x[0], x[1]); }));
+  add_case(make_case("matmul/transposed-operands", "[3, 4]^T @ [2, 3]^T",
+                     [] { return Inputs{transposed_leaf(4, 3), transposed_leaf(3, 2)}; },
+                     [](const Inputs& x) { return matmul(x[0], x[1]); }));
+  add_case(on_leaves("linear/bias", {{5, 4}, {3, 4}, {3}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }));
+  add_case(on_leaves("linear/3d-input-no-bias", {{2, 3, 4}, {2, 4}}, [](const Inputs& x) { return linear(x[0], x[1]); }));
+  return cases;
+}
+
+std::vector<GradcheckCase> ops_gradcheck_cases() {
+  std::vector<GradcheckCase> cases = tensor_ops_gradcheck_cases();
+  return cases;
+}
+
+}  // namespace tg

@@ -1,0 +1,70 @@
+// layer_norm: one tape node. Forward normalises rows in one kernel call and applies the affine
+// part; backward is the standard closed form, composed from ops.
+#include "ops/layer_norm.h"
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace tg {
+namespace {
+
+void check_affine(const Tensor& t, const char* name, const Tensor& x, const Shape& normalized) {
+  if (!t.defined()) return;
+  check(t.shape() == normalized, "op 'layer_norm': ", name, " of shape ", shape_str(t.shape()),
+        " does not match normalized_shape ", shape_str(normalized));
+  check(t.dtype() == x.dtype() && t.device() == x.device(), "op 'layer_norm': ", name, " is ",
+        dtype_name(t.dtype()), " but the input is ", dtype_name(x.dtype()));
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check(x.defined() && is_floating(x.dtype()), "op 'layer_norm': needs a floating tensor");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  check(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+        "op 'layer_norm': normalized_shape ", shape_str(normalized_shape),
+        " is not the trailing dims of the input's shape ", shape_str(x.shape()));
+  check_affine(weight, "weight", x, normalized_shape);
+  check_affine(bias, "bias", x, normalized_shape);
+  const int64_t n = numel(normalized_shape);
+  check(n > 0, "op 'layer_norm': normalized_shape ", shape_str(normalized_shape), " is empty");
+  const int64_t rows = x.numel() / n;
+
+  Tensor xhat = empty({rows, n}, x.dtype(), x.device());
+  Tensor row_mean = empty({rows}, x.dtype(), x.device());
+  Tensor rstd = empty({rows}, x.dtype(), x.device());
+  const Tensor x_rows = x.detach().contiguous().view({rows, n});
+  kernels(x.device()).normalize_rows(x_rows, eps, xhat, row_mean, rstd);
+  Tensor y = xhat;
+  {
+    NoGrad no_grad;  // the affine part belongs to this one node
+    if (weight.defined()) y = mul(y, weight.detach().reshape({n}));
+    if (bias.defined()) y = add(y, bias.detach().reshape({n}));
+  }
+  Tensor out = y.view(x.shape());
+  // dx = rstd (gw - mean(gw) - xhat mean(gw xhat)); dw = sum over rows of g xhat; db = sum of g
+  record("layer_norm", {x, weight, bias}, out, {xhat, rstd, weight},
+         [rows, n, normalized_shape](const Tensor& g, const Node& node) {
+           const Tensor& xhat = node.saved[0];
+           const Tensor rstd = node.saved[1].view({rows, 1});
+           const Tensor& w = node.saved[2];
+           const Tensor g_rows = g.reshape({rows, n});
+           Grads grads(3);
+           if (node.needs_grad(0)) {
+             const Tensor dxhat = w.defined() ? mul(g_rows, w.reshape({n})) : g_rows;
+             const Tensor centred = sub(dxhat, mean(dxhat, {1}, /*keepdim=*/true));
+             const Tensor projected = mul(xhat, mean(mul(dxhat, xhat), {1}, /*keepdim=*/true));
+             grads[0] = mul(rstd, sub(centred, projected)).view(node.inputs[0].shape);
+           }
+           if (node.needs_grad(1)) grads[1] = sum(mul(g_rows, xhat), {0}).view(normalized_shape);
+           if (node.needs_grad(2)) grads[2] = sum(g_rows, {0}).view(normalized_shape);
+           return grads;
+         });
+  return out;
+}
+
+}  // namespace tg

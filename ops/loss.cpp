@@ -1,0 +1,92 @@
+// Losses: nll_loss is one tape node (gather forward, scatter-add backward); cross_entropy and
+// mse_loss are compositions of ops.
+#include "ops/loss.h"
+
+#include <algorithm>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+#include "ops/mask.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+
+namespace tg {
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
+  check(log_probs.defined() && target.defined(), "op 'nll_loss': undefined tensor");
+  check(log_probs.dim() == 2 && is_floating(log_probs.dtype()), "op 'nll_loss': log_probs must ",
+        "be a floating [N, C] tensor, got ", dtype_name(log_probs.dtype()), " of shape ",
+        shape_str(log_probs.shape()));
+  check(target.dtype() == DType::i64, "op 'nll_loss': target must be i64 class indices, got ",
+        dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
+  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  check(target.shape() == Shape{rows}, "op 'nll_loss': target of shape ", shape_str(target.shape()),
+        " does not match log_probs of shape ", shape_str(log_probs.shape()), " (expected [", rows,
+        "])");
+
+  // Ignored rows gather class 0 (always in range) and are then left out by `counted`.
+  std::vector<int64_t> safe_target = target.indices();
+  std::vector<bool> counted(rows);
+  int64_t count = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    counted[i] = safe_target[i] != ignore_index;
+    if (!counted[i]) {
+      safe_target[i] = 0;
+      continue;
+    }
+    check(safe_target[i] >= 0 && safe_target[i] < classes, "op 'nll_loss': target ",
+          safe_target[i], " at position ", i, " is out of range for ", classes,
+          " classes (valid: [0, ", classes, ") or ignore_index ", ignore_index, ")");
+    ++count;
+  }
+  const Tensor index = from_indices(safe_target, {rows});
+  const Tensor keep = from_bools(counted, {rows});
+  const DimSplit split{rows, classes, 1};
+
+  Tensor picked = empty({rows}, log_probs.dtype(), log_probs.device());
+  kernels(log_probs.device()).gather_dim(log_probs.detach().contiguous(), split, index, picked);
+  const double scale = -1.0 / static_cast<double>(std::max<int64_t>(count, 1));
+  Tensor loss;
+  {
+    NoGrad no_grad;  // where(), not a product with 0: an ignored -inf must not become NaN
+    loss = mul(sum(where(keep, picked, scalar(0, picked.dtype(), picked.device()))), scale);
+  }
+  // d loss/d log_probs[i, target[i]] = -1 / count for counted rows i, 0 everywhere else
+  record("nll_loss", {log_probs, target}, loss, {index, keep},
+         [split, scale](const Tensor& g, const Node& n) {
+           const Tensor& index = n.saved[0];
+           const Tensor zero = scalar(0, g.dtype(), g.device());
+           const Tensor row_grads = where(n.saved[1], mul(g, scale), zero);  // [N]
+           Tensor grad = zeros({split.outer, split.n}, g.dtype(), g.device());
+           kernels(g.device()).scatter_add_dim(row_grads.contiguous(), split, index, grad);
+           return Grads{grad, Tensor()};
+         });
+  return loss;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  check(logits.defined() && target.defined(), "op 'cross_entropy': undefined tensor");
+  check(logits.dim() >= 1, "op 'cross_entropy': logits need a class dim, got shape ",
+        shape_str(logits.shape()));
+  check(target.dtype() == DType::i64, "op 'cross_entropy': target must be i64 class indices, got ",
+        dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
+  const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
+  check(target.shape() == leading, "op 'cross_entropy': target of shape ",
+        shape_str(target.shape()), " does not match logits of shape ", shape_str(logits.shape()),
+        " (classes are the last dim, so target should be ", shape_str(leading), ")");
+  const int64_t classes = logits.size(-1);
+  const Tensor log_probs = log_softmax(logits, -1).reshape({-1, classes});
+  return nll_loss(log_probs, target.reshape({-1}), ignore_index);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  check(input.defined() && target.defined(), "op 'mse_loss': undefined tensor");
+  check(input.shape() == target.shape(), "op 'mse_loss': input of shape ", shape_str(input.shape()),
+        " and target of shape ", shape_str(target.shape()), " differ (no broadcasting)");
+  const Tensor diff = sub(input, target);
+  return mean(mul(diff, diff));
+}
+
+}  // namespace tg

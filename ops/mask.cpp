@@ -1,0 +1,72 @@
+// where and masked_fill: one kernel call forward; backward routes the gradient by the mask.
+#include "ops/mask.h"
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+#include "ops/views.h"
+
+namespace tg {
+namespace {
+
+void check_bool_mask(const Tensor& mask, const char* op, const char* name) {
+  check(mask.defined(), "op '", op, "': ", name, " is undefined");
+  check(mask.dtype() == DType::b8, "op '", op, "': ", name, " must be bool, got ",
+        dtype_name(mask.dtype()), " of shape ", shape_str(mask.shape()),
+        " (build it with a comparison or from_bools)");
+}
+
+// True when `from` broadcasts to exactly `to` (PyTorch's expand rule).
+bool expands_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t extra = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != to[extra + i] && from[i] != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  check_bool_mask(condition, "where", "condition");
+  check(a.defined() && b.defined(), "op 'where': undefined tensor");
+  check(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
+        "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  check(a.device() == b.device() && a.device() == condition.device(),
+        "op 'where': condition, a and b are on different devices");
+  const Shape ab = broadcast_shapes(a.shape(), b.shape(), "where");
+  const Shape shape = broadcast_shapes(condition.shape(), ab, "where");
+  Tensor out = empty(shape, a.dtype(), a.device());
+  kernels(a.device()).where(broadcast_view(condition, shape), broadcast_view(a, shape),
+                            broadcast_view(b, shape), out);
+  // d out/da = condition, d out/db = !condition (the engine sums over broadcast dims)
+  record("where", {condition, a, b}, out, {condition}, [](const Tensor& g, const Node& n) {
+    const Tensor& c = n.saved[0];
+    const Tensor zero = scalar(0, g.dtype(), g.device());
+    return Grads{Tensor(), n.needs_grad(1) ? where(c, g, zero) : Tensor(),
+                 n.needs_grad(2) ? where(c, zero, g) : Tensor()};
+  });
+  return out;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_bool_mask(mask, "masked_fill", "mask");
+  check(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
+        x.defined() ? dtype_name(x.dtype()) : "undefined");
+  check(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
+        shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));
+  check(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  const Tensor filler = scalar(value, x.dtype(), x.device());
+  kernels(x.device()).where(broadcast_view(mask, x.shape()), broadcast_view(filler, x.shape()), x,
+                            out);
+  // d out/dx = 1 where mask is false, 0 where it is true (there out is the constant value)
+  record("masked_fill", {x}, out, {mask}, [](const Tensor& g, const Node& n) {
+    return Grads{where(n.saved[0], scalar(0, g.dtype(), g.device()), g)};
+  });
+  return out;
+}
+
+}  // namespace tg

@@ -1,0 +1,110 @@
+// The fused attention kernel against the explicit path (matmul, scale, mask, softmax, dropout,
+// matmul): outputs and gradients, for every mask kind, with and without dropout.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/error.h"
+#include "autograd/rng.h"
+#include "nn/attention.h"
+#include "nn/masks.h"
+#include "ops/ops.h"
+
+using namespace tg;
+
+namespace {
+
+struct Run {
+  std::vector<double> out, dq, dk, dv;
+};
+
+// Runs one path on fresh leaves made from the same seed, with the same dropout offsets.
+Run run(bool fused, const Shape& q_shape, const Shape& kv_shape, const Tensor& mask, bool causal,
+        double dropout_p, DType dtype) {
+  manual_seed(7);
+  Tensor q = uniform(q_shape, -1, 1, dtype).requires_grad_();
+  Tensor k = uniform(kv_shape, -1, 1, dtype).requires_grad_();
+  Tensor v = uniform(kv_shape, -1, 1, dtype).requires_grad_();
+  Tensor probe = uniform(q_shape, -1, 1, dtype);  // a random upstream gradient
+  Tensor out = fused ? scaled_dot_product_attention(q, k, v, mask, causal, dropout_p)
+                     : nn::explicit_attention(q, k, v, mask, causal, dropout_p).first;
+  sum(out * probe).backward();
+  return {out.values(), q.grad().values(), k.grad().values(), v.grad().values()};
+}
+
+void require_close(const std::vector<double>& a, const std::vector<double>& b, double tolerance) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(std::isfinite(a[i]));
+    REQUIRE(a[i] == Approx(b[i]).margin(tolerance));
+  }
+}
+
+void require_paths_agree(const Shape& q_shape, const Shape& kv_shape, const Tensor& mask,
+                         bool causal, double dropout_p, DType dtype = DType::f64) {
+  const double tolerance = dtype == DType::f64 ? 1e-10 : 1e-5;
+  const Run fused = run(true, q_shape, kv_shape, mask, causal, dropout_p, dtype);
+  const Run reference = run(false, q_shape, kv_shape, mask, causal, dropout_p, dtype);
+  require_close(fused.out, reference.out, tolerance);
+  require_close(fused.dq, reference.dq, tolerance);
+  require_close(fused.dk, reference.dk, tolerance);
+  require_close(fused.dv, reference.dv, tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("fused attention agrees with the explicit path: no mask", "[attention]") {
+  require_paths_agree({2, 3, 5, 4}, {2, 3, 5, 4}, Tensor(), false, 0.0);
+}
+
+TEST_CASE("fused attention agrees with the explicit path: cross-attention, long keys", "[attention]") {
+  // Sk spans several key tiles, Sq several query tiles.
+  require_paths_agree({1, 2, 70, 8}, {1, 2, 300, 8}, Tensor(), false, 0.0);
+}
+
+TEST_CASE("fused attention agrees with the explicit path: causal", "[attention]") {
+  require_paths_agree({2, 2, 150, 4}, {2, 2, 150, 4}, Tensor(), true, 0.0);
+  require_paths_agree({1, 2, 6, 4}, {1, 2, 9, 4}, Tensor(), true, 0.0);  // Sq != Sk
+}
+
+TEST_CASE("fused attention agrees with the explicit path: padding mask", "[attention]") {
+  require_paths_agree({3, 2, 7, 4}, {3, 2, 7, 4}, nn::padding_mask({7, 3, 1}, 7), false, 0.0);
+}
+
+TEST_CASE("fused attention agrees with the explicit path: causal + padding", "[attention]") {
+  const Tensor mask = nn::combine_masks(nn::padding_mask({5, 2}, 5), nn::causal_mask(5, 5));
+  require_paths_agree({2, 2, 5, 4}, {2, 2, 5, 4}, mask, false, 0.0);
+  require_paths_agree({2, 2, 5, 4}, {2, 2, 5, 4}, nn::padding_mask({5, 2}, 5), true, 0.0);
+}
+
+TEST_CASE("fused attention agrees with the explicit path: fully masked rows", "[attention]") {
+  // Row 1 of every item may attend nothing: output 0 and gradient 0, no NaN.
+  std::vector<bool> allowed(4 * 6, true);
+  for (int j = 0; j < 6; ++j) allowed[1 * 6 + j] = false;
+  const Tensor mask = from_bools(allowed, {4, 6});
+  require_paths_agree({2, 1, 4, 3}, {2, 1, 6, 3}, mask, false, 0.0);
+  const Run fused = run(true, {2, 1, 4, 3}, {2, 1, 6, 3}, mask, false, 0.0, DType::f64);
+  for (int item = 0; item < 2; ++item) {
+    for (int c = 0; c < 3; ++c) {
+      REQUIRE(fused.out[(item * 4 + 1) * 3 + c] == 0.0);
+      REQUIRE(fused.dq[(item * 4 + 1) * 3 + c] == 0.0);
+    }
+  }
+}
+
+TEST_CASE("fused attention agrees with the explicit path: dropout masks match", "[attention]") {
+  require_paths_agree({2, 2, 9, 4}, {2, 2, 11, 4}, Tensor(), false, 0.3);
+  require_paths_agree({1, 2, 70, 4}, {1, 2, 70, 4}, Tensor(), true, 0.2);
+}
+
+TEST_CASE("fused attention agrees with the explicit path in f32", "[attention]") {
+  require_paths_agree({2, 4, 100, 16}, {2, 4, 130, 16}, Tensor(), true, 0.0, DType::f32);
+}
+
+TEST_CASE("fused attention rejects bad shapes with the shapes in the message", "[attention]") {
+  const Tensor q = zeros({2, 3, 4}), k = zeros({2, 5, 3}), v = zeros({2, 5, 4});
+  REQUIRE_THROWS_WITH(scaled_dot_product_attention(q, k, v),
+                      Catch::Contains("[2, 3, 4]") && Catch::Contains("[2, 5, 3]"));
+  REQUIRE_THROWS_AS(scaled_dot_product_attention(q, zeros({2, 5, 4}), v, zeros({3, 5})), Error);
+}

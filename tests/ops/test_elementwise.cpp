@@ -1,0 +1,290 @@
+// Elementwise ops: values against std:: functions, broadcasting, errors, gradients by hand.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "autograd/error.h"
+#include "autograd/tape.h"
+#include "ops/ops.h"
+
+using namespace tg;
+
+namespace {
+
+const std::vector<double> kInputs = {-3.5, -2, -1, -0.5, -1e-3, 0, 1e-3, 0.25, 0.5, 1, 2, 3.75, 8};
+const std::vector<double> kPositive = {1e-3, 0.1, 0.5, 1, 2, 3.75, 10, 123.5};
+
+void require_close(const std::vector<double>& got, const std::vector<double>& expected, double tol) {
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << ", expected " << expected[i]);
+    if (std::isnan(expected[i])) {
+      REQUIRE(std::isnan(got[i]));
+    } else if (std::isinf(expected[i])) {
+      REQUIRE(got[i] == expected[i]);
+    } else {
+      REQUIRE(std::fabs(got[i] - expected[i]) <= tol * (1.0 + std::fabs(expected[i])));
+    }
+  }
+}
+
+std::vector<double> map(const std::vector<double>& xs, const std::function<double(double)>& f) {
+  std::vector<double> out;
+  for (double x : xs) out.push_back(f(x));
+  return out;
+}
+
+// Runs a unary op on f64 and f32 inputs and compares with the reference function.
+void check_unary(const char* name, const std::function<Tensor(const Tensor&)>& op,
+                 const std::function<double(double)>& reference, const std::vector<double>& xs) {
+  INFO("op " << name);
+  Tensor x64 = from_values(xs, {static_cast<int64_t>(xs.size())}, DType::f64);
+  Tensor y64 = op(x64);
+  REQUIRE(y64.dtype() == DType::f64);
+  REQUIRE(y64.shape() == x64.shape());
+  require_close(y64.values(), map(xs, reference), 1e-14);
+  Tensor x32 = from_values(xs, {static_cast<int64_t>(xs.size())});
+  Tensor y32 = op(x32);
+  REQUIRE(y32.dtype() == DType::f32);
+  // Reference on the f32-rounded inputs, tolerance for single precision.
+  require_close(y32.values(), map(x32.values(), reference), 2e-6);
+}
+
+double gelu_reference(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+}  // namespace
+
+TEST_CASE("elementwise: unary ops match the std:: functions", "[elementwise]") {
+  check_unary("neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, kInputs);
+  check_unary("unary minus", [](const Tensor& x) { return -x; }, [](double x) { return -x; }, kInputs);
+  check_unary("exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, kInputs);
+  check_unary("log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, kPositive);
+  check_unary("sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, kPositive);
+  check_unary("tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, kInputs);
+  check_unary("sigmoid", [](const Tensor& x) { return sigmoid(x); },
+              [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, kInputs);
+  check_unary("relu", [](const Tensor& x) { return relu(x); },
+              [](double x) { return x > 0 ? x : 0.0; }, kInputs);
+  check_unary("gelu", [](const Tensor& x) { return gelu(x); }, gelu_reference, kInputs);
+  check_unary("pow 2", [](const Tensor& x) { return pow(x, 2.0); }, [](double x) { return x * x; }, kInputs);
+  check_unary("pow 3", [](const Tensor& x) { return pow(x, 3.0); }, [](double x) { return x * x * x; }, kInputs);
+  check_unary("pow 0.5", [](const Tensor& x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, kPositive);
+  check_unary("pow -1", [](const Tensor& x) { return pow(x, -1.0); }, [](double x) { return 1.0 / x; }, kPositive);
+  check_unary("add scalar", [](const Tensor& x) { return x + 2.5; }, [](double x) { return x + 2.5; }, kInputs);
+  check_unary("scalar add", [](const Tensor& x) { return 2.5 + x; }, [](double x) { return x + 2.5; }, kInputs);
+  check_unary("sub scalar", [](const Tensor& x) { return x - 1.5; }, [](double x) { return x - 1.5; }, kInputs);
+  check_unary("scalar sub", [](const Tensor& x) { return 1.5 - x; }, [](double x) { return 1.5 - x; }, kInputs);
+  check_unary("mul scalar", [](const Tensor& x) { return x * -3.0; }, [](double x) { return -3 * x; }, kInputs);
+  check_unary("scalar mul", [](const Tensor& x) { return -3.0 * x; }, [](double x) { return -3 * x; }, kInputs);
+  check_unary("div scalar", [](const Tensor& x) { return x / 4.0; }, [](double x) { return x / 4; }, kInputs);
+  check_unary("scalar div", [](const Tensor& x) { return 3.0 / x; }, [](double x) { return 3 / x; }, kPositive);
+}
+
+TEST_CASE("elementwise: special values", "[elementwise]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_values({0, -1, inf, -inf}, {4}, DType::f64);
+  const std::vector<double> l = log(x).values();
+  REQUIRE(l[0] == -inf);
+  REQUIRE(std::isnan(l[1]));
+  REQUIRE(l[2] == inf);
+  const std::vector<double> e = exp(x).values();
+  REQUIRE(e[2] == inf);
+  REQUIRE(e[3] == 0.0);
+  const std::vector<double> s = sigmoid(x).values();
+  REQUIRE(s[0] == 0.5);
+  REQUIRE(s[2] == 1.0);
+  REQUIRE(s[3] == 0.0);
+  REQUIRE(tanh(x).values()[2] == 1.0);
+  REQUIRE(relu(x).values() == std::vector<double>{0, 0, inf, 0});
+  // Far tails of gelu: ~0 on the left, ~x on the right.
+  REQUIRE(gelu(from_values({-10}, {1}, DType::f64)).item() == Approx(gelu_reference(-10)).margin(1e-20));
+  REQUIRE(gelu(from_values({10}, {1}, DType::f64)).item() == Approx(10.0));
+}
+
+TEST_CASE("elementwise: binary ops on same shapes", "[elementwise]") {
+  const std::vector<double> av = {1.5, -2, 3, 0.25, 7, -0.5};
+  const std::vector<double> bv = {2, 4, -1.5, 0.5, -7, 3};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor a = from_values(av, {2, 3}, dtype), b = from_values(bv, {2, 3}, dtype);
+    std::vector<double> sum, diff, prod, quot, eq;
+    for (size_t i = 0; i < av.size(); ++i) {
+      sum.push_back(av[i] + bv[i]);
+      diff.push_back(av[i] - bv[i]);
+      prod.push_back(av[i] * bv[i]);
+      quot.push_back(av[i] / bv[i]);
+    }
+    require_close((a + b).values(), sum, 1e-7);
+    require_close(add(a, b).values(), sum, 1e-7);
+    require_close((a - b).values(), diff, 1e-7);
+    require_close(sub(a, b).values(), diff, 1e-7);
+    require_close((a * b).values(), prod, 1e-7);
+    require_close(mul(a, b).values(), prod, 1e-7);
+    require_close((a / b).values(), quot, 1e-7);
+    require_close(div(a, b).values(), quot, 1e-7);
+    REQUIRE((a + b).dtype() == dtype);
+  }
+  // Division by zero follows IEEE.
+  const std::vector<double> z = (from_values({1, -1, 0}, {3}) / zeros({3})).values();
+  REQUIRE(z[0] == std::numeric_limits<double>::infinity());
+  REQUIRE(z[1] == -std::numeric_limits<double>::infinity());
+  REQUIRE(std::isnan(z[2]));
+}
+
+TEST_CASE("elementwise: equal gives 1 or 0 in the inputs' dtype and is not recorded", "[elementwise]") {
+  Tensor a = from_values({1, 2, 3, 4}, {4}).requires_grad_();
+  Tensor b = from_values({1, 0, 3, 5}, {4});
+  Tensor e = equal(a, b);
+  REQUIRE(e.dtype() == DType::f32);
+  REQUIRE(e.values() == std::vector<double>{1, 0, 1, 0});
+  REQUIRE_FALSE(e.requires_grad());
+  REQUIRE(equal(from_values({1, 2}, {2, 1}), from_values({1, 2, 3}, {3})).values() ==
+          std::vector<double>{1, 0, 0, 0, 1, 0});
+}
+
+TEST_CASE("elementwise: broadcasting follows numpy rules", "[elementwise][broadcast]") {
+  REQUIRE(broadcast_shapes({2, 3}, {3}, "t") == Shape{2, 3});
+  REQUIRE(broadcast_shapes({2, 1}, {1, 3}, "t") == Shape{2, 3});
+  REQUIRE(broadcast_shapes({}, {4, 5}, "t") == Shape{4, 5});
+  REQUIRE(broadcast_shapes({5, 1, 4}, {3, 1}, "t") == Shape{5, 3, 4});
+  REQUIRE(broadcast_shapes({0, 1}, {1, 3}, "t") == Shape{0, 3});
+  REQUIRE(broadcast_shapes({1}, {1}, "t") == Shape{1});
+
+  // [2,3] - [3]: out[i, j] = a[i, j] - b[j].
+  Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor row = from_values({10, 20, 30}, {3});
+  REQUIRE((a - row).values() == std::vector<double>{-9, -18, -27, -6, -15, -24});
+  REQUIRE((row - a).values() == std::vector<double>{9, 18, 27, 6, 15, 24});
+  // [2,1] * [1,3]: outer product.
+  Tensor col = from_values({2, 3}, {2, 1});
+  Tensor r = from_values({1, 10, 100}, {1, 3});
+  Tensor outer = col * r;
+  REQUIRE(outer.shape() == Shape{2, 3});
+  REQUIRE(outer.values() == std::vector<double>{2, 20, 200, 3, 30, 300});
+  // [3,1,2] / [2,1] -> [3,2,2]: out[i, j, k] = x[i, 0, k] / y[j, 0].
+  Tensor x = from_values({1, 2, 3, 4, 5, 6}, {3, 1, 2});
+  Tensor y = from_values({1, 2}, {2, 1});
+  Tensor q = x / y;
+  REQUIRE(q.shape() == Shape{3, 2, 2});
+  std::vector<double> expected;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 2; ++k) expected.push_back((i * 2 + k + 1) / static_cast<double>(j + 1));
+  REQUIRE(q.values() == expected);
+  // A 0-d tensor against anything.
+  REQUIRE((a * scalar(2)).values() == std::vector<double>{2, 4, 6, 8, 10, 12});
+  // Non-contiguous operands.
+  REQUIRE((a.transpose(0, 1) + from_values({1, 2}, {2})).values() ==
+          std::vector<double>{2, 6, 3, 7, 4, 8});
+}
+
+TEST_CASE("elementwise: shapes that do not broadcast throw with both shapes", "[elementwise][broadcast][errors]") {
+  Tensor a = zeros({2, 3});
+  REQUIRE_THROWS_AS(a + zeros({2}), Error);
+  REQUIRE_THROWS_WITH(a + zeros({2}), Catch::Contains("[2, 3]") && Catch::Contains("[2]"));
+  REQUIRE_THROWS_AS(a * zeros({3, 3}), Error);
+  REQUIRE_THROWS_AS(a - zeros({4, 2, 2}), Error);
+  REQUIRE_THROWS_AS(a / zeros({3, 2}), Error);
+  REQUIRE_THROWS_WITH(mul(a, zeros({3, 2})), Catch::Contains("mul"));
+  REQUIRE_THROWS_AS(broadcast_shapes({2, 3}, {2}, "t"), Error);
+}
+
+TEST_CASE("elementwise: dtype mismatch throws", "[elementwise][errors]") {
+  REQUIRE_THROWS_AS(zeros({2}) + zeros({2}, DType::f64), Error);
+  REQUIRE_THROWS_WITH(zeros({2}) * zeros({2}, DType::f64), Catch::Contains("f32") && Catch::Contains("f64"));
+  REQUIRE_THROWS_AS(add(zeros({2}), Tensor()), Error);
+}
+
+TEST_CASE("elementwise: gradients of binary ops by hand", "[elementwise][grad]") {
+  const std::vector<double> av = {1.5, -2, 3}, bv = {2, 4, -0.5};
+  Tensor a = from_values(av, {3}, DType::f64).requires_grad_();
+  Tensor b = from_values(bv, {3}, DType::f64).requires_grad_();
+  SECTION("add") {
+    sum(a + b).backward();
+    require_close(a.grad().values(), {1, 1, 1}, 0);
+    require_close(b.grad().values(), {1, 1, 1}, 0);
+  }
+  SECTION("sub") {
+    sum(a - b).backward();
+    require_close(a.grad().values(), {1, 1, 1}, 0);
+    require_close(b.grad().values(), {-1, -1, -1}, 0);
+  }
+  SECTION("mul") {
+    sum(a * b).backward();
+    require_close(a.grad().values(), bv, 0);
+    require_close(b.grad().values(), av, 0);
+  }
+  SECTION("div") {
+    // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+    sum(a / b).backward();
+    require_close(a.grad().values(), map(bv, [](double x) { return 1 / x; }), 1e-15);
+    std::vector<double> db;
+    for (size_t i = 0; i < 3; ++i) db.push_back(-av[i] / (bv[i] * bv[i]));
+    require_close(b.grad().values(), db, 1e-15);
+  }
+  SECTION("only one side requires grad") {
+    Tensor c = from_values(bv, {3}, DType::f64);
+    sum(a * c).backward();
+    require_close(a.grad().values(), bv, 0);
+    REQUIRE_FALSE(c.grad().defined());
+  }
+}
+
+TEST_CASE("elementwise: gradients of unary ops by hand", "[elementwise][grad]") {
+  const std::vector<double> xs = {-1.5, -0.25, 0.5, 2};
+  auto grad_of = [&](const std::function<Tensor(const Tensor&)>& op, const std::vector<double>& at) {
+    Tensor x = from_values(at, {static_cast<int64_t>(at.size())}, DType::f64).requires_grad_();
+    sum(op(x)).backward();
+    return x.grad().values();
+  };
+  const std::vector<double> pos = {0.25, 1, 3};
+  require_close(grad_of([](const Tensor& x) { return neg(x); }, xs), {-1, -1, -1, -1}, 0);
+  require_close(grad_of([](const Tensor& x) { return exp(x); }, xs), map(xs, [](double x) { return std::exp(x); }), 1e-15);
+  require_close(grad_of([](const Tensor& x) { return log(x); }, pos), map(pos, [](double x) { return 1 / x; }), 1e-15);
+  require_close(grad_of([](const Tensor& x) { return sqrt(x); }, pos),
+                map(pos, [](double x) { return 0.5 / std::sqrt(x); }), 1e-15);
+  require_close(grad_of([](const Tensor& x) { return tanh(x); }, xs),
+                map(xs, [](double x) { return 1 / (std::cosh(x) * std::cosh(x)); }), 1e-14);
+  require_close(grad_of([](const Tensor& x) { return sigmoid(x); }, xs),
+                map(xs, [](double x) { return std::exp(-x) / ((1 + std::exp(-x)) * (1 + std::exp(-x))); }), 1e-14);
+  require_close(grad_of([](const Tensor& x) { return relu(x); }, xs), {0, 0, 1, 1}, 0);
+  // d gelu/dx = Phi(x) + x phi(x)
+  require_close(grad_of([](const Tensor& x) { return gelu(x); }, xs),
+                map(xs, [](double x) {
+                  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+                         x * std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+                }),
+                1e-14);
+  require_close(grad_of([](const Tensor& x) { return pow(x, 3.0); }, xs), map(xs, [](double x) { return 3 * x * x; }), 1e-14);
+  require_close(grad_of([](const Tensor& x) { return pow(x, -2.0); }, pos),
+                map(pos, [](double x) { return -2 / (x * x * x); }), 1e-14);
+  require_close(grad_of([](const Tensor& x) { return x * 2.5 + 1.0; }, xs), {2.5, 2.5, 2.5, 2.5}, 0);
+  require_close(grad_of([](const Tensor& x) { return 2.0 / x; }, pos), map(pos, [](double x) { return -2 / (x * x); }), 1e-14);
+  require_close(grad_of([](const Tensor& x) { return 1.0 - x; }, xs), {-1, -1, -1, -1}, 0);
+}
+
+TEST_CASE("elementwise: relu gradient at 0 is 0", "[elementwise][grad]") {
+  Tensor x = from_values({0, 0}, {2}).requires_grad_();
+  sum(relu(x)).backward();
+  REQUIRE(x.grad().values() == std::vector<double>{0, 0});
+}
+
+TEST_CASE("elementwise: broadcast gradients reduce to each input's shape", "[elementwise][grad][broadcast]") {
+  // L = sum(a * b) with a [2,3], b [3]: da = b broadcast, db[j] = sum_i a[i, j].
+  Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  Tensor b = from_values({1, 10, 100}, {3}).requires_grad_();
+  sum(a * b).backward();
+  REQUIRE(a.grad().values() == std::vector<double>{1, 10, 100, 1, 10, 100});
+  REQUIRE(b.grad().values() == std::vector<double>{5, 7, 9});
+  // L = sum(x / y) with x [2,1], y [1,3]: dx[i] = sum_j 1/y[j], dy[j] = -sum_i x[i] / y[j]^2.
+  Tensor x = from_values({1, 2}, {2, 1}, DType::f64).requires_grad_();
+  Tensor y = from_values({1, 2, 4}, {1, 3}, DType::f64).requires_grad_();
+  sum(x / y).backward();
+  REQUIRE(x.grad().shape() == Shape{2, 1});
+  require_close(x.grad().values(), {1.75, 1.75}, 1e-15);
+  REQUIRE(y.grad().shape() == Shape{1, 3});
+  require_close(y.grad().values(), {-3.0, -3.0 / 4, -3.0 / 16}, 1e-15);
+}

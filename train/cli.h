@@ -1,0 +1,19 @@
+#pragma once
+// The tapegrad subcommands. Each takes its own arguments (after the subcommand name) and
+// returns the process exit code; bad input throws tg::Error (main prints it and exits 2).
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+
+namespace tg::cli {
+
+using Args = std::vector<std::string>;
+
+int info(const Args& args);
+int gradcheck(const Args& args);
+
+// Every case of the gradcheck registry (ops, then nn).
+std::vector<GradcheckCase> all_gradcheck_cases();
+
+}  // namespace tg::cli

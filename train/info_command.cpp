@@ -1,0 +1,34 @@
+// `tapegrad info`: what this build runs on.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "autograd/kernels.h"
+#include "autograd/threads.h"
+#include "train/cli.h"
+
+extern "C" char* openblas_get_config(void);
+extern "C" char* openblas_get_corename(void);
+extern "C" int openblas_get_num_threads(void);
+
+namespace tg::cli {
+
+int info(const Args& args) {
+  namespace po = boost::program_options;
+  po::options_description options("tapegrad info: version, BLAS and its kernel set, threads, devices");
+  options.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexample:\n  tapegrad info\n";
+    return 0;
+  }
+  std::cout << "tapegrad " << TAPEGRAD_VERSION << "\n"
+            << "blas:     " << openblas_get_config() << "\n"
+            << "kernels:  " << openblas_get_corename() << "\n"
+            << "threads:  " << num_threads() << " (OpenMP), " << openblas_get_num_threads()
+            << " (OpenBLAS)\n"
+            << "devices:  cpu" << "\n";
+  return 0;
+}
+
+}  // namespace tg::cli
