@@ -192,7 +192,7 @@ struct Entry {
   uint64_t begin, end;  // in the buffer
 };
 
-// Checks one header entry against the buffer size; `fail_with` prefixes the message.
+// Checks one header entry against the buffer size; `where` starts every message.
 Entry parse_entry(const std::string& where, const std::string& name, const nlohmann::json& value,
                   uint64_t buffer_bytes) {
   const std::string tensor = where + "tensor '" + name + "': ";
@@ -252,7 +252,7 @@ Entry parse_entry(const std::string& where, const std::string& name, const nlohm
 std::map<std::string, std::string> parse_metadata(const std::string& where,
                                                   const nlohmann::json& value) {
   std::map<std::string, std::string> metadata;
-  if (value.is_null()) return metadata;  // the reference implementation writes no metadata so
+  if (value.is_null()) return metadata;  // no metadata (None in the reference implementation)
   check(value.is_object(), where, "\"__metadata__\" must be an object, got ", value.type_name());
   for (const auto& [key, text] : value.items()) {
     check(text.is_string(), where, "metadata \"", key, "\" must be a string, got ", text.dump());

@@ -103,6 +103,7 @@ std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
 
 std::vector<GradcheckCase> ops_gradcheck_cases() {
   std::vector<GradcheckCase> cases = tensor_ops_gradcheck_cases();
+  for (GradcheckCase& c : layer_ops_gradcheck_cases()) cases.push_back(std::move(c));
   return cases;
 }
 

@@ -286,6 +286,12 @@ TEST_CASE("matmul: gradients of 1-D operands keep their shapes", "[matmul][grad]
   REQUIRE(v.grad().shape() == Shape{3});
   REQUIRE(v.grad().values() == std::vector<double>{5, 7, 9});
   REQUIRE(M.grad().values() == std::vector<double>{1, 0, -1, 1, 0, -1});
+  // L = v . w (1-D @ 1-D): dv = w, dw = v.
+  v.zero_grad();
+  Tensor w = from_values({4, 5, 6}, {3}).requires_grad_();
+  matmul(v, w).backward();
+  REQUIRE(v.grad().values() == std::vector<double>{4, 5, 6});
+  REQUIRE(w.grad().values() == std::vector<double>{1, 0, -1});
 }
 
 TEST_CASE("matmul: gradients through transposed inputs", "[matmul][grad]") {

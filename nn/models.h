@@ -1,0 +1,63 @@
+#pragma once
+// The three models the CLI trains.
+#include <vector>
+
+#include "nn/positional_encoding.h"
+#include "nn/transformer.h"
+
+namespace tg::nn {
+
+struct ModelConfig {
+  int64_t dim = 64;
+  int64_t heads = 4;
+  int64_t layers = 1;
+  double dropout = 0.0;
+  int64_t max_len = 512;
+  DType dtype = DType::f32;
+};
+
+// Token ids -> embedding + positional encoding -> a single MHA (layers = 0, the classic
+// tutorial) or `layers` encoder layers -> mean over the non-padding positions -> linear head.
+class TextClassifier : public Module {
+ public:
+  TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& config);
+  // tokens [B, S] i64; lengths[b] = number of real (non-padding) tokens of sequence b.
+  Tensor forward(const Tensor& tokens, const std::vector<int64_t>& lengths) const;
+
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
+  std::shared_ptr<MultiHeadAttention> mha;                        // layers == 0
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;  // layers >= 1
+  std::shared_ptr<Linear> classifier;
+};
+
+// x [B, T, D] -> input_proj Linear(D, H) -> positional encoding -> mha (layers = 1) or `layers`
+// encoder layers -> the last time step -> output Linear(H, P). With layers = 1 the state_dict
+// names are input_proj.*, mha.{q,k,v,o}_proj.*, output.*, as the classic tutorial's model.
+class TimeSeriesModel : public Module {
+ public:
+  TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& config);
+  Tensor forward(const Tensor& x) const;  // -> [B, P]
+
+  std::shared_ptr<Linear> input_proj;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
+  std::shared_ptr<MultiHeadAttention> mha;
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
+  std::shared_ptr<Linear> output;
+};
+
+// A character language model: embedding + positional encoding -> causal encoder layers ->
+// final LayerNorm -> head over the vocabulary.
+class CharLM : public Module {
+ public:
+  CharLM(int64_t vocab, const ModelConfig& config);
+  Tensor forward(const Tensor& tokens) const;  // [B, S] -> logits [B, S, vocab]
+
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;
+  std::shared_ptr<Linear> head;
+};
+
+}  // namespace tg::nn
