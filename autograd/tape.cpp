@@ -76,6 +76,24 @@ void release(Node& node) {
 
 }  // namespace
 
+Node::~Node() {
+  // Dropping the last owner of a node would drop its inputs' nodes recursively, one stack frame
+  // per node. Instead, take over the inputs of every node about to die and free them in a loop.
+  std::vector<std::shared_ptr<Node>> dying;
+  for (Edge& edge : inputs) {
+    if (edge.node) dying.push_back(std::move(edge.node));
+  }
+  while (!dying.empty()) {
+    std::shared_ptr<Node> node = std::move(dying.back());
+    dying.pop_back();
+    if (node.use_count() == 1) {
+      for (Edge& edge : node->inputs) {
+        if (edge.node) dying.push_back(std::move(edge.node));
+      }
+    }
+  }
+}
+
 bool grad_enabled() { return grad_mode; }
 NoGrad::NoGrad() : previous_(grad_mode) { grad_mode = false; }
 NoGrad::~NoGrad() { grad_mode = previous_; }

@@ -38,6 +38,11 @@ struct Node {
   int64_t saved_bytes = 0;
   bool released = false;        // backward already ran and freed what it saved
 
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // frees a chain of nodes iteratively: a deep graph must not overflow the stack
+
   bool needs_grad(size_t input) const {
     return inputs[input].node != nullptr || inputs[input].leaf != nullptr;
   }
