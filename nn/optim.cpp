@@ -28,7 +28,8 @@ std::optional<std::pair<size_t, std::string>> split_state_name(const std::string
   for (size_t i = 0; i < dot; ++i) {
     if (name[i] < '0' || name[i] > '9') return std::nullopt;
   }
-  return std::make_pair(static_cast<size_t>(std::stoull(name.substr(0, dot))), name.substr(dot + 1));
+  const size_t index = static_cast<size_t>(std::stoull(name.substr(0, dot)));
+  return std::make_pair(index, name.substr(dot + 1));
 }
 
 // A step count stored as a scalar: i64 (what state() writes) or a float holding a whole number
@@ -267,7 +268,8 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
       const double gradient = g[i] + l2 * p[i];    // Adam's L2 term (0 for AdamW)
       exp_avg[i] = static_cast<T>(beta1_ * exp_avg[i] + (1 - beta1_) * gradient);
       exp_avg_sq[i] = static_cast<T>(beta2_ * exp_avg_sq[i] + (1 - beta2_) * gradient * gradient);
-      const double denom = std::sqrt(static_cast<double>(exp_avg_sq[i])) / bias_correction2_sqrt + eps_;
+      const double denom =
+          std::sqrt(static_cast<double>(exp_avg_sq[i])) / bias_correction2_sqrt + eps_;
       p[i] = static_cast<T>(p[i] - step_size * exp_avg[i] / denom);
     }
   });

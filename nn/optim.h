@@ -106,8 +106,9 @@ class Adam : public Optimizer {
 // update without any L2 term in the gradient.
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
-        double eps = 1e-8, double weight_decay = 1e-2);
+  AdamW(std::vector<Tensor> params, double lr = 1e-3,
+        std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
+        double weight_decay = 1e-2);
 };
 
 // torch.nn.utils.clip_grad_norm_ (L2): the norm of all gradients together, computed in f64.

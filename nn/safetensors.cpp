@@ -171,7 +171,8 @@ class InputFile {
       const ssize_t got = ::pread(fd_, bytes, nbytes, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
       check(got >= 0, "load_safetensors '", path_, "': read failed: ", errno_text());
-      check(got > 0, "load_safetensors '", path_, "': the file ended early (truncated while read?)");
+      check(got > 0, "load_safetensors '", path_,
+            "': the file ended early (truncated while being read?)");
       bytes += got;
       offset += static_cast<uint64_t>(got);
       nbytes -= static_cast<uint64_t>(got);
@@ -183,6 +184,15 @@ class InputFile {
   int fd_ = -1;
   uint64_t size_ = 0;
 };
+
+// A JSON value for an error message: a short scalar, or just the kind of container (a file's
+// arrays can be 100 MB long or nested a million deep, and dump() recurses).
+std::string describe(const nlohmann::json& value) {
+  if (value.is_structured()) return std::string("an ") + value.type_name();
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  return text;
+}
 
 // One tensor's header entry once it has been checked.
 struct Entry {
@@ -196,25 +206,28 @@ struct Entry {
 Entry parse_entry(const std::string& where, const std::string& name, const nlohmann::json& value,
                   uint64_t buffer_bytes) {
   const std::string tensor = where + "tensor '" + name + "': ";
-  check(value.is_object(), tensor, "the entry must be a JSON object, got ", value.type_name());
+  check(value.is_object(), tensor, "the entry must be a JSON object, got ", describe(value));
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     check(value.contains(field), tensor, "missing the field \"", field, "\"");
   }
 
   const nlohmann::json& dtype_field = value["dtype"];
-  check(dtype_field.is_string(), tensor, "\"dtype\" must be a string, got ", dtype_field.type_name());
+  check(dtype_field.is_string(), tensor, "\"dtype\" must be a string, got ",
+        describe(dtype_field));
   const std::string dtype_text = dtype_field.get<std::string>();
   const std::optional<DType> dtype = dtype_from_format_name(dtype_text);
   check(dtype.has_value(), tensor, "unsupported dtype \"", dtype_text,
         "\" (tapegrad reads F32, F64, F16, BF16, I64, BOOL)");
 
   const nlohmann::json& shape_field = value["shape"];
-  check(shape_field.is_array(), tensor, "\"shape\" must be an array, got ", shape_field.type_name());
+  check(shape_field.is_array(), tensor, "\"shape\" must be an array, got ",
+        describe(shape_field));
   Shape shape;
   for (const nlohmann::json& extent : shape_field) {
     check(extent.is_number_integer(), tensor, "\"shape\" entries must be integers, got ",
-          extent.dump());
-    check(extent.is_number_unsigned(), tensor, "\"shape\" has a negative dimension ", extent.dump());
+          describe(extent));
+    check(extent.is_number_unsigned(), tensor, "\"shape\" has a negative dimension ",
+          describe(extent));
     const uint64_t size = extent.get<uint64_t>();
     check(size <= static_cast<uint64_t>(INT64_MAX), tensor, "dimension ", size, " is too large");
     shape.push_back(static_cast<int64_t>(size));
@@ -232,10 +245,10 @@ Entry parse_entry(const std::string& where, const std::string& name, const nlohm
 
   const nlohmann::json& offsets = value["data_offsets"];
   check(offsets.is_array() && offsets.size() == 2, tensor,
-        "\"data_offsets\" must be an array [begin, end], got ", offsets.dump());
+        "\"data_offsets\" must be an array [begin, end], got ", describe(offsets));
   for (const nlohmann::json& offset : offsets) {
     check(offset.is_number_unsigned(), tensor,
-          "\"data_offsets\" must hold non-negative integers, got ", offsets.dump());
+          "\"data_offsets\" must hold non-negative integers, got ", describe(offset));
   }
   const uint64_t begin = offsets[0].get<uint64_t>();
   const uint64_t end = offsets[1].get<uint64_t>();
@@ -255,7 +268,7 @@ std::map<std::string, std::string> parse_metadata(const std::string& where,
   if (value.is_null()) return metadata;  // no metadata (None in the reference implementation)
   check(value.is_object(), where, "\"__metadata__\" must be an object, got ", value.type_name());
   for (const auto& [key, text] : value.items()) {
-    check(text.is_string(), where, "metadata \"", key, "\" must be a string, got ", text.dump());
+    check(text.is_string(), where, "metadata \"", key, "\" must be a string, got ", describe(text));
     metadata[key] = text.get<std::string>();
   }
   return metadata;
@@ -332,6 +345,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   std::string text(header_bytes, '\0');
   file.read_at(8, text.data(), header_bytes);
+  // nlohmann's lexer stops at a NUL byte as at the end of a C string; JSON never contains one.
+  const size_t nul = text.find('\0');
+  check(nul == std::string::npos, where, "the header is not valid JSON: a NUL byte at position ",
+        nul);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);

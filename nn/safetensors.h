@@ -4,7 +4,8 @@
 //
 //   8 bytes     N, the header length, unsigned little-endian
 //   N bytes     JSON: {"__metadata__": {"key": "value", ...},
-//                      "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//                      "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
+//                      ...}
 //               padded with spaces so that N is a multiple of 8
 //   the rest    the byte buffer: each tensor's elements in C order, little-endian, at
 //               [begin, end) counted from the start of the buffer

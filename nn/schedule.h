@@ -8,8 +8,8 @@ namespace tg {
 // `step` is the 0-based index of the optimizer step about to run; call
 // optimizer.set_lr(schedule.lr_at(step)) before optimizer.step().
 //
-//   step < warmup:           base_lr * (step + 1) / warmup       (the first step is not wasted on
-//                                                                 lr 0; step warmup-1 reaches base_lr)
+//   step < warmup:           base_lr * (step + 1) / warmup
+//                            (the first step is not wasted on lr 0; step warmup-1 reaches base_lr)
 //   warmup <= step < total:  min_lr + (base_lr - min_lr) * (1 + cos(pi * progress)) / 2,
 //                            progress = (step - warmup) / (total - warmup), from 0 towards 1
 //   step >= total:           min_lr

@@ -6,12 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.h"
+#include "nn/gradcheck_cases.h"
 #include "ops/gradcheck_cases.h"
 #include "train/cli.h"
 
 namespace tg::cli {
 
-std::vector<GradcheckCase> all_gradcheck_cases() { return ops_gradcheck_cases(); }
+std::vector<GradcheckCase> all_gradcheck_cases() {
+  std::vector<GradcheckCase> cases = ops_gradcheck_cases();
+  for (GradcheckCase& check : nn_gradcheck_cases()) cases.push_back(std::move(check));
+  return cases;
+}
 
 int gradcheck(const Args& args) {
   namespace po = boost::program_options;
@@ -43,7 +48,7 @@ int gradcheck(const Args& args) {
   const bool json = vm.count("json") > 0;
   nlohmann::json report = {{"checks", nlohmann::json::array()}};
   int failures = 0;
-  if (!json) std::printf("%-40s %-26s %12s %12s  %s\n", "check", "shapes", "max abs err", "max rel err", "pass");
+  if (!json) std::printf("%-40s %-44s %12s %12s  %s\n", "check", "shapes", "max abs err", "max rel err", "pass");
   for (const GradcheckCase& check : selected) {
     const GradcheckResult result = check.run();
     failures += result.passed ? 0 : 1;
@@ -51,7 +56,7 @@ int gradcheck(const Args& args) {
                                 {"passed", result.passed}, {"max_abs_err", result.max_abs_err},
                                 {"max_rel_err", result.max_rel_err}});
     if (!json) {
-      std::printf("%-40s %-26s %12.2e %12.2e  %s\n", check.name.c_str(), check.shapes.c_str(),
+      std::printf("%-40s %-44s %12.2e %12.2e  %s\n", check.name.c_str(), check.shapes.c_str(),
                   result.max_abs_err, result.max_rel_err, result.passed ? "ok" : "FAIL");
       if (!result.passed) std::printf("    %s\n", result.message.c_str());
     }

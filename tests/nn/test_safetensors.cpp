@@ -357,9 +357,18 @@ TEST_CASE("safetensors rejects BOOL bytes other than 0 and 1", "[safetensors]") 
                    "not 0 or 1");
 }
 
+TEST_CASE("safetensors rejects deeply nested JSON without overflowing the stack", "[safetensors]") {
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  require_rejected(file_bytes(entry_with(R"("F32")", "[2]", deep), kEightBytes),
+                   "must be an array [begin, end], got an array");
+  require_rejected(file_bytes(R"({"__metadata__":{"k":)" + deep + "}}", ""), "must be a string");
+  require_rejected(file_bytes(std::string(1'000'000, '{'), ""), "not valid JSON");
+}
+
 // ---- Atomic saves -----------------------------------------------------------------------------
 
-TEST_CASE("a failed save leaves the existing file byte-identical and no temporary", "[safetensors]") {
+TEST_CASE("a failed save leaves the existing file byte-identical, no temporary behind",
+          "[safetensors]") {
   TempDir dir;
   const std::string path = dir.file("model.safetensors");
   save_safetensors(path, {{"w", from_values({1, 2, 3}, {3})}}, {{"step", "10"}});

@@ -1,0 +1,74 @@
+// checkpoint: run fn unrecorded, keep only its inputs and RNG state, recompute in backward.
+#include "autograd/checkpoint.h"
+
+#include "autograd/error.h"
+#include "autograd/rng.h"
+#include "autograd/tape.h"
+
+namespace tg {
+namespace {
+
+// Puts the global RNG state back when the scope ends, also when the re-run throws.
+class RngStateGuard {
+ public:
+  explicit RngStateGuard(RngState replay) : previous_(rng_state()) { set_rng_state(replay); }
+  ~RngStateGuard() { set_rng_state(previous_); }
+  RngStateGuard(const RngStateGuard&) = delete;
+  RngStateGuard& operator=(const RngStateGuard&) = delete;
+ private:
+  RngState previous_;
+};
+
+}  // namespace
+
+Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+  check(static_cast<bool>(fn), "checkpoint: fn is empty");
+  if (!any_requires_grad(inputs)) return fn(inputs);  // grad mode off, or nothing to checkpoint
+
+  const RngState rng_before = rng_state();
+  Tensor output;
+  {
+    NoGrad no_grad;
+    output = fn(inputs);
+  }
+  check(output.defined(), "checkpoint: fn returned an undefined tensor");
+  check(is_floating(output.dtype()), "checkpoint: fn must return a floating tensor, got ",
+        dtype_name(output.dtype()));
+  // fn may return one of its inputs (or a view sharing its TensorImpl): give the output its own.
+  output = output.detach();
+
+  std::vector<bool> input_requires_grad;
+  for (const Tensor& input : inputs) input_requires_grad.push_back(input.defined() && input.requires_grad());
+
+  // d checkpoint(fn, x)/dx = d fn(x)/dx: re-run fn on detached x on a nested tape, back-propagate.
+  BackwardFn backward_fn = [fn, rng_before, input_requires_grad](const Tensor& grad_output,
+                                                                 const Node& node) {
+    TapeScope nested_tape;
+    RngStateGuard replay(rng_before);
+    EnableGrad enable_grad;
+    std::vector<Tensor> rerun_inputs;
+    rerun_inputs.reserve(node.saved.size());
+    for (size_t i = 0; i < node.saved.size(); ++i) {
+      Tensor input = node.saved[i];  // detached by record()
+      if (input.defined() && input_requires_grad[i]) input = input.detach().requires_grad_();
+      rerun_inputs.push_back(std::move(input));
+    }
+    Tensor recomputed = fn(rerun_inputs);
+    check(recomputed.defined() && recomputed.shape() == node.output_shape &&
+              recomputed.dtype() == node.output_dtype,
+          "checkpoint: the re-run of fn in backward gave ",
+          recomputed.defined() ? shape_str(recomputed.shape()) : std::string("an undefined tensor"),
+          " instead of ", shape_str(node.output_shape), " (fn must be deterministic)");
+    if (recomputed.requires_grad()) backward(recomputed, grad_output);
+    Grads grads;
+    for (size_t i = 0; i < rerun_inputs.size(); ++i) {
+      grads.push_back(input_requires_grad[i] ? rerun_inputs[i].grad() : Tensor());
+    }
+    return grads;
+  };
+  // The inputs are the only tensors saved: record() keeps them detached until backward.
+  record("checkpoint", inputs, output, inputs, std::move(backward_fn));
+  return output;
+}
+
+}  // namespace tg
