@@ -1,0 +1,174 @@
+// Modules: names as PyTorch gives them, train/eval, load_state_dict's errors, dtype conversion.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/error.h"
+#include "autograd/rng.h"
+#include "nn/masks.h"
+#include "nn/models.h"
+#include "ops/ops.h"
+
+using namespace tg;
+
+namespace {
+
+std::vector<std::string> names(const nn::NamedTensors& tensors) {
+  std::vector<std::string> result;
+  for (const auto& [name, t] : tensors) result.push_back(name);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("Linear: PyTorch's layout and init bounds", "[module]") {
+  manual_seed(0);
+  nn::Linear linear(16, 4);
+  REQUIRE(linear.weight.shape() == Shape{4, 16});
+  REQUIRE(linear.bias.shape() == Shape{4});
+  REQUIRE(names(linear.state_dict()) == std::vector<std::string>{"weight", "bias"});
+  for (double w : linear.weight.values()) REQUIRE(std::abs(w) <= 0.25);  // 1/sqrt(16)
+  REQUIRE(linear.weight.requires_grad());
+  // y = x W^T + b by hand for one row.
+  const Tensor x = ones({1, 16});
+  const auto w = linear.weight.values();
+  const auto b = linear.bias.values();
+  const auto y = linear.forward(x).values();
+  for (int o = 0; o < 4; ++o) {
+    double expected = b[o];
+    for (int i = 0; i < 16; ++i) expected += w[o * 16 + i];
+    REQUIRE(y[o] == Approx(expected).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("MultiHeadAttention: state_dict names and a clear error for hidden % heads", "[module]") {
+  nn::MultiHeadAttention mha(16, 4);
+  REQUIRE(names(mha.state_dict()) ==
+          std::vector<std::string>{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias",
+                                   "v_proj.weight", "v_proj.bias", "o_proj.weight", "o_proj.bias"});
+  REQUIRE(mha.parameter_count() == 4 * (16 * 16 + 16));
+  REQUIRE_THROWS_WITH(nn::MultiHeadAttention(10, 4), Catch::Contains("10") && Catch::Contains("4 heads"));
+}
+
+TEST_CASE("TimeSeriesModel: the classic tutorial's state_dict names", "[module]") {
+  nn::ModelConfig config;
+  config.dim = 16;
+  config.heads = 4;
+  nn::TimeSeriesModel model(3, 2, config);
+  REQUIRE(names(model.state_dict()) ==
+          std::vector<std::string>{"input_proj.weight", "input_proj.bias", "mha.q_proj.weight",
+                                   "mha.q_proj.bias", "mha.k_proj.weight", "mha.k_proj.bias",
+                                   "mha.v_proj.weight", "mha.v_proj.bias", "mha.o_proj.weight",
+                                   "mha.o_proj.bias", "output.weight", "output.bias"});
+  REQUIRE(model.forward(zeros({5, 7, 3})).shape() == Shape{5, 2});
+  config.layers = 2;
+  nn::TimeSeriesModel stacked(3, 2, config);
+  REQUIRE(stacked.state_dict()[2].first == "layers.0.norm1.weight");
+}
+
+TEST_CASE("train() and eval() reach every child", "[module]") {
+  nn::ModelConfig config;
+  config.dim = 8;
+  config.heads = 2;
+  config.layers = 2;
+  config.dropout = 0.5;
+  nn::CharLM model(5, config);
+  model.eval();
+  REQUIRE_FALSE(model.layers[1]->attn->is_training());
+  REQUIRE_FALSE(model.layers[1]->dropout2->is_training());
+  // In eval, dropout is off: two forwards agree exactly.
+  const Tensor tokens = from_indices({1, 2, 3, 4}, {1, 4});
+  REQUIRE(model.forward(tokens).values() == model.forward(tokens).values());
+  model.train();
+  REQUIRE(model.layers[0]->dropout1->is_training());
+}
+
+TEST_CASE("load_state_dict copies values and names every bad entry", "[module]") {
+  nn::Linear a(3, 2), b(3, 2);
+  b.load_state_dict(a.state_dict());
+  REQUIRE(b.weight.values() == a.weight.values());
+  REQUIRE(b.bias.values() == a.bias.values());
+
+  nn::NamedTensors missing = {{"weight", zeros({2, 3})}};
+  REQUIRE_THROWS_WITH(b.load_state_dict(missing), Catch::Contains("missing: bias"));
+  nn::NamedTensors unexpected = a.state_dict();
+  unexpected.emplace_back("extra", zeros({1}));
+  REQUIRE_THROWS_WITH(b.load_state_dict(unexpected), Catch::Contains("unexpected: extra"));
+  REQUIRE_NOTHROW(b.load_state_dict(unexpected, /*strict=*/false));
+  nn::NamedTensors misshaped = {{"weight", zeros({3, 2})}, {"bias", zeros({2})}};
+  REQUIRE_THROWS_WITH(b.load_state_dict(misshaped), Catch::Contains("weight [3, 2] vs [2, 3]"));
+  // A failed load changes nothing.
+  REQUIRE(b.weight.values() == a.weight.values());
+}
+
+TEST_CASE("Module::to converts parameters in place", "[module]") {
+  nn::Linear linear(3, 2);
+  const Tensor handle = linear.weight;
+  const auto before = handle.values();
+  linear.to(DType::f64);
+  REQUIRE(handle.dtype() == DType::f64);
+  REQUIRE(linear.parameters()[0].dtype() == DType::f64);
+  REQUIRE(handle.values() == before);  // f32 -> f64 is exact
+  REQUIRE(handle.requires_grad());
+}
+
+TEST_CASE("positional encoding: the formula, a buffer outside the state_dict, max_len", "[module]") {
+  nn::SinusoidalPositionalEncoding pe(6, 10, DType::f64);
+  const auto table = pe.table.values();
+  for (int pos : {0, 3, 9}) {
+    for (int i = 0; i < 3; ++i) {
+      const double angle = pos / std::pow(10000.0, 2.0 * i / 6.0);
+      REQUIRE(table[pos * 6 + 2 * i] == Approx(std::sin(angle)).margin(1e-12));
+      REQUIRE(table[pos * 6 + 2 * i + 1] == Approx(std::cos(angle)).margin(1e-12));
+    }
+  }
+  REQUIRE(pe.state_dict().empty());
+  REQUIRE(pe.parameters().empty());
+  REQUIRE(pe.forward(zeros({2, 10, 6}, DType::f64)).shape() == Shape{2, 10, 6});
+  REQUIRE_THROWS_WITH(pe.forward(zeros({2, 11, 6}, DType::f64)), Catch::Contains("max_len 10"));
+}
+
+TEST_CASE("need_weights returns per-head weights whose rows sum to 1 (0 when fully masked)", "[module]") {
+  manual_seed(3);
+  nn::MultiHeadAttention mha(8, 2);
+  const Tensor x = randn({2, 3, 8});
+  const Tensor mask = nn::padding_mask({3, 0}, 3);  // sequence 1 may attend nothing
+  const nn::AttentionOutput result = mha.forward(x, x, x, mask, /*need_weights=*/true);
+  REQUIRE(result.weights.shape() == Shape{2, 2, 3, 3});
+  const auto row_sums = sum(result.weights, {-1}).values();
+  for (int r = 0; r < 6; ++r) REQUIRE(row_sums[r] == Approx(1.0));
+  for (int r = 6; r < 12; ++r) REQUIRE(row_sums[r] == 0.0);
+  // The fused path gives the same output.
+  const nn::AttentionOutput fused = mha.forward(x, x, x, mask);
+  REQUIRE_FALSE(fused.weights.defined());
+  const auto a = fused.output.values(), b = result.output.values();
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-5));
+}
+
+TEST_CASE("masks: causal, padding and their combination", "[module]") {
+  REQUIRE(nn::causal_mask(2, 3).indices() == std::vector<int64_t>{1, 0, 0, 1, 1, 0});
+  REQUIRE(nn::padding_mask({1, 3}, 3).shape() == Shape{2, 1, 1, 3});
+  REQUIRE(nn::padding_mask({1, 3}, 3).indices() == std::vector<int64_t>{1, 0, 0, 1, 1, 1});
+  const Tensor both = nn::combine_masks(nn::causal_mask(3, 3), nn::padding_mask({2}, 3));
+  REQUIRE(both.shape() == Shape{1, 1, 3, 3});
+  REQUIRE(both.indices() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 0});
+  REQUIRE_THROWS_AS(nn::padding_mask({4}, 3), Error);
+}
+
+TEST_CASE("TextClassifier: padding never changes a result", "[module]") {
+  manual_seed(5);
+  nn::ModelConfig config;
+  config.dim = 8;
+  config.heads = 2;
+  for (int64_t layers : {0, 2}) {
+    config.layers = layers;
+    nn::TextClassifier model(20, 3, config);
+    const auto short_batch = model.forward(from_indices({4, 7, 9}, {1, 3}), {3}).values();
+    const auto padded = model.forward(from_indices({4, 7, 9, 0, 0, 0, 0}, {1, 7}), {3}).values();
+    const auto other_pad = model.forward(from_indices({4, 7, 9, 13, 2, 19, 1}, {1, 7}), {3}).values();
+    for (size_t i = 0; i < short_batch.size(); ++i) {
+      REQUIRE(padded[i] == Approx(short_batch[i]).margin(1e-5));
+      REQUIRE(other_pad[i] == Approx(short_batch[i]).margin(1e-5));
+    }
+  }
+}
