@@ -9,7 +9,7 @@ namespace tg {
 namespace {
 
 struct Counters {
-  std::atomic<int64_t> current{0}, peak{0}, allocations{0};
+  std::atomic<int64_t> current{0}, peak{0}, allocations{0}, allocated{0};
 };
 
 Counters& counters(Device device) {
@@ -21,7 +21,7 @@ Counters& counters(Device device) {
 
 AllocatorStats allocator_stats(Device device) {
   Counters& c = counters(device);
-  return {c.current.load(), c.peak.load(), c.allocations.load()};
+  return {c.current.load(), c.peak.load(), c.allocations.load(), c.allocated.load()};
 }
 
 void reset_allocator_stats(Device device) {
@@ -37,6 +37,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   int64_t peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {}
   ++c.allocations;
+  c.allocated += static_cast<int64_t>(nbytes);
 }
 
 Storage::~Storage() {

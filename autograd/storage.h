@@ -13,6 +13,7 @@ struct AllocatorStats {
   int64_t current_bytes = 0;
   int64_t peak_bytes = 0;
   int64_t allocations = 0;  // allocations made since the last reset
+  int64_t allocated_bytes = 0;  // bytes ever allocated (never reset): the profiler's deltas
 };
 
 AllocatorStats allocator_stats(Device device = kCPU);

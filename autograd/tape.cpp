@@ -6,6 +6,7 @@
 
 #include "autograd/error.h"
 #include "autograd/kernels.h"
+#include "autograd/profiler.h"
 
 namespace tg {
 namespace {
@@ -108,6 +109,8 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward) {
+  // Profiler: the op's forward compute just happened (its time is the gap since the last hook).
+  if (profiler_detail::enabled) profiler_detail::op_recorded(op);
   if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -154,6 +157,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   check(seed.device() == root.device(), "backward: gradient on ", device_name(seed.device()),
         " but output on ", device_name(root.device()));
 
+  const ProfileRegion profile_sweep("backward()");  // profiler: the whole sweep, when on
   NoGrad no_grad;  // backward itself is not recorded
   if (root.is_leaf()) {
     accumulate_into_leaf(*root.impl(), seed);
@@ -172,7 +176,11 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           "' was already back-propagated and its saved tensors freed; "
           "call backward(..., retain_graph=true) the first time to go through it again");
 
-    Grads grads = node->backward(grad_output, *node);
+    Grads grads;
+    {
+      const ProfileRegion profile_node(node->op, ".backward");  // profiler: exact time, bytes
+      grads = node->backward(grad_output, *node);
+    }
     check(grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ",
           grads.size(), " gradients for ", node->inputs.size(), " inputs");
     for (size_t j = 0; j < grads.size(); ++j) {

@@ -1,5 +1,6 @@
 #include "nn/models.h"
 
+#include "autograd/checkpoint.h"
 #include "autograd/error.h"
 #include "nn/masks.h"
 #include "ops/ops.h"
@@ -15,6 +16,14 @@ void check_config(const ModelConfig& c, const char* model) {
 }
 
 }  // namespace
+
+Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Tensor& mask,
+                 bool is_causal, bool checkpointed) {
+  if (!checkpointed) return layer.forward(x, mask, is_causal);
+  return checkpoint([&layer, mask, is_causal](const std::vector<Tensor>& in) {
+    return layer.forward(in[0], mask, is_causal);
+  }, {x});
+}
 
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_config(c, "TextClassifier");
@@ -39,7 +48,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
   const Tensor key_mask = padding_mask(lengths, seq);  // [B, 1, 1, S]
   Tensor h = pos_enc->forward(embedding->forward(tokens));
   if (mha) h = mha->forward(h, key_mask).output;
-  for (const auto& layer : layers) h = layer->forward(h, key_mask);
+  for (const auto& layer : layers) h = run_layer(*layer, h, key_mask, false, checkpoint_layers);
   // Mean over the real positions: weights 1/length there, 0 on padding.
   std::vector<double> pool(batch * seq, 0.0);
   for (int64_t b = 0; b < batch; ++b) {
@@ -72,7 +81,7 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
         shape_str(x.shape()), " needs shape [B, T, ", input_proj->weight.size(1), "]");
   Tensor h = pos_enc->forward(input_proj->forward(x));
   if (mha) h = mha->forward(h).output;
-  for (const auto& layer : layers) h = layer->forward(h);
+  for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), false, checkpoint_layers);
   const Tensor last = h.narrow(1, h.size(1) - 1, 1).squeeze(1);  // [B, H]
   return output->forward(last);
 }
@@ -93,7 +102,7 @@ CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
 Tensor CharLM::forward(const Tensor& tokens) const {
   check(tokens.dim() == 2, "CharLM: tokens ", shape_str(tokens.shape()), " need shape [B, S]");
   Tensor h = pos_enc->forward(embedding->forward(tokens));
-  for (const auto& layer : layers) h = layer->forward(h, Tensor(), /*is_causal=*/true);
+  for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), /*is_causal=*/true, checkpoint_layers);
   return head->forward(norm->forward(h));
 }
 

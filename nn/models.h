@@ -7,6 +7,11 @@
 
 namespace tg::nn {
 
+// Runs one encoder layer, under checkpoint() when `checkpointed` (its activations are then
+// recomputed in backward instead of kept).
+Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Tensor& mask,
+                 bool is_causal, bool checkpointed);
+
 struct ModelConfig {
   int64_t dim = 64;
   int64_t heads = 4;
@@ -29,6 +34,7 @@ class TextClassifier : public Module {
   std::shared_ptr<MultiHeadAttention> mha;                        // layers == 0
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;  // layers >= 1
   std::shared_ptr<Linear> classifier;
+  bool checkpoint_layers = false;
 };
 
 // x [B, T, D] -> input_proj Linear(D, H) -> positional encoding -> mha (layers = 1) or `layers`
@@ -44,6 +50,7 @@ class TimeSeriesModel : public Module {
   std::shared_ptr<MultiHeadAttention> mha;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<Linear> output;
+  bool checkpoint_layers = false;
 };
 
 // A character language model: embedding + positional encoding -> causal encoder layers ->
@@ -58,6 +65,7 @@ class CharLM : public Module {
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Linear> head;
+  bool checkpoint_layers = false;
 };
 
 }  // namespace tg::nn

@@ -12,6 +12,11 @@ using Args = std::vector<std::string>;
 
 int info(const Args& args);
 int gradcheck(const Args& args);
+int plot(const Args& args);
+int bench(const Args& args);
+int train(const Args& args);
+int eval(const Args& args);
+int sample(const Args& args);
 
 // Every case of the gradcheck registry (ops, then nn).
 std::vector<GradcheckCase> all_gradcheck_cases();

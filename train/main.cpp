@@ -12,7 +12,12 @@ namespace {
 
 const std::map<std::string, std::pair<std::function<int(const tg::cli::Args&)>, const char*>> kCommands = {
     {"info", {tg::cli::info, "version, BLAS and its kernels, threads, devices"}},
+    {"train", {tg::cli::train, "train a model (textcls, timeseries, charlm) on a data file"}},
+    {"eval", {tg::cli::eval, "a checkpoint's loss (and accuracy) on a data file"}},
+    {"sample", {tg::cli::sample, "generate text from a charlm checkpoint (or classify a text)"}},
     {"gradcheck", {tg::cli::gradcheck, "run the registry of f64 finite-difference gradient checks"}},
+    {"plot", {tg::cli::plot, "PNG charts: positional encoding, training loss"}},
+    {"bench", {tg::cli::bench, "time training steps of fixed workloads (ms/step, GFLOP/s, peak bytes)"}},
 };
 
 void usage(std::ostream& out) {

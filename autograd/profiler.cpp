@@ -1,0 +1,183 @@
+#include "autograd/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+#include "autograd/storage.h"
+
+namespace tg {
+namespace profiler_detail {
+thread_local constinit bool enabled = false;
+}  // namespace profiler_detail
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Frame {  // an open region
+  std::string name;
+  uint64_t token;
+  Clock::time_point start;
+  int64_t start_bytes;
+  double child_ms = 0;
+  int64_t child_bytes = 0;
+};
+
+struct State {
+  Clock::time_point mark;  // the last hook: the next forward op's time starts here
+  int64_t mark_bytes = 0;
+  std::vector<Frame> open;
+  std::unordered_map<std::string, ProfileRow> rows;
+};
+
+thread_local State state;
+thread_local uint64_t next_token = 1;
+
+int64_t bytes_allocated() { return allocator_stats(kCPU).allocated_bytes; }
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+void add(const std::string& name, double total_ms, double self_ms, int64_t bytes, int64_t self_bytes) {
+  ProfileRow& row = state.rows[name];
+  row.calls += 1;
+  row.total_ms += total_ms;
+  row.self_ms += self_ms;
+  row.bytes += bytes;
+  row.self_bytes += self_bytes;
+}
+
+// Time and bytes since the last hook, charged as a leaf row `name` (a child of the open region).
+void charge_gap(const std::string& name, Clock::time_point now, int64_t bytes) {
+  const double ms = ms_between(state.mark, now);
+  const int64_t allocated = bytes - state.mark_bytes;
+  add(name, ms, ms, allocated, allocated);
+  if (!state.open.empty()) {
+    state.open.back().child_ms += ms;
+    state.open.back().child_bytes += allocated;
+  }
+}
+
+void set_mark(Clock::time_point now, int64_t bytes) {
+  state.mark = now;
+  state.mark_bytes = bytes;
+}
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (std::abs(value) >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+namespace profiler_detail {
+
+void op_recorded(const char* op) {
+  const Clock::time_point now = Clock::now();
+  const int64_t bytes = bytes_allocated();
+  charge_gap(op, now, bytes);
+  set_mark(now, bytes);
+}
+
+uint64_t begin_region(std::string_view name, const char* suffix) {
+  const Clock::time_point now = Clock::now();
+  const int64_t bytes = bytes_allocated();
+  // Inside a region the gap stays in that region's self time; at the top level nothing claims it.
+  if (state.open.empty()) charge_gap("(untaped)", now, bytes);
+  const uint64_t token = next_token++;
+  state.open.push_back({std::string(name) + suffix, token, now, bytes});
+  set_mark(now, bytes);
+  return token;
+}
+
+void end_region(uint64_t token) {
+  // A region opened under an earlier Profiler (or before this one started) is not ours.
+  if (!enabled || state.open.empty() || state.open.back().token != token) return;
+  const Clock::time_point now = Clock::now();
+  const int64_t bytes = bytes_allocated();
+  const Frame frame = std::move(state.open.back());
+  state.open.pop_back();
+  const double total_ms = ms_between(frame.start, now);
+  const int64_t total_bytes = bytes - frame.start_bytes;
+  add(frame.name, total_ms, total_ms - frame.child_ms, total_bytes, total_bytes - frame.child_bytes);
+  if (!state.open.empty()) {
+    state.open.back().child_ms += total_ms;
+    state.open.back().child_bytes += total_bytes;
+  }
+  set_mark(now, bytes);
+}
+
+}  // namespace profiler_detail
+
+Profiler::Profiler() : owner_(!profiler_detail::enabled) {
+  if (!owner_) return;
+  state.rows.clear();
+  state.open.clear();
+  set_mark(Clock::now(), bytes_allocated());
+  profiler_detail::enabled = true;
+}
+
+Profiler::~Profiler() {
+  if (!owner_) return;
+  if (state.open.empty()) charge_gap("(untaped)", Clock::now(), bytes_allocated());
+  state.open.clear();
+  profiler_detail::enabled = false;
+}
+
+ProfileTable profile_results() {
+  ProfileTable table;
+  table.reserve(state.rows.size());
+  for (const auto& [name, row] : state.rows) {
+    table.push_back(row);
+    table.back().name = name;
+  }
+  std::sort(table.begin(), table.end(), [](const ProfileRow& a, const ProfileRow& b) {
+    return a.self_ms != b.self_ms ? a.self_ms > b.self_ms : a.name < b.name;
+  });
+  return table;
+}
+
+std::string format_profile(const ProfileTable& table, size_t max_rows) {
+  double wall_ms = 0;
+  int64_t wall_bytes = 0;
+  for (const ProfileRow& row : table) {
+    wall_ms += row.self_ms;
+    wall_bytes += row.self_bytes;
+  }
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-32s %8s %11s %11s %7s %12s %12s\n", "op", "calls",
+                "total ms", "self ms", "self %", "bytes", "self bytes");
+  out += line;
+  const size_t shown = max_rows == 0 ? table.size() : std::min(max_rows, table.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const ProfileRow& row = table[i];
+    std::snprintf(line, sizeof line, "%-32s %8lld %11.3f %11.3f %6.1f%% %12s %12s\n",
+                  row.name.c_str(), static_cast<long long>(row.calls), row.total_ms, row.self_ms,
+                  wall_ms > 0 ? 100.0 * row.self_ms / wall_ms : 0.0, human_bytes(row.bytes).c_str(),
+                  human_bytes(row.self_bytes).c_str());
+    out += line;
+  }
+  if (shown < table.size()) {
+    std::snprintf(line, sizeof line, "... %zu more rows\n", table.size() - shown);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "self total: %.3f ms, %s allocated\n", wall_ms,
+                human_bytes(wall_bytes).c_str());
+  out += line;
+  return out;
+}
+
+}  // namespace tg

@@ -1,0 +1,124 @@
+// `tapegrad bench` (run as a program) and the op profiler behind its --profile (in process).
+// No timing assertions: the machines are noisy; only shapes of the output and signs of values.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "autograd/profiler.h"
+#include "autograd/rng.h"
+#include "nn/layers.h"
+#include "ops/ops.h"
+
+namespace {
+
+// Runs a shell command; what it prints on stdout, and its exit code.
+std::pair<std::string, int> run(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+std::string bin() { return std::string("'") + TAPEGRAD_BIN + "'"; }
+
+const tg::ProfileRow* find_row(const tg::ProfileTable& table, const std::string& name) {
+  const auto found = std::find_if(table.begin(), table.end(),
+                                  [&](const tg::ProfileRow& row) { return row.name == name; });
+  return found == table.end() ? nullptr : &*found;
+}
+
+}  // namespace
+
+TEST_CASE("bench --json prints one line with positive figures", "[bench]") {
+  const auto [output, code] =
+      run(bin() + " bench --workload textcls-small --steps 2 --warmup 1 --threads 1 --json 2>/dev/null");
+  REQUIRE(code == 0);
+  INFO(output);
+  REQUIRE(std::count(output.begin(), output.end(), '\n') == 1);
+  const nlohmann::json report = nlohmann::json::parse(output);
+  REQUIRE(report.at("workload") == "textcls-small");
+  REQUIRE(report.at("threads") == 1);
+  for (const char* key : {"ms_per_step", "tokens_per_s", "gflops", "peak_bytes"}) {
+    INFO(key);
+    REQUIRE(report.at(key).is_number());
+    REQUIRE(report.at(key).get<double>() > 0);
+  }
+}
+
+TEST_CASE("bench with an unknown workload exits 2 with one line on stderr", "[bench]") {
+  // stderr into the pipe, stdout away
+  const auto [errors, code] = run(bin() + " bench --workload no-such-thing 2>&1 1>/dev/null");
+  REQUIRE(code == 2);
+  INFO(errors);
+  REQUIRE(std::count(errors.begin(), errors.end(), '\n') == 1);
+  REQUIRE(errors.find("no-such-thing") != std::string::npos);
+  REQUIRE(errors.find("textcls-small") != std::string::npos);  // says what is known
+}
+
+TEST_CASE("profiler: forward and backward rows of a tiny model", "[bench][profiler]") {
+  tg::manual_seed(3);
+  tg::nn::Linear layer(3, 4);
+  tg::Tensor w2 = tg::randn({4, 2});
+  w2.requires_grad_();
+  const tg::Tensor x = tg::randn({5, 3});
+  {
+    tg::Profiler profiler;
+    for (int i = 0; i < 2; ++i) {
+      const tg::Tensor loss = tg::sum(tg::matmul(layer.forward(x), w2));
+      loss.backward();
+      const tg::ProfileRegion region("update");
+      layer.zero_grad();
+      w2.zero_grad();
+    }
+  }
+  const tg::ProfileTable table = tg::profile_results();
+  INFO(tg::format_profile(table));
+  for (const char* name : {"linear", "matmul", "sum", "linear.backward", "matmul.backward",
+                           "sum.backward", "backward()", "update"}) {
+    INFO(name);
+    const tg::ProfileRow* row = find_row(table, name);
+    REQUIRE(row != nullptr);
+    REQUIRE(row->calls > 0);
+    REQUIRE(row->total_ms >= 0);
+    REQUIRE(row->self_ms <= row->total_ms + 1e-9);
+  }
+  REQUIRE(find_row(table, "linear")->calls == 2);
+  REQUIRE(find_row(table, "linear.backward")->calls == 2);
+  REQUIRE(find_row(table, "backward()")->calls == 2);
+  // matmul.backward runs two matmuls itself: 2 forward + 2 x 2 nested = 6 matmul rows' calls;
+  // linear.backward adds matmuls of its own.
+  REQUIRE(find_row(table, "matmul")->calls >= 6);
+  REQUIRE(find_row(table, "matmul.backward")->bytes > 0);  // it allocates its gradients
+  // A region's self time leaves out what ran inside it: the sweep contains every node.
+  const tg::ProfileRow* sweep = find_row(table, "backward()");
+  REQUIRE(sweep->self_ms <= sweep->total_ms - find_row(table, "linear.backward")->total_ms + 1e-9);
+  const std::string text = tg::format_profile(table);
+  REQUIRE(text.find("linear.backward") != std::string::npos);
+  REQUIRE(text.find("self ms") != std::string::npos);
+}
+
+TEST_CASE("profiler: records nothing when off, and a new Profiler starts afresh", "[bench][profiler]") {
+  const tg::Tensor x = tg::randn({2, 2});
+  {
+    tg::Profiler profiler;
+    (void)tg::matmul(x, x);
+  }
+  REQUIRE(find_row(tg::profile_results(), "matmul")->calls == 1);
+  (void)tg::matmul(x, x);  // off: not counted
+  REQUIRE(find_row(tg::profile_results(), "matmul")->calls == 1);
+  {
+    tg::Profiler profiler;
+    (void)tg::exp(x);
+  }
+  REQUIRE(find_row(tg::profile_results(), "matmul") == nullptr);
+  REQUIRE(find_row(tg::profile_results(), "exp")->calls == 1);
+}

@@ -1,0 +1,399 @@
+// Datasets: windows and normalisation checked by hand on tiny files, every malformed input, the
+// tokenizers, batches and batch order, and the real files under data/.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "autograd/error.h"
+#include "train/datasets.h"
+
+using namespace tg;
+using namespace tg::train;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A fresh directory for the files of one test, removed afterwards.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("tapegrad_datasets_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& contents) const {
+    const auto file = path / name;
+    std::ofstream(file, std::ios::binary) << contents;
+    return file.string();
+  }
+};
+
+// 10 rows: a = 1..10, b = 10 * a (the target when no target is named).
+std::string ten_rows() {
+  std::string csv = "a,b\n";
+  for (int i = 1; i <= 10; ++i) csv += std::to_string(i) + "," + std::to_string(10 * i) + "\n";
+  return csv;
+}
+
+TimeSeriesSpec spec(int64_t window, int64_t horizon, double val_frac, bool zscore = false,
+                    const std::string& target = "") {
+  TimeSeriesSpec s;
+  s.window = window;
+  s.horizon = horizon;
+  s.val_frac = val_frac;
+  s.zscore = zscore;
+  s.target = target;
+  return s;
+}
+
+std::string data_file(const std::string& name) { return std::string(TAPEGRAD_SOURCE_DIR) + "/data/" + name; }
+
+}  // namespace
+
+// ---- time series -------------------------------------------------------------------------------
+
+TEST_CASE("datasets: time-series windows by hand", "[datasets]") {
+  TempDir dir;
+  const std::string path = dir.write("ten.csv", ten_rows());
+  // 10 rows, T = 3, P = 2: windows i = 0 ... 10 - 3 - 2 = 5, six of them; no validation.
+  const TimeSeriesData data = load_timeseries(path, spec(3, 2, 0.0));
+  REQUIRE(data.columns == std::vector<std::string>{"a", "b"});
+  REQUIRE(data.target_column == 1);
+  REQUIRE(data.train_x.shape() == Shape{6, 3, 2});
+  REQUIRE(data.train_y.shape() == Shape{6, 2});
+  REQUIRE(data.train_x.dtype() == DType::f32);
+  REQUIRE(data.val_x.shape() == Shape{0, 3, 2});
+  REQUIRE(data.val_y.shape() == Shape{0, 2});
+  const auto x = data.train_x.values();
+  const auto y = data.train_y.values();
+  // First window: rows 1..3 as input, b of rows 4..5 as target.
+  REQUIRE(std::vector<double>(x.begin(), x.begin() + 6) == std::vector<double>{1, 10, 2, 20, 3, 30});
+  REQUIRE(std::vector<double>(y.begin(), y.begin() + 2) == std::vector<double>{40, 50});
+  // Last window (i = 5): rows 6..8, target b of rows 9..10.
+  REQUIRE(std::vector<double>(x.end() - 6, x.end()) == std::vector<double>{6, 60, 7, 70, 8, 80});
+  REQUIRE(std::vector<double>(y.end() - 2, y.end()) == std::vector<double>{90, 100});
+  REQUIRE(data.norm.mean == std::vector<double>{0, 0});
+  REQUIRE(data.norm.stddev == std::vector<double>{1, 1});
+
+  SECTION("a named target column and a validation tail") {
+    // 6 windows, val_frac 0.5: windows 0-2 train, 3-5 validate.
+    const TimeSeriesData split = load_timeseries(path, spec(3, 2, 0.5, false, "a"));
+    REQUIRE(split.target_column == 0);
+    REQUIRE(split.train_x.shape() == Shape{3, 3, 2});
+    REQUIRE(split.val_x.shape() == Shape{3, 3, 2});
+    REQUIRE(split.train_y.values() == std::vector<double>{4, 5, 5, 6, 6, 7});
+    REQUIRE(split.val_y.values() == std::vector<double>{7, 8, 8, 9, 9, 10});
+    const auto vx = split.val_x.values();
+    REQUIRE(std::vector<double>(vx.begin(), vx.begin() + 6) == std::vector<double>{4, 40, 5, 50, 6, 60});
+  }
+}
+
+TEST_CASE("datasets: zscore statistics come from the training windows only", "[datasets]") {
+  TempDir dir;
+  // Column c is constant (stddev 0 -> 1).
+  std::string csv = "a,c,b\n";
+  for (int i = 1; i <= 10; ++i) csv += std::to_string(i) + ",7," + std::to_string(10 * i) + "\n";
+  const std::string path = dir.write("z.csv", csv);
+  // T = 3, P = 2: 6 windows; val_frac 0.5 -> 3 training windows covering rows [0, 2 + 3 + 2) = 1..7.
+  const TimeSeriesData data = load_timeseries(path, spec(3, 2, 0.5, true, "b"));
+  // a over 1..7: mean 4, population variance (9+4+1+0+1+4+9)/7 = 4, stddev 2.
+  REQUIRE(data.norm.mean[0] == Approx(4.0));
+  REQUIRE(data.norm.stddev[0] == Approx(2.0));
+  REQUIRE(data.norm.mean[1] == Approx(7.0));
+  REQUIRE(data.norm.stddev[1] == 1.0);
+  REQUIRE(data.norm.mean[2] == Approx(40.0));
+  REQUIRE(data.norm.stddev[2] == Approx(20.0));
+  // First training window, first row: (1 - 4) / 2, (7 - 7) / 1, (10 - 40) / 20.
+  const auto x = data.train_x.values();
+  REQUIRE(x[0] == Approx(-1.5));
+  REQUIRE(x[1] == Approx(0.0));
+  REQUIRE(x[2] == Approx(-1.5));
+  // Targets normalised with the target column's statistics: b of rows 4, 5 -> 0, 0.5.
+  const auto y = data.train_y.values();
+  REQUIRE(y[0] == Approx(0.0));
+  REQUIRE(y[1] == Approx(0.5));
+  // The last validation target, b = 100, is outside the statistics: (100 - 40) / 20 = 3.
+  REQUIRE(data.val_y.values().back() == Approx(3.0));
+
+  SECTION("a given normalization is used as is") {
+    Normalization norm{{0, 0, 0}, {1, 1, 10}};
+    const TimeSeriesData given = load_timeseries(path, spec(3, 2, 0.5, true, "b"), &norm);
+    REQUIRE(given.norm.stddev == std::vector<double>{1, 1, 10});
+    REQUIRE(given.train_y.values()[0] == Approx(4.0));
+    Normalization wrong{{0}, {1}};
+    REQUIRE_THROWS_WITH(load_timeseries(path, spec(3, 2, 0.5), &wrong), Contains("normalization"));
+  }
+}
+
+TEST_CASE("datasets: malformed CSV files throw tg::Error naming the problem", "[datasets]") {
+  TempDir dir;
+  const std::string good = dir.write("good.csv", ten_rows());
+  auto load = [&](const std::string& contents) {
+    return load_timeseries(dir.write("bad.csv", contents), spec(3, 2, 0.0));
+  };
+  REQUIRE_THROWS_AS(load_timeseries((dir.path / "missing.csv").string(), spec(3, 2, 0.0)), tg::Error);
+  REQUIRE_THROWS_WITH(load_timeseries((dir.path / "missing.csv").string(), spec(3, 2, 0.0)),
+                      Contains("cannot open") && Contains("missing.csv"));
+  REQUIRE_THROWS_WITH(load_timeseries(dir.path.string(), spec(3, 2, 0.0)), Contains("directory"));
+  REQUIRE_THROWS_WITH(load(""), Contains("empty") && Contains("bad.csv"));
+  REQUIRE_THROWS_WITH(load("\n  \n"), Contains("empty"));
+  REQUIRE_THROWS_WITH(load("a,b\n"), Contains("no data rows"));
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,x\n"), Contains("line 3") && Contains("column 2") && Contains("'x'"));
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,\n"), Contains("line 3") && Contains("column 2") &&
+                                                  Contains("not a finite number"));
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,nan\n"), Contains("not a finite number"));
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,4,5\n"), Contains("line 3") && Contains("ragged"));
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n\n3\n"), Contains("line 4") && Contains("ragged"));
+  REQUIRE_THROWS_WITH(load_timeseries(good, spec(3, 2, 0.0, false, "c")),
+                      Contains("target column 'c' not found") && Contains("a, b"));
+  REQUIRE_THROWS_WITH(load_timeseries(good, spec(8, 3, 0.0)), Contains("no window fits"));
+  REQUIRE_NOTHROW(load_timeseries(good, spec(8, 2, 0.0)));  // exactly one window
+  REQUIRE_THROWS_WITH(load_timeseries(good, spec(3, 2, 1.0)), Contains("val_frac"));
+  REQUIRE_THROWS_WITH(load_timeseries(good, spec(3, 2, -0.1)), Contains("val_frac"));
+  REQUIRE_THROWS_WITH(load_timeseries(good, spec(0, 2, 0.0)), Contains("window"));
+  REQUIRE_THROWS_WITH(load_timeseries(good, spec(3, 0, 0.0)), Contains("horizon"));
+  // Accepted: Windows line ends, a byte-order mark, quoted header names, blank lines.
+  const TimeSeriesData crlf =
+      load_timeseries(dir.write("crlf.csv", "\xEF\xBB\xBF\"a\", \"b\"\r\n1,2\r\n\r\n3,4\r\n5,6\r\n"), spec(1, 1, 0.0));
+  REQUIRE(crlf.columns == std::vector<std::string>{"a", "b"});
+  REQUIRE(crlf.train_x.values() == std::vector<double>{1, 2, 3, 4});
+  REQUIRE(crlf.train_y.values() == std::vector<double>{4, 6});
+}
+
+// ---- tokens and vocabularies --------------------------------------------------------------------
+
+TEST_CASE("datasets: tokenizers split UTF-8 code points and whitespace words", "[datasets]") {
+  const std::string text = "h\xC3\xA9llo w\xC3\xB6rld";  // "héllo wörld"
+  REQUIRE(tokenize(text, Tokenizer::chars) ==
+          std::vector<std::string>{"h", "\xC3\xA9", "l", "l", "o", " ", "w", "\xC3\xB6", "r", "l", "d"});
+  REQUIRE(tokenize(text, Tokenizer::words) == std::vector<std::string>{"h\xC3\xA9llo", "w\xC3\xB6rld"});
+  REQUIRE(tokenize("  a\tbb\n\nccc  ", Tokenizer::words) == std::vector<std::string>{"a", "bb", "ccc"});
+  REQUIRE(tokenize("", Tokenizer::chars).empty());
+  // Three- and four-byte code points: "€" U+20AC, "𝄞" U+1D11E.
+  REQUIRE(tokenize("\xE2\x82\xAC\xF0\x9D\x84\x9E!", Tokenizer::chars) ==
+          std::vector<std::string>{"\xE2\x82\xAC", "\xF0\x9D\x84\x9E", "!"});
+  // Invalid UTF-8: each bad byte is its own token (a stray continuation byte, a truncated
+  // sequence, an overlong encoding, a surrogate).
+  REQUIRE(tokenize("a\x80" "b", Tokenizer::chars) == std::vector<std::string>{"a", "\x80", "b"});
+  REQUIRE(tokenize("\xC3", Tokenizer::chars) == std::vector<std::string>{"\xC3"});
+  REQUIRE(tokenize("\xC0\xAF", Tokenizer::chars) == std::vector<std::string>{"\xC0", "\xAF"});
+  REQUIRE(tokenize("\xED\xA0\x80", Tokenizer::chars) == std::vector<std::string>{"\xED", "\xA0", "\x80"});
+  REQUIRE(parse_tokenizer("char") == Tokenizer::chars);
+  REQUIRE(parse_tokenizer("word") == Tokenizer::words);
+  REQUIRE(tokenizer_name(Tokenizer::words) == "word");
+  REQUIRE_THROWS_WITH(parse_tokenizer("bpe"), Contains("bpe") && Contains("char, word"));
+}
+
+TEST_CASE("datasets: vocabulary ids", "[datasets]") {
+  Vocabulary vocab;
+  REQUIRE(vocab.size() == 2);
+  REQUIRE(vocab.id("<pad>") == 0);
+  REQUIRE(vocab.id("<unk>") == 1);
+  REQUIRE(vocab.add("x") == 2);
+  REQUIRE(vocab.add("y") == 3);
+  REQUIRE(vocab.add("x") == 2);
+  REQUIRE(vocab.size() == 4);
+  REQUIRE(vocab.id("y") == 3);
+  REQUIRE(vocab.id("never seen") == 1);
+  REQUIRE(vocab.tokens == std::vector<std::string>{"<pad>", "<unk>", "x", "y"});
+}
+
+// ---- text classification ------------------------------------------------------------------------
+
+TEST_CASE("datasets: text classification from TSV", "[datasets]") {
+  TempDir dir;
+  const std::string path = dir.write("cls.tsv",
+                                     "pos\tab\n"
+                                     "\n"
+                                     "neg\tbca\r\n"
+                                     "pos\ta\n"
+                                     "neg\tabcdefg\n"
+                                     "pos\tzz\n");
+  // 5 lines, val_frac 0.4: the last 2 lines validate.
+  const TextClsData data = load_textcls(path, Tokenizer::chars, 4, 0.4);
+  REQUIRE(data.labels == std::vector<std::string>{"pos", "neg"});
+  REQUIRE(data.vocab.tokens == std::vector<std::string>{"<pad>", "<unk>", "a", "b", "c"});
+  REQUIRE(data.train.size() == 3);
+  REQUIRE(data.val.size() == 2);
+  REQUIRE(data.train[0].tokens == std::vector<int64_t>{2, 3});
+  REQUIRE(data.train[0].label == 0);
+  REQUIRE(data.train[1].tokens == std::vector<int64_t>{3, 4, 2});
+  REQUIRE(data.train[1].label == 1);
+  REQUIRE(data.val[0].tokens == std::vector<int64_t>{2, 3, 4, 1});  // truncated to 4, "d" unknown
+  REQUIRE(data.val[1].tokens == std::vector<int64_t>{1, 1});
+  REQUIRE(data.val[1].label == 0);
+  // A validation label the training split never saw cannot be encoded.
+  REQUIRE_THROWS_WITH(load_textcls(dir.write("odd.tsv", "a\tx\n\nodd\ty\n"), Tokenizer::chars, 4, 0.5),
+                      Contains("line 3") && Contains("'odd'") && Contains("training split"));
+
+  SECTION("words, and a given vocabulary and labels") {
+    const std::string words = dir.write("words.tsv", "b\tthe cat\na\tthe dog  sat\na\ta cat\n");
+    const TextClsData w = load_textcls(words, Tokenizer::words, 8, 0.0);
+    REQUIRE(w.tokenizer == Tokenizer::words);
+    REQUIRE(w.vocab.tokens == std::vector<std::string>{"<pad>", "<unk>", "the", "cat", "dog", "sat", "a"});
+    REQUIRE(w.labels == std::vector<std::string>{"b", "a"});
+    REQUIRE(w.train[1].tokens == std::vector<int64_t>{2, 4, 5});
+    Vocabulary small;
+    small.add("cat");
+    const std::vector<std::string> labels{"a", "b"};
+    const TextClsData g = load_textcls(words, Tokenizer::words, 8, 0.0, &small, &labels);
+    REQUIRE(g.vocab.size() == 3);
+    REQUIRE(g.train[0].tokens == std::vector<int64_t>{1, 2});
+    REQUIRE(g.train[0].label == 1);
+    const std::vector<std::string> other{"a"};
+    REQUIRE_THROWS_WITH(load_textcls(words, Tokenizer::words, 8, 0.0, nullptr, &other),
+                        Contains("line 1") && Contains("given labels"));
+  }
+}
+
+TEST_CASE("datasets: malformed TSV files throw tg::Error naming the line", "[datasets]") {
+  TempDir dir;
+  auto load = [&](const std::string& contents) {
+    return load_textcls(dir.write("bad.tsv", contents), Tokenizer::words, 16, 0.0);
+  };
+  REQUIRE_THROWS_WITH(load_textcls((dir.path / "none.tsv").string(), Tokenizer::chars, 16, 0.0),
+                      Contains("cannot open") && Contains("none.tsv"));
+  REQUIRE_THROWS_WITH(load(""), Contains("empty"));
+  REQUIRE_THROWS_WITH(load("\n\n"), Contains("empty"));
+  REQUIRE_THROWS_WITH(load("a\tx\nno tab here\n"), Contains("line 2") && Contains("no tab"));
+  REQUIRE_THROWS_WITH(load("a\tx\n\tlabel missing\n"), Contains("line 2") && Contains("label missing"));
+  REQUIRE_THROWS_WITH(load("a\tx\nb\t   \n"), Contains("line 2") && Contains("no word tokens"));
+  REQUIRE_THROWS_WITH(load("a\tx\nb\t\n"), Contains("line 2"));
+  REQUIRE_THROWS_WITH(load_textcls(dir.write("ok.tsv", "a\tx\n"), Tokenizer::chars, 16, 1.0),
+                      Contains("val_frac"));
+  REQUIRE_THROWS_WITH(load_textcls(dir.write("ok.tsv", "a\tx\n"), Tokenizer::chars, 0, 0.5),
+                      Contains("max_len"));
+  // One line and val_frac 0.5: floor(0.5) = 0 validation lines, the line trains.
+  REQUIRE(load_textcls(dir.write("one.tsv", "a\tx\n"), Tokenizer::chars, 16, 0.5).train.size() == 1);
+}
+
+TEST_CASE("datasets: text batches pad with 0 to the longest", "[datasets]") {
+  std::vector<TextExample> examples{{{5, 6}, 1}, {{7}, 0}, {{2, 3, 4}, 2}};
+  const TextBatch batch = make_text_batch(examples, {1, 2, 0});
+  REQUIRE(batch.tokens.shape() == Shape{3, 3});
+  REQUIRE(batch.tokens.dtype() == DType::i64);
+  REQUIRE(batch.tokens.indices() == std::vector<int64_t>{7, 0, 0, 2, 3, 4, 5, 6, 0});
+  REQUIRE(batch.lengths == std::vector<int64_t>{1, 3, 2});
+  REQUIRE(batch.labels.indices() == std::vector<int64_t>{0, 2, 1});
+  REQUIRE(batch.labels.shape() == Shape{3});
+  REQUIRE(make_text_batch(examples, {1}).tokens.shape() == Shape{1, 1});
+  REQUIRE_THROWS_WITH(make_text_batch(examples, {3}), Contains("out of range"));
+  REQUIRE_THROWS_AS(make_text_batch(examples, {}), tg::Error);
+}
+
+// ---- character language model -------------------------------------------------------------------
+
+TEST_CASE("datasets: character LM text, examples and batches", "[datasets]") {
+  TempDir dir;
+  // 10 code points, "é" is two bytes; val_frac 0.2: the last 2 characters validate.
+  const std::string path = dir.write("lm.txt", "abcab\xC3\xA9" "abcz");
+  const CharLMData data = load_charlm(path, 0.2);
+  REQUIRE(data.vocab.tokens == std::vector<std::string>{"<pad>", "<unk>", "a", "b", "c", "\xC3\xA9"});
+  REQUIRE(data.train == std::vector<int64_t>{2, 3, 4, 2, 3, 5, 2, 3});
+  REQUIRE(data.val == std::vector<int64_t>{4, 1});  // "z" is not in the training split
+  const CharLMData given = load_charlm(path, 0.0, &data.vocab);
+  REQUIRE(given.train.size() == 10);
+  REQUIRE(given.train.back() == 1);
+
+  // 8 tokens, context 3: examples [0, 4) and [3, 7); [6, 10) does not fit.
+  REQUIRE(charlm_examples(data.train, 3) == 2);
+  REQUIRE(charlm_examples(data.train, 7) == 1);
+  REQUIRE(charlm_examples(data.train, 8) == 0);
+  REQUIRE(charlm_examples({}, 3) == 0);
+  const auto [inputs, targets] = make_charlm_batch(data.train, 3, {1, 0});
+  REQUIRE(inputs.shape() == Shape{2, 3});
+  REQUIRE(inputs.indices() == std::vector<int64_t>{2, 3, 5, 2, 3, 4});
+  REQUIRE(targets.indices() == std::vector<int64_t>{3, 5, 2, 3, 4, 2});
+  REQUIRE_THROWS_WITH(make_charlm_batch(data.train, 3, {2}), Contains("out of range"));
+  REQUIRE_THROWS_AS(charlm_examples(data.train, 0), tg::Error);
+
+  REQUIRE_THROWS_WITH(load_charlm((dir.path / "gone.txt").string(), 0.1), Contains("cannot open"));
+  REQUIRE_THROWS_WITH(load_charlm(dir.write("empty.txt", ""), 0.1), Contains("empty"));
+  REQUIRE_THROWS_WITH(load_charlm(path, 1.5), Contains("val_frac"));
+}
+
+// ---- batch order --------------------------------------------------------------------------------
+
+TEST_CASE("datasets: epoch batches", "[datasets]") {
+  SECTION("without shuffling: file order, the partial batch dropped") {
+    const auto batches = epoch_batches(10, 3, false, 0, 0);
+    REQUIRE(batches == std::vector<std::vector<int64_t>>{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}});
+    REQUIRE(epoch_batches(2, 3, false, 0, 0).empty());
+    REQUIRE(epoch_batches(0, 3, true, 0, 0).empty());
+    REQUIRE(epoch_batches(6, 3, false, 0, 0).size() == 2);
+  }
+  SECTION("with shuffling: a deterministic permutation that changes with the epoch and seed") {
+    auto flat = [](const std::vector<std::vector<int64_t>>& batches) {
+      std::vector<int64_t> all;
+      for (const auto& b : batches) all.insert(all.end(), b.begin(), b.end());
+      return all;
+    };
+    const auto epoch0 = flat(epoch_batches(100, 10, true, 42, 0));
+    std::vector<int64_t> sorted = epoch0;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> identity(100);
+    for (int64_t i = 0; i < 100; ++i) identity[i] = i;
+    REQUIRE(sorted == identity);
+    REQUIRE(epoch0 != identity);
+    REQUIRE(flat(epoch_batches(100, 10, true, 42, 0)) == epoch0);
+    REQUIRE(flat(epoch_batches(100, 10, true, 42, 1)) != epoch0);
+    REQUIRE(flat(epoch_batches(100, 10, true, 43, 0)) != epoch0);
+    // The dropped tail is random too: 7 batches of 14 leave 2 examples out.
+    const auto partial = flat(epoch_batches(100, 14, true, 42, 0));
+    REQUIRE(partial.size() == 98);
+    REQUIRE(std::set<int64_t>(partial.begin(), partial.end()).size() == 98);
+    // Every position takes many values over epochs (no fixed points from a broken loop).
+    std::set<int64_t> firsts;
+    for (int64_t epoch = 0; epoch < 50; ++epoch) firsts.insert(epoch_batches(100, 10, true, 7, epoch)[0][0]);
+    REQUIRE(firsts.size() > 25);
+  }
+  SECTION("bad arguments") {
+    REQUIRE_THROWS_WITH(epoch_batches(10, 0, false, 0, 0), Contains("batch"));
+    REQUIRE_THROWS_AS(epoch_batches(-1, 2, false, 0, 0), tg::Error);
+  }
+}
+
+// ---- the real files under data/ -----------------------------------------------------------------
+
+TEST_CASE("datasets: the files in data/ load", "[datasets]") {
+  SECTION("sunspots.csv") {
+    const TimeSeriesData data = load_timeseries(data_file("sunspots.csv"), spec(32, 1, 0.1, true, "SUNACTIVITY"));
+    REQUIRE(data.columns == std::vector<std::string>{"YEAR", "SUNACTIVITY"});
+    REQUIRE(data.target_column == 1);
+    // 309 years, T = 32, P = 1: 277 windows, floor(27.7) = 27 validate.
+    REQUIRE(data.train_x.shape() == Shape{250, 32, 2});
+    REQUIRE(data.val_x.shape() == Shape{27, 32, 2});
+    for (const double v : data.train_y.values()) REQUIRE(std::isfinite(v));
+  }
+  SECTION("fortunes.tsv") {
+    const TextClsData data = load_textcls(data_file("fortunes.tsv"), Tokenizer::chars, 300, 0.1);
+    REQUIRE(data.labels.size() == 4);
+    REQUIRE(data.train.size() + data.val.size() == 2528);
+    REQUIRE(data.val.size() == 252);
+    std::set<int64_t> val_labels;
+    for (const auto& example : data.val) val_labels.insert(example.label);
+    REQUIRE(val_labels.size() == 4);
+    const TextClsData words = load_textcls(data_file("fortunes.tsv"), Tokenizer::words, 64, 0.1);
+    REQUIRE(words.vocab.size() > 1000);
+  }
+  SECTION("corpus.txt") {
+    const CharLMData data = load_charlm(data_file("corpus.txt"), 0.1);
+    REQUIRE(data.train.size() + data.val.size() > 200000);
+    REQUIRE(data.vocab.size() > 60);
+    REQUIRE(data.vocab.size() < 200);
+    REQUIRE(charlm_examples(data.train, 128) > 1000);
+  }
+}

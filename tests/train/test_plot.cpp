@@ -1,0 +1,379 @@
+// `tapegrad plot`: runs the real binary into a temporary directory and reads back what it wrote:
+// the PNG signature and IHDR, the decoded pixels (stb_image, from the same libstb), one line on
+// stderr and exit code 2 for every kind of bad input, and atomic writes.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <signal.h>
+#include <stb/stb_image.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory, removed with everything in it at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "tapegrad-plot-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ignored);
+    fs::remove_all(path, ignored);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  REQUIRE(out.good());
+}
+
+std::vector<std::string> names_in(const fs::path& directory) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(directory)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+// How the child is started: extra environment, and a file-size limit of 0 (every write to a
+// regular file fails with EFBIG, SIGXFSZ ignored) to make a save fail even when run as root.
+struct Launch {
+  std::map<std::string, std::string> env;
+  bool no_file_writes = false;
+};
+
+// Runs `tapegrad <args>` and collects its exit code, stdout and stderr.
+Run tapegrad(const std::vector<std::string>& args, const Launch& launch = {}) {
+  // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (!launch.env.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+  }
+  for (const auto& [name, value] : launch.env) env_strings.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv = {const_cast<char*>(TAPEGRAD_BIN), const_cast<char*>("plot")};
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  REQUIRE(::pipe(out_pipe) == 0);
+  REQUIRE(::pipe(err_pipe) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::close(out_pipe[0]), ::close(out_pipe[1]), ::close(err_pipe[0]), ::close(err_pipe[1]);
+    if (launch.no_file_writes) {
+      ::signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{0, 0};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    ::execve(TAPEGRAD_BIN, argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  Run run;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open_pipes = 2;
+  while (open_pipes > 0) {
+    REQUIRE(::poll(fds, 2, -1) >= 0);
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_pipes;
+      }
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+uint32_t big_endian(const std::string& bytes, size_t at) {
+  return (static_cast<uint32_t>(static_cast<unsigned char>(bytes[at])) << 24) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 16) |
+         (static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + 2])) << 8) |
+         static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + 3]));
+}
+
+// A PNG read back: the IHDR size, and the pixels as decoded by stb_image.
+struct Png {
+  uint32_t width = 0, height = 0;
+  std::vector<unsigned char> rgb;
+  bool has_pixel_near(int r, int g, int b, int tolerance = 6) const {
+    for (size_t i = 0; i + 2 < rgb.size(); i += 3) {
+      if (std::abs(rgb[i] - r) <= tolerance && std::abs(rgb[i + 1] - g) <= tolerance &&
+          std::abs(rgb[i + 2] - b) <= tolerance) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+Png read_png(const std::string& path) {
+  const std::string bytes = read_bytes(path);
+  REQUIRE(bytes.size() > 33);
+  REQUIRE(bytes.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));  // the signature
+  REQUIRE(big_endian(bytes, 8) == 13);                                  // IHDR comes first
+  REQUIRE(bytes.substr(12, 4) == "IHDR");
+  Png png;
+  png.width = big_endian(bytes, 16);
+  png.height = big_endian(bytes, 20);
+  int w = 0, h = 0, channels = 0;
+  unsigned char* pixels = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(bytes.data()),
+                                                static_cast<int>(bytes.size()), &w, &h, &channels, 3);
+  REQUIRE(pixels != nullptr);
+  CHECK(static_cast<uint32_t>(w) == png.width);
+  CHECK(static_cast<uint32_t>(h) == png.height);
+  png.rgb.assign(pixels, pixels + static_cast<size_t>(w) * h * 3);
+  stbi_image_free(pixels);
+  return png;
+}
+
+// A failure: exit code 2, exactly one line on stderr that mentions `needle`, nothing on stdout.
+void require_one_line_error(const Run& run, const std::string& needle) {
+  INFO("stderr: " << run.err);
+  CHECK(run.code == 2);
+  CHECK(run.out.empty());
+  REQUIRE(!run.err.empty());
+  CHECK(run.err.back() == '\n');
+  CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
+  CHECK(run.err.rfind("tapegrad plot: error: ", 0) == 0);
+  CHECK(run.err.find(needle) != std::string::npos);
+}
+
+const char* kLog =
+    "step,epoch,loss,lr,ms,val_loss,val_accuracy\n"
+    "1,0,2.30,0.001,10.5,,\n"
+    "2,0,2.10,0.001,10.1,,\n"
+    "3,0,1.90,0.001,10.2,1.95,0.40\n"
+    "4,0,1.60,0.001,10.0,,\n"
+    "5,1,1.40,0.001,10.3,,\n"
+    "6,1,1.25,0.001,10.1,1.35,0.55\n"
+    "7,1,1.10,0.001,10.4,,\n"
+    "8,1,1.00,0.001,10.2,,\n"
+    "9,2,0.95,0.001,10.0,1.05,0.62\n";
+
+constexpr int kViridisLow[3] = {68, 1, 84}, kViridisHigh[3] = {253, 231, 37};
+constexpr int kBlue[3] = {31, 119, 180}, kOrange[3] = {255, 127, 14};  // series 1 and 2
+
+}  // namespace
+
+TEST_CASE("plot pe writes a PNG heatmap of the positional encoding", "[plot]") {
+  TempDir dir;
+  const std::string out = dir.file("pe.png");
+  const Run run = tapegrad({"pe", "--dim", "64", "--len", "100", "--out", out});
+  INFO("stderr: " << run.err);
+  REQUIRE(run.code == 0);
+  CHECK(run.err.empty());
+  CHECK(run.out.find(out) != std::string::npos);
+  const Png png = read_png(out);
+  // Room for 100 rows and 64 columns of cells plus axes, and not absurdly large.
+  CHECK(png.width >= 64 + 100);
+  CHECK(png.height >= 100 + 100);
+  CHECK(png.width <= 2000);
+  CHECK(png.height <= 2000);
+  // sin and cos reach -1 and 1: both ends of the colour map are drawn, and so is dark text.
+  CHECK(png.has_pixel_near(kViridisLow[0], kViridisLow[1], kViridisLow[2]));
+  CHECK(png.has_pixel_near(kViridisHigh[0], kViridisHigh[1], kViridisHigh[2]));
+  CHECK(png.has_pixel_near(34, 34, 34, 10));
+  CHECK(names_in(dir.path) == std::vector<std::string>{"pe.png"});  // no temporary left behind
+
+  // Writing again replaces the file.
+  REQUIRE(tapegrad({"pe", "--dim", "8", "--len", "12", "--out", out}).code == 0);
+  CHECK(read_png(out).width > 0);
+  CHECK(names_in(dir.path) == std::vector<std::string>{"pe.png"});
+}
+
+TEST_CASE("plot loss draws the training loss and, where present, the validation loss", "[plot]") {
+  TempDir dir;
+  SECTION("with val_loss cells") {
+    write_bytes(dir.file("log.csv"), kLog);
+    const Run run = tapegrad({"loss", "--log", dir.file("log.csv"), "--out", dir.file("loss.png")});
+    INFO("stderr: " << run.err);
+    REQUIRE(run.code == 0);
+    const Png png = read_png(dir.file("loss.png"));
+    CHECK(png.width >= 400);
+    CHECK(png.height >= 300);
+    CHECK(png.has_pixel_near(kBlue[0], kBlue[1], kBlue[2], 2));
+    CHECK(png.has_pixel_near(kOrange[0], kOrange[1], kOrange[2], 2));
+  }
+  SECTION("the minimal header, CRLF line ends, no validation") {
+    write_bytes(dir.file("log.csv"), "step,epoch,loss,lr,ms\r\n1,0,3.0,0.1,5\r\n2,0,2.5,0.1,5\r\n\r\n");
+    const Run run = tapegrad({"loss", "--log", dir.file("log.csv"), "--out", dir.file("loss.png")});
+    INFO("stderr: " << run.err);
+    REQUIRE(run.code == 0);
+    const Png png = read_png(dir.file("loss.png"));
+    CHECK(png.has_pixel_near(kBlue[0], kBlue[1], kBlue[2], 2));
+    CHECK_FALSE(png.has_pixel_near(kOrange[0], kOrange[1], kOrange[2], 2));
+  }
+  SECTION("a val_loss column that is never filled") {
+    write_bytes(dir.file("log.csv"), "step,epoch,loss,lr,ms,val_loss\n1,0,3.0,0.1,5,\n");
+    const Run run = tapegrad({"loss", "--log", dir.file("log.csv"), "--out", dir.file("loss.png")});
+    INFO("stderr: " << run.err);
+    REQUIRE(run.code == 0);
+    CHECK(read_png(dir.file("loss.png")).has_pixel_near(kBlue[0], kBlue[1], kBlue[2], 2));
+  }
+}
+
+TEST_CASE("plot --help and each kind's --help explain themselves with an example", "[plot]") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"pe", "--help"}, {"loss", "--help"}}) {
+    const Run run = tapegrad(args);
+    CHECK(run.code == 0);
+    CHECK(run.err.empty());
+    CHECK(run.out.find("example") != std::string::npos);
+    CHECK(run.out.find("tapegrad plot") != std::string::npos);
+  }
+}
+
+TEST_CASE("plot rejects bad input with one line on stderr and exit code 2", "[plot]") {
+  TempDir dir;
+  const std::string out = dir.file("out.png");
+  write_bytes(dir.file("good.csv"), kLog);
+  auto loss_from = [&](const std::string& csv) {
+    write_bytes(dir.file("bad.csv"), csv);
+    return tapegrad({"loss", "--log", dir.file("bad.csv"), "--out", out});
+  };
+
+  SECTION("no kind of plot") { require_one_line_error(tapegrad({}), "pe"); }
+  SECTION("an unknown kind of plot") { require_one_line_error(tapegrad({"pie"}), "unknown plot 'pie'"); }
+  SECTION("--dim 0") {
+    require_one_line_error(tapegrad({"pe", "--dim", "0", "--len", "10", "--out", out}), "--dim");
+  }
+  SECTION("a negative --dim") {
+    require_one_line_error(tapegrad({"pe", "--dim=-4", "--len", "10", "--out", out}), "--dim");
+  }
+  SECTION("a --dim that is not a number") {
+    require_one_line_error(tapegrad({"pe", "--dim", "wide", "--len", "10", "--out", out}), "dim");
+  }
+  SECTION("a --dim past the limit") {
+    require_one_line_error(tapegrad({"pe", "--dim", "100000", "--len", "10", "--out", out}), "--dim");
+  }
+  SECTION("--len 0") {
+    require_one_line_error(tapegrad({"pe", "--dim", "8", "--len", "0", "--out", out}), "--len");
+  }
+  SECTION("no --out") { require_one_line_error(tapegrad({"pe", "--dim", "8", "--len", "8"}), "out"); }
+  SECTION("a log that does not exist") {
+    require_one_line_error(tapegrad({"loss", "--log", dir.file("missing.csv"), "--out", out}),
+                           "missing.csv");
+  }
+  SECTION("a log that is a directory") {
+    require_one_line_error(tapegrad({"loss", "--log", dir.path.string(), "--out", out}), "directory");
+  }
+  SECTION("an empty log") { require_one_line_error(loss_from(""), "empty"); }
+  SECTION("a header without step and loss") {
+    require_one_line_error(loss_from("time,value\n1,2\n"), "step and loss");
+  }
+  SECTION("a header and no rows") { require_one_line_error(loss_from("step,epoch,loss,lr,ms\n"), "no rows"); }
+  SECTION("a row with too few fields") {
+    require_one_line_error(loss_from("step,epoch,loss,lr,ms\n1,0,2.0,0.1,5\n2,0,1.9\n"), "line 3");
+  }
+  SECTION("a loss that is not a number") {
+    require_one_line_error(loss_from("step,epoch,loss,lr,ms\n1,0,low,0.1,5\n"), "'low'");
+  }
+  SECTION("an empty loss cell") {
+    require_one_line_error(loss_from("step,epoch,loss,lr,ms\n1,0,,0.1,5\n"), "line 2");
+  }
+  SECTION("a val_loss that is not a number") {
+    require_one_line_error(loss_from("step,epoch,loss,lr,ms,val_loss\n1,0,2.0,0.1,5,n/a\n"), "val_loss");
+  }
+  SECTION("--out in a directory that does not exist") {
+    require_one_line_error(
+        tapegrad({"loss", "--log", dir.file("good.csv"), "--out", dir.file("no/such/dir/loss.png")}),
+        "no/such/dir/loss.png");
+  }
+  SECTION("a font that is not there") {
+    Launch launch;
+    launch.env["TAPEGRAD_FONT"] = dir.file("no-such-font.ttf");
+    const Run run = tapegrad({"pe", "--dim", "8", "--len", "8", "--out", out}, launch);
+    require_one_line_error(run, "no-such-font.ttf");
+    CHECK(run.err.find("fonts-dejavu-core") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("a failed plot leaves an existing --out untouched and no temporary behind", "[plot]") {
+  TempDir dir;
+  const std::string out = dir.file("keep.png");
+  REQUIRE(tapegrad({"pe", "--dim", "16", "--len", "16", "--out", out}).code == 0);
+  const std::string before = read_bytes(out);
+  write_bytes(dir.file("log.csv"), kLog);
+
+  SECTION("every write to a file fails (file size limit 0)") {
+    Launch launch;
+    launch.no_file_writes = true;
+    const Run run = tapegrad({"pe", "--dim", "32", "--len", "50", "--out", out}, launch);
+    require_one_line_error(run, "keep.png");
+  }
+  SECTION("the directory is read-only") {
+    if (::geteuid() == 0) {
+      WARN("running as root: permissions do not stop writes, the file size limit case covers this");
+    } else {
+      fs::permissions(dir.path, fs::perms::owner_write, fs::perm_options::remove);
+      const Run run = tapegrad({"pe", "--dim", "32", "--len", "50", "--out", out});
+      fs::permissions(dir.path, fs::perms::owner_write, fs::perm_options::add);
+      require_one_line_error(run, "keep.png");
+    }
+  }
+  SECTION("the log is malformed") {
+    write_bytes(dir.file("bad.csv"), "step,epoch,loss,lr,ms\n1,0,x,0.1,5\n");
+    require_one_line_error(tapegrad({"loss", "--log", dir.file("bad.csv"), "--out", out}), "'x'");
+    fs::remove(dir.file("bad.csv"));
+  }
+  CHECK(read_bytes(out) == before);
+  CHECK(names_in(dir.path) == std::vector<std::string>{"keep.png", "log.csv"});
+}
+
+TEST_CASE("a plot onto a directory fails at the rename and removes its temporary", "[plot]") {
+  TempDir dir;
+  fs::create_directory(dir.file("occupied.png"));
+  write_bytes(dir.file("occupied.png/keep"), "untouched");
+  require_one_line_error(tapegrad({"pe", "--dim", "8", "--len", "8", "--out", dir.file("occupied.png")}),
+                         "occupied.png");
+  CHECK(names_in(dir.path) == std::vector<std::string>{"occupied.png"});
+  CHECK(read_bytes(dir.file("occupied.png/keep")) == "untouched");
+}

@@ -1,0 +1,280 @@
+// `tapegrad bench`: times training steps (forward + backward + Adam step) of fixed workloads on
+// random data, and reports the median ms per step, tokens/s, achieved GFLOP/s and the
+// allocator's peak bytes during one step. bench/torch_ref.py runs the same workloads in PyTorch;
+// bench/run.sh compares the two.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "autograd/error.h"
+#include "autograd/profiler.h"
+#include "autograd/rng.h"
+#include "autograd/tape.h"
+#include "autograd/threads.h"
+#include "nn/attention.h"
+#include "nn/models.h"
+#include "nn/optim.h"
+#include "ops/ops.h"
+#include "train/cli.h"
+
+namespace tg::cli {
+namespace {
+
+const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long";
+
+// One workload, ready to run: `step` does one full step; `set_fused` picks the attention path.
+struct Workload {
+  std::string description;
+  int64_t tokens_per_step = 0;
+  double flops_per_step = 0;
+  std::function<void()> step;
+  std::function<void(bool)> set_fused;
+};
+
+// FLOPs, counted analytically from the GEMMs (what every framework must do; not counted: the
+// embedding, softmax, layer norm, elementwise ops, the loss and Adam, all O(activations) or
+// O(params)):
+//   a GEMM [m, k] x [k, n] costs 2 m n k forward; its backward is two GEMMs of the same size
+//   (dA = dC B^T, dB = A^T dC), so forward + backward = 3 x forward.
+//   Linear(in, out) on R rows:                      2 R in out
+//   attention, all heads, B items of S queries and S keys, hidden D = heads x head_dim:
+//     Q K^T 2 B S S D  +  P V 2 B S S D  = 4 B S^2 D; a causal mask halves it (the useful half;
+//     the fused kernel skips the key blocks above the diagonal).
+//   step FLOPs = 3 x (sum of the forward GEMM FLOPs above).
+double linear_flops(double rows, double in, double out) { return 2 * rows * in * out; }
+double attention_flops(double batch, double seq, double hidden, bool causal) {
+  return 4 * batch * seq * seq * hidden * (causal ? 0.5 : 1.0);
+}
+double mha_flops(double batch, double seq, double hidden, bool causal) {  // q, k, v, o + attention
+  return 4 * linear_flops(batch * seq, hidden, hidden) + attention_flops(batch, seq, hidden, causal);
+}
+
+std::vector<int64_t> random_ints(int64_t count, int64_t high, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int64_t> pick(0, high - 1);
+  std::vector<int64_t> values(count);
+  for (int64_t& v : values) v = pick(gen);
+  return values;
+}
+
+// A training step of model -> loss -> backward -> Adam.step -> zero_grad.
+template <typename Loss>
+std::function<void()> training_step(std::shared_ptr<Adam> adam, Loss loss) {
+  return [adam, loss] {
+    const Tensor value = loss();
+    value.backward();
+    {
+      const ProfileRegion region("Adam.step");
+      adam->step();
+    }
+    adam->zero_grad();
+  };
+}
+
+// TextClassifier with a single MHA (layers 0), cross_entropy. Sequence b has length
+// seq - (7 b mod seq/2): padding on the keys, as real batches have (torch_ref.py uses the same).
+Workload text_classifier(int64_t vocab, int64_t dim, int64_t heads, int64_t batch, int64_t seq,
+                         int64_t classes) {
+  nn::ModelConfig config;
+  config.dim = dim;
+  config.heads = heads;
+  config.layers = 0;
+  config.max_len = std::max<int64_t>(seq, 512);
+  auto model = std::make_shared<nn::TextClassifier>(vocab, classes, config);
+  auto adam = std::make_shared<Adam>(model->parameters(), 1e-3);
+  std::mt19937_64 gen(1234);
+  const Tensor tokens = from_indices(random_ints(batch * seq, vocab, gen), {batch, seq});
+  const Tensor targets = from_indices(random_ints(batch, classes, gen), {batch});
+  std::vector<int64_t> lengths(batch);
+  for (int64_t b = 0; b < batch; ++b) lengths[b] = seq - (7 * b) % std::max<int64_t>(seq / 2, 1);
+
+  Workload w;
+  w.description = "TextClassifier vocab " + std::to_string(vocab) + ", dim " + std::to_string(dim) +
+                  ", " + std::to_string(heads) + " heads, single MHA, " + std::to_string(classes) +
+                  " classes; batch " + std::to_string(batch) + " x seq " + std::to_string(seq) +
+                  "; cross_entropy, Adam";
+  w.tokens_per_step = batch * seq;
+  w.flops_per_step = 3 * (mha_flops(batch, seq, dim, false) + linear_flops(batch, dim, classes));
+  w.step = training_step(adam, [=] { return cross_entropy(model->forward(tokens, lengths), targets); });
+  w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
+  return w;
+}
+
+// TimeSeriesModel (one MHA), mse_loss.
+Workload time_series() {
+  const int64_t inputs = 8, dim = 128, heads = 8, batch = 64, window = 64, horizon = 16;
+  nn::ModelConfig config;
+  config.dim = dim;
+  config.heads = heads;
+  config.layers = 1;
+  auto model = std::make_shared<nn::TimeSeriesModel>(inputs, horizon, config);
+  auto adam = std::make_shared<Adam>(model->parameters(), 1e-3);
+  const Tensor x = randn({batch, window, inputs});
+  const Tensor y = randn({batch, horizon});
+
+  Workload w;
+  w.description = "TimeSeriesModel D 8, dim 128, 8 heads, single MHA; batch 64 x window 64, "
+                  "horizon 16; mse_loss, Adam";
+  w.tokens_per_step = batch * window;
+  w.flops_per_step = 3 * (linear_flops(batch * window, inputs, dim) +
+                          mha_flops(batch, window, dim, false) + linear_flops(batch, dim, horizon));
+  w.step = training_step(adam, [=] { return mse_loss(model->forward(x), y); });
+  w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
+  return w;
+}
+
+// MultiHeadAttention alone, causal, forward + backward from a fixed random output gradient.
+Workload long_attention() {
+  const int64_t batch = 1, seq = 2048, dim = 256, heads = 8;
+  auto mha = std::make_shared<nn::MultiHeadAttention>(dim, heads);
+  Tensor x = randn({batch, seq, dim});
+  x.requires_grad_();
+  const Tensor grad_out = randn({batch, seq, dim});
+  const std::vector<Tensor> params = mha->parameters();
+
+  Workload w;
+  w.description = "MultiHeadAttention dim 256, 8 heads, causal; batch 1 x seq 2048; "
+                  "forward + backward only";
+  w.tokens_per_step = batch * seq;
+  w.flops_per_step = 3 * mha_flops(batch, seq, dim, true);
+  w.step = [=] {
+    const Tensor out = mha->forward(x, Tensor(), /*is_causal=*/true).output;
+    out.backward(grad_out);
+    x.zero_grad();
+    for (const Tensor& p : params) p.zero_grad();
+  };
+  w.set_fused = [mha](bool fused) { mha->use_fused = fused; };
+  return w;
+}
+
+Workload make_workload(const std::string& name) {
+  manual_seed(0);
+  if (name == "textcls-small") return text_classifier(1000, 64, 4, 32, 32, 4);
+  if (name == "textcls-mid") return text_classifier(8000, 256, 8, 16, 128, 4);
+  if (name == "timeseries") return time_series();
+  if (name == "attn-long") return long_attention();
+  fail("unknown workload '", name, "' (known: ", kWorkloads, ")");
+}
+
+// Peak bytes of one step: the allocator's peak after reset_allocator_stats(), and what was live
+// before the step (parameters, optimizer state, data).
+struct StepMemory {
+  int64_t peak = 0, before = 0;
+};
+StepMemory measure_step_memory(const Workload& w) {
+  reset_allocator_stats();
+  const int64_t before = allocator_stats().current_bytes;
+  w.step();
+  return {allocator_stats().peak_bytes, before};
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+int bench(const Args& args) {
+  namespace po = boost::program_options;
+  std::string workload_name, path = "fused";
+  int threads = 0, steps = 20, warmup = 3;
+  po::options_description options(
+      "tapegrad bench: median ms per training step (forward + backward + Adam), tokens/s,\n"
+      "GFLOP/s (GEMM FLOPs counted analytically) and peak allocator bytes of one step");
+  options.add_options()("help,h", "show this help")
+      ("workload", po::value(&workload_name)->required(),
+       "textcls-small | textcls-mid | timeseries | attn-long")
+      ("threads", po::value(&threads), "OpenMP and OpenBLAS threads (default: all cores)")
+      ("steps", po::value(&steps), "timed steps; the median is reported (default 20)")
+      ("warmup", po::value(&warmup), "untimed steps first (default 3)")
+      ("path", po::value(&path), "attention path: fused (default) or explicit (need_weights' "
+                                 "softmax(QK^T)V, the readable reference)")
+      ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
+      ("profile", "print the per-op profile of the timed steps (to stderr with --json)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options
+              << "\nexamples:\n  tapegrad bench --workload textcls-small\n"
+                 "  tapegrad bench --workload attn-long --threads 2 --steps 5\n"
+                 "  tapegrad bench --workload textcls-mid --json\n"
+                 "  tapegrad bench --workload timeseries --profile\n";
+    return 0;
+  }
+  po::notify(vm);
+  check(steps >= 1, "--steps must be >= 1, got ", steps);
+  check(warmup >= 0, "--warmup must be >= 0, got ", warmup);
+  check(threads >= 0, "--threads must be >= 0 (0 = all cores), got ", threads);
+  check(path == "fused" || path == "explicit", "--path must be fused or explicit, got '", path, "'");
+  const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
+
+  set_num_threads(threads);  // 0: all cores
+  Workload w = make_workload(workload_name);
+  w.set_fused(path == "fused");
+  for (int i = 0; i < warmup; ++i) w.step();
+  const StepMemory memory = measure_step_memory(w);
+
+  std::vector<double> ms(steps);
+  {
+    std::unique_ptr<Profiler> profiler = profile ? std::make_unique<Profiler>() : nullptr;
+    for (int i = 0; i < steps; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      w.step();
+      ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  const double ms_per_step = median(ms);
+  const double tokens_per_s = static_cast<double>(w.tokens_per_step) / (ms_per_step / 1e3);
+  const double gflops = w.flops_per_step / (ms_per_step / 1e3) / 1e9;
+
+  if (json) {
+    nlohmann::json report = {{"workload", workload_name}, {"threads", num_threads()},
+                             {"ms_per_step", ms_per_step}, {"tokens_per_s", tokens_per_s},
+                             {"gflops", gflops}, {"peak_bytes", memory.peak}, {"path", path}};
+    std::cout << report.dump() << "\n";
+  } else {
+    std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
+    std::printf("threads      %d (OpenMP and OpenBLAS)\n", num_threads());
+    std::printf("attention    %s path\n", path.c_str());
+    std::printf("steps        %d timed after %d warm-up\n", steps, warmup);
+    std::printf("ms/step      %.3f median (min %.3f, max %.3f)\n", ms_per_step,
+                *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+    std::printf("tokens/s     %.0f\n", tokens_per_s);
+    std::printf("GFLOP/s      %.1f (%.3f GFLOP per step, GEMMs only, forward + backward)\n", gflops,
+                w.flops_per_step / 1e9);
+    std::printf("peak bytes   %lld (%s; %s live before the step)\n",
+                static_cast<long long>(memory.peak), mib(memory.peak).c_str(), mib(memory.before).c_str());
+    if (workload_name == "attn-long") {  // the memory the fused path saves
+      w.set_fused(path != "fused");
+      const StepMemory other = measure_step_memory(w);
+      const StepMemory& fused = path == "fused" ? memory : other;
+      const StepMemory& explicit_path = path == "fused" ? other : memory;
+      std::printf("peak fused   %lld (%s)\npeak explicit %lld (%s): %.1fx the fused path's peak\n",
+                  static_cast<long long>(fused.peak), mib(fused.peak).c_str(),
+                  static_cast<long long>(explicit_path.peak), mib(explicit_path.peak).c_str(),
+                  static_cast<double>(explicit_path.peak) / static_cast<double>(fused.peak));
+    }
+  }
+  if (profile) {
+    std::ostream& out = json ? std::cerr : std::cout;
+    out << "\nper-op profile of the " << steps << " timed steps (totals; forward rows time the gap "
+        << "since the previous op, see autograd/profiler.h):\n"
+        << format_profile(profile_results(), 30);
+  }
+  return 0;
+}
+
+}  // namespace tg::cli

@@ -1,0 +1,46 @@
+#pragma once
+// Everything `tapegrad train` is told, kept in the checkpoint (as JSON) so that eval, sample,
+// plot and --resume rebuild exactly the same model and data pipeline.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/models.h"
+
+namespace tg::train {
+
+struct TrainConfig {
+  std::string task;  // textcls | timeseries | charlm
+  std::string data;
+  // model
+  int64_t dim = 64, heads = 4, layers = 1, max_len = 256;
+  double dropout = 0.1;
+  // training
+  int64_t batch = 32, epochs = 0, steps = 0;  // steps wins over epochs; neither: 1 epoch
+  double lr = 1e-3, weight_decay = 0.01, clip = 1.0, val_frac = 0.1;
+  std::string optimizer = "adamw";  // sgd | adam | adamw
+  int64_t warmup = 0;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string device = "cpu";
+  bool checkpoint_activations = false;
+  bool shuffle = true;
+  int64_t eval_every = 0;  // steps between validations; 0: at the end of each epoch
+  // timeseries
+  int64_t window = 32, horizon = 1;
+  std::string target, normalize = "zscore";
+  // textcls
+  std::string tokenizer = "char";
+  // charlm
+  int64_t context = 64;
+
+  nn::ModelConfig model_config() const;
+  // Throws tg::Error for impossible settings (heads not dividing dim, sizes <= 0, ...).
+  void validate() const;
+};
+
+nlohmann::json to_json(const TrainConfig& config);
+TrainConfig config_from_json(const nlohmann::json& json);
+
+}  // namespace tg::train

@@ -1,0 +1,475 @@
+// The toy tasks' data: CSV time series, TSV text classification and plain text for a character
+// language model. Every malformed input throws one tg::Error naming the file and the line.
+//
+// Choices worth knowing:
+// - A UTF-8 byte-order mark at the start of a file is skipped; "\r\n" line ends are accepted.
+// - Blank lines (only whitespace) are skipped in CSV and TSV files; line numbers in messages are
+//   the physical (1-based) line numbers of the file.
+// - Invalid UTF-8: each byte that does not start a well-formed sequence becomes its own one-byte
+//   token and decoding resumes at the next byte (no error: any file can be read, and the same
+//   bytes always give the same tokens).
+// - A text-classification line whose text has no token (empty, or only whitespace with the word
+//   tokenizer) is an error naming the line: an example the model cannot see is a data bug.
+// - zscore uses the population standard deviation (divide by n) of the rows the training windows
+//   cover; a constant column gets stddev 1. The target is normalised with its column's statistics.
+// - The validation part is the last floor(n * val_frac) items (windows, lines or characters).
+// - Shuffling is a Fisher-Yates loop driven by Philox 4x32-10 keyed by the seed, with the epoch in
+//   the counter, and exact (rejection-sampled) uniform indices: the same order on every platform.
+#include "train/datasets.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "autograd/error.h"
+#include "autograd/rng.h"
+
+namespace tg::train {
+
+namespace {
+
+// ---- files and lines ----------------------------------------------------------------------------
+
+std::string read_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  check(!std::filesystem::is_directory(path, ec), what, ": '", path, "' is a directory, not a file");
+  std::ifstream file(path, std::ios::binary);
+  check(file.is_open(), what, ": cannot open '", path, "' (missing or unreadable)");
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  check(!file.bad(), what, ": error while reading '", path, "'");
+  std::string text = contents.str();
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // UTF-8 byte-order mark
+  return text;
+}
+
+struct Line {
+  int64_t number;  // 1-based
+  std::string text;
+};
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::string trim(const std::string& s) {
+  size_t begin = 0, end = s.size();
+  while (begin < end && is_space(s[begin])) ++begin;
+  while (end > begin && is_space(s[end - 1])) --end;
+  return s.substr(begin, end - begin);
+}
+
+// The non-blank lines of a file, "\r" stripped from their ends.
+std::vector<Line> nonblank_lines(const std::string& text) {
+  std::vector<Line> lines;
+  int64_t number = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++number;
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!trim(line).empty()) lines.push_back({number, std::move(line)});
+    start = end + 1;
+  }
+  return lines;
+}
+
+void check_val_frac(double val_frac, const char* what) {
+  check(val_frac >= 0.0 && val_frac < 1.0, what, ": val_frac ", val_frac,
+        " is outside [0, 1)");
+}
+
+// How many of n items go to validation: floor(n * val_frac), with a little slack so that
+// 0.29 * 100 counts as 29.
+int64_t validation_count(int64_t n, double val_frac) {
+  return static_cast<int64_t>(std::floor(static_cast<double>(n) * val_frac + 1e-9));
+}
+
+// ---- CSV ----------------------------------------------------------------------------------------
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> cells;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    std::string cell = trim(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') cell = cell.substr(1, cell.size() - 2);
+    cells.push_back(cell);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return cells;
+}
+
+bool parse_number(const std::string& cell, double& value) {
+  if (cell.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtod(cell.c_str(), &end);
+  return end == cell.c_str() + cell.size() && errno != ERANGE && std::isfinite(value);
+}
+
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::vector<double>> rows;
+};
+
+Table read_csv(const std::string& path) {
+  const char* what = "load_timeseries";
+  const std::vector<Line> lines = nonblank_lines(read_file(path, what));
+  check(!lines.empty(), what, ": '", path, "' is empty (expected a header row and numeric rows)");
+  Table table;
+  table.columns = split_csv(lines[0].text);
+  check(lines.size() > 1, what, ": '", path, "' has a header row but no data rows");
+  const size_t width = table.columns.size();
+  for (size_t l = 1; l < lines.size(); ++l) {
+    const std::vector<std::string> cells = split_csv(lines[l].text);
+    check(cells.size() == width, what, ": '", path, "' line ", lines[l].number, ": ragged row with ",
+          cells.size(), " cells, the header has ", width);
+    std::vector<double> row(width);
+    for (size_t c = 0; c < width; ++c) {
+      check(parse_number(cells[c], row[c]), what, ": '", path, "' line ", lines[l].number, ", column ",
+            c + 1, " ('", table.columns[c], "'): '", cells[c], "' is not a finite number");
+    }
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+// Windows [first, first + count) as x [count, T, D] and y [count, P], normalised.
+std::pair<Tensor, Tensor> make_windows(const Table& table, int64_t first, int64_t count, int64_t window,
+                                       int64_t horizon, int64_t target, const Normalization& norm) {
+  const int64_t width = static_cast<int64_t>(table.columns.size());
+  Tensor x = empty({count, window, width});
+  Tensor y = empty({count, horizon});
+  float* xs = x.data_as<float>();
+  float* ys = y.data_as<float>();
+  auto normalised = [&](int64_t row, int64_t column) {
+    return static_cast<float>((table.rows[row][column] - norm.mean[column]) / norm.stddev[column]);
+  };
+  for (int64_t n = 0; n < count; ++n) {
+    const int64_t start = first + n;
+    for (int64_t t = 0; t < window; ++t)
+      for (int64_t d = 0; d < width; ++d) xs[(n * window + t) * width + d] = normalised(start + t, d);
+    for (int64_t p = 0; p < horizon; ++p) ys[n * horizon + p] = normalised(start + window + p, target);
+  }
+  return {x, y};
+}
+
+// ---- UTF-8 --------------------------------------------------------------------------------------
+
+// Length of the well-formed UTF-8 sequence starting at text[i], or 0 when it is not one
+// (the table of well-formed byte sequences in the Unicode standard, section 3.9).
+size_t utf8_sequence_length(const std::string& text, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) length = 2;
+  else if (lead == 0xE0) length = 3, low = 0xA0;          // no overlong forms
+  else if (lead >= 0xE1 && lead <= 0xEC) length = 3;
+  else if (lead == 0xED) length = 3, high = 0x9F;         // no surrogates
+  else if (lead >= 0xEE && lead <= 0xEF) length = 3;
+  else if (lead == 0xF0) length = 4, low = 0x90;          // no overlong forms
+  else if (lead >= 0xF1 && lead <= 0xF3) length = 4;
+  else if (lead == 0xF4) length = 4, high = 0x8F;         // nothing above U+10FFFF
+  else return 0;                                          // continuation byte, C0, C1, F5..FF
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (size_t k = 2; k < length; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return length;
+}
+
+std::vector<std::string> utf8_chars(const std::string& text) {
+  std::vector<std::string> chars;
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = std::max<size_t>(utf8_sequence_length(text, i), 1);  // a bad byte alone
+    chars.push_back(text.substr(i, length));
+    i += length;
+  }
+  return chars;
+}
+
+std::vector<std::string> whitespace_words(const std::string& text) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    const size_t start = i;
+    while (i < text.size() && !is_space(text[i])) ++i;
+    if (i > start) words.push_back(text.substr(start, i - start));
+  }
+  return words;
+}
+
+// ---- shuffling ----------------------------------------------------------------------------------
+
+// Draw k of the stream (seed, epoch): 64 bits from one Philox block.
+uint64_t shuffle_bits(uint64_t seed, int64_t epoch, uint64_t k) {
+  const uint64_t e = static_cast<uint64_t>(epoch);
+  const auto words = philox4x32({static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32),
+                                 static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32)},
+                                {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  return (static_cast<uint64_t>(words[0]) << 32) | words[1];
+}
+
+}  // namespace
+
+// ---- time series --------------------------------------------------------------------------------
+
+TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& spec, const Normalization* norm) {
+  const char* what = "load_timeseries";
+  check(spec.window >= 1, what, ": window ", spec.window, " must be at least 1");
+  check(spec.horizon >= 1, what, ": horizon ", spec.horizon, " must be at least 1");
+  check_val_frac(spec.val_frac, what);
+  const Table table = read_csv(path);
+
+  TimeSeriesData data;
+  data.columns = table.columns;
+  const int64_t width = static_cast<int64_t>(table.columns.size());
+  if (spec.target.empty()) {
+    data.target_column = width - 1;
+  } else {
+    const auto found = std::find(table.columns.begin(), table.columns.end(), spec.target);
+    if (found == table.columns.end()) {
+      std::string names;
+      for (const auto& column : table.columns) names += (names.empty() ? "" : ", ") + column;
+      fail(what, ": '", path, "': target column '", spec.target, "' not found (columns: ", names, ")");
+    }
+    data.target_column = found - table.columns.begin();
+  }
+
+  const int64_t rows = static_cast<int64_t>(table.rows.size());
+  const int64_t windows = rows - spec.window - spec.horizon + 1;
+  check(windows >= 1, what, ": '", path, "' has ", rows, " data rows: no window fits (window ", spec.window,
+        " + horizon ", spec.horizon, " = ", spec.window + spec.horizon, " rows)");
+  const int64_t val_windows = validation_count(windows, spec.val_frac);
+  const int64_t train_windows = windows - val_windows;  // >= 1 since val_frac < 1
+
+  if (norm) {
+    check(static_cast<int64_t>(norm->mean.size()) == width && static_cast<int64_t>(norm->stddev.size()) == width,
+          what, ": the given normalization has ", norm->mean.size(), " means and ", norm->stddev.size(),
+          " stddevs, '", path, "' has ", width, " columns");
+    for (int64_t c = 0; c < width; ++c)
+      check(std::isfinite(norm->mean[c]) && std::isfinite(norm->stddev[c]) && norm->stddev[c] > 0, what,
+            ": the given normalization of column '", table.columns[c], "' is invalid (mean ", norm->mean[c],
+            ", stddev ", norm->stddev[c], ")");
+    data.norm = *norm;
+  } else if (!spec.zscore) {
+    data.norm.mean.assign(width, 0.0);
+    data.norm.stddev.assign(width, 1.0);
+  } else {
+    // The rows the training windows cover, inputs and targets: [0, train_windows - 1 + T + P).
+    const int64_t covered = train_windows - 1 + spec.window + spec.horizon;
+    data.norm.mean.assign(width, 0.0);
+    data.norm.stddev.assign(width, 0.0);
+    for (int64_t c = 0; c < width; ++c) {
+      double sum = 0;
+      for (int64_t r = 0; r < covered; ++r) sum += table.rows[r][c];
+      const double mean = sum / static_cast<double>(covered);
+      double squares = 0;
+      for (int64_t r = 0; r < covered; ++r) squares += (table.rows[r][c] - mean) * (table.rows[r][c] - mean);
+      const double stddev = std::sqrt(squares / static_cast<double>(covered));
+      data.norm.mean[c] = mean;
+      data.norm.stddev[c] = stddev > 0 ? stddev : 1.0;
+    }
+  }
+
+  std::tie(data.train_x, data.train_y) =
+      make_windows(table, 0, train_windows, spec.window, spec.horizon, data.target_column, data.norm);
+  std::tie(data.val_x, data.val_y) =
+      make_windows(table, train_windows, val_windows, spec.window, spec.horizon, data.target_column, data.norm);
+  return data;
+}
+
+// ---- tokens and vocabularies --------------------------------------------------------------------
+
+std::vector<std::string> tokenize(const std::string& text, Tokenizer tokenizer) {
+  return tokenizer == Tokenizer::chars ? utf8_chars(text) : whitespace_words(text);
+}
+
+Tokenizer parse_tokenizer(const std::string& name) {
+  if (name == "char") return Tokenizer::chars;
+  if (name == "word") return Tokenizer::words;
+  fail("tokenizer '", name, "' is not one of: char, word");
+}
+
+std::string tokenizer_name(Tokenizer tokenizer) { return tokenizer == Tokenizer::chars ? "char" : "word"; }
+
+int64_t Vocabulary::add(const std::string& token) {
+  const auto found = index.find(token);
+  if (found != index.end()) return found->second;
+  const int64_t id = size();
+  tokens.push_back(token);
+  index.emplace(token, id);
+  return id;
+}
+
+int64_t Vocabulary::id(const std::string& token) const {
+  const auto found = index.find(token);
+  return found == index.end() ? 1 : found->second;
+}
+
+// ---- text classification ------------------------------------------------------------------------
+
+TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t max_len, double val_frac,
+                         const Vocabulary* vocab, const std::vector<std::string>* labels) {
+  const char* what = "load_textcls";
+  check(max_len >= 1, what, ": max_len ", max_len, " must be at least 1");
+  check_val_frac(val_frac, what);
+  const std::vector<Line> lines = nonblank_lines(read_file(path, what));
+  check(!lines.empty(), what, ": '", path, "' is empty (expected lines 'label<TAB>text')");
+
+  // Split every line first, so that a malformed line is reported wherever it is.
+  struct Raw {
+    int64_t line;
+    std::string label;
+    std::vector<std::string> tokens;
+  };
+  std::vector<Raw> raws;
+  for (const Line& line : lines) {
+    const size_t tab = line.text.find('\t');
+    check(tab != std::string::npos, what, ": '", path, "' line ", line.number,
+          ": no tab (expected 'label<TAB>text')");
+    Raw raw{line.number, trim(line.text.substr(0, tab)), tokenize(line.text.substr(tab + 1), tokenizer)};
+    check(!raw.label.empty(), what, ": '", path, "' line ", line.number, ": label missing before the tab");
+    check(!raw.tokens.empty(), what, ": '", path, "' line ", line.number, ": the text has no ",
+          tokenizer_name(tokenizer), " tokens");
+    if (static_cast<int64_t>(raw.tokens.size()) > max_len) raw.tokens.resize(max_len);
+    raws.push_back(std::move(raw));
+  }
+  const int64_t total = static_cast<int64_t>(raws.size());
+  const int64_t train_count = total - validation_count(total, val_frac);
+  check(train_count >= 1, what, ": '", path, "' leaves no training examples");
+
+  TextClsData data;
+  data.tokenizer = tokenizer;
+  if (vocab) {
+    data.vocab = *vocab;
+  } else {
+    for (int64_t i = 0; i < train_count; ++i)
+      for (const auto& token : raws[i].tokens) data.vocab.add(token);
+  }
+  if (labels) {
+    data.labels = *labels;
+  } else {
+    for (int64_t i = 0; i < train_count; ++i)
+      if (std::find(data.labels.begin(), data.labels.end(), raws[i].label) == data.labels.end())
+        data.labels.push_back(raws[i].label);
+  }
+
+  for (int64_t i = 0; i < total; ++i) {
+    const Raw& raw = raws[i];
+    const auto found = std::find(data.labels.begin(), data.labels.end(), raw.label);
+    check(found != data.labels.end(), what, ": '", path, "' line ", raw.line, ": label '", raw.label,
+          labels ? "' is not one of the given labels" : "' does not appear in the training split");
+    TextExample example;
+    example.label = found - data.labels.begin();
+    for (const auto& token : raw.tokens) example.tokens.push_back(data.vocab.id(token));
+    (i < train_count ? data.train : data.val).push_back(std::move(example));
+  }
+  return data;
+}
+
+TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids) {
+  check(!ids.empty(), "make_text_batch: no examples in the batch");
+  const int64_t batch = static_cast<int64_t>(ids.size());
+  int64_t longest = 0;
+  for (const int64_t id : ids) {
+    check(id >= 0 && id < static_cast<int64_t>(examples.size()), "make_text_batch: example ", id,
+          " out of range [0, ", examples.size(), ")");
+    longest = std::max<int64_t>(longest, examples[id].tokens.size());
+  }
+  std::vector<int64_t> tokens(batch * longest, 0);  // 0 = <pad>
+  std::vector<int64_t> labels(batch);
+  TextBatch result;
+  for (int64_t b = 0; b < batch; ++b) {
+    const TextExample& example = examples[ids[b]];
+    std::copy(example.tokens.begin(), example.tokens.end(), tokens.begin() + b * longest);
+    result.lengths.push_back(static_cast<int64_t>(example.tokens.size()));
+    labels[b] = example.label;
+  }
+  result.tokens = from_indices(tokens, {batch, longest});
+  result.labels = from_indices(labels, {batch});
+  return result;
+}
+
+// ---- character language model -------------------------------------------------------------------
+
+CharLMData load_charlm(const std::string& path, double val_frac, const Vocabulary* vocab) {
+  const char* what = "load_charlm";
+  check_val_frac(val_frac, what);
+  const std::vector<std::string> chars = utf8_chars(read_file(path, what));
+  check(!chars.empty(), what, ": '", path, "' is empty");
+  const int64_t total = static_cast<int64_t>(chars.size());
+  const int64_t train_count = total - validation_count(total, val_frac);
+
+  CharLMData data;
+  if (vocab) {
+    data.vocab = *vocab;
+  } else {
+    for (int64_t i = 0; i < train_count; ++i) data.vocab.add(chars[i]);
+  }
+  for (int64_t i = 0; i < total; ++i) (i < train_count ? data.train : data.val).push_back(data.vocab.id(chars[i]));
+  return data;
+}
+
+int64_t charlm_examples(const std::vector<int64_t>& ids, int64_t context) {
+  check(context >= 1, "charlm_examples: context ", context, " must be at least 1");
+  const int64_t n = static_cast<int64_t>(ids.size());
+  return n >= context + 1 ? (n - 1) / context : 0;
+}
+
+std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<int64_t>& tokens, int64_t context,
+                                            const std::vector<int64_t>& example_ids) {
+  check(!example_ids.empty(), "make_charlm_batch: no examples in the batch");
+  const int64_t count = charlm_examples(tokens, context);
+  const int64_t batch = static_cast<int64_t>(example_ids.size());
+  std::vector<int64_t> inputs(batch * context), targets(batch * context);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t example = example_ids[b];
+    check(example >= 0 && example < count, "make_charlm_batch: example ", example, " out of range [0, ", count,
+          ") for ", tokens.size(), " tokens and context ", context);
+    const auto start = tokens.begin() + example * context;
+    std::copy(start, start + context, inputs.begin() + b * context);
+    std::copy(start + 1, start + context + 1, targets.begin() + b * context);
+  }
+  return {from_indices(inputs, {batch, context}), from_indices(targets, {batch, context})};
+}
+
+// ---- batch order --------------------------------------------------------------------------------
+
+std::vector<std::vector<int64_t>> epoch_batches(int64_t examples, int64_t batch, bool shuffle, uint64_t seed,
+                                                int64_t epoch) {
+  check(examples >= 0, "epoch_batches: examples ", examples, " is negative");
+  check(batch >= 1, "epoch_batches: batch ", batch, " must be at least 1");
+  std::vector<int64_t> order(examples);
+  for (int64_t i = 0; i < examples; ++i) order[i] = i;
+  if (shuffle) {
+    uint64_t draw = 0;
+    for (int64_t i = examples - 1; i >= 1; --i) {
+      // j uniform in [0, i]: reject the top partial block of 2^64 so that every j is equally likely.
+      const uint64_t bound = static_cast<uint64_t>(i) + 1;
+      const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+      uint64_t bits;
+      do bits = shuffle_bits(seed, epoch, draw++);
+      while (bits >= limit);
+      std::swap(order[i], order[bits % bound]);
+    }
+  }
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t start = 0; start + batch <= examples; start += batch)
+    batches.emplace_back(order.begin() + start, order.begin() + start + batch);
+  return batches;
+}
+
+}  // namespace tg::train

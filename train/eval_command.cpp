@@ -1,0 +1,52 @@
+// `tapegrad eval`: a checkpoint's loss (and accuracy) on a data file.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "autograd/error.h"
+#include "autograd/threads.h"
+#include "train/checkpoint_file.h"
+#include "train/cli.h"
+#include "train/tasks.h"
+
+namespace tg::cli {
+
+int eval(const Args& args) {
+  namespace po = boost::program_options;
+  std::string load, data;
+  int threads = 0;
+  int64_t batch = 0;
+  po::options_description options("tapegrad eval: a checkpoint's loss (and accuracy) on every example of a file");
+  options.add_options()("help,h", "show this help")
+      ("load", po::value(&load), "checkpoint written by tapegrad train --save")
+      ("data", po::value(&data), "data file in the checkpoint task's format")
+      ("batch", po::value(&batch), "examples per forward (default: the training batch)")
+      ("threads", po::value(&threads)->default_value(0), "threads (0: all cores)")
+      ("json", "print one JSON object");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexample:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n";
+    return 0;
+  }
+  check(!load.empty() && !data.empty(), "--load and --data are required");
+  set_num_threads(threads);
+  const train::Checkpoint checkpoint = train::load_checkpoint(load);
+  auto task = train::make_task(checkpoint.config, data, &checkpoint.data_state, /*whole_file=*/true);
+  task->model().load_state_dict(checkpoint.model);
+  const train::Metrics metrics = task->evaluate(true, batch > 0 ? batch : checkpoint.config.batch);
+  if (vm.count("json")) {
+    nlohmann::json result = {{"task", checkpoint.config.task}, {"examples", metrics.examples},
+                             {"loss", metrics.loss}};
+    if (metrics.accuracy) result["accuracy"] = *metrics.accuracy;
+    std::cout << result.dump() << "\n";
+  } else {
+    std::cout << checkpoint.config.task << " on " << data << ": " << metrics.examples
+              << " examples, loss " << metrics.loss;
+    if (metrics.accuracy) std::cout << ", accuracy " << *metrics.accuracy;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tg::cli
