@@ -58,7 +58,7 @@ int plot_pe(const Args& args) {
   map.x_label = "embedding dimension";
   map.y_label = "position";
   std::ostringstream title;
-  title << "sinusoidal positional encoding (dim " << dim << ", " << len << " positions)";
+  title << "sinusoidal positional encoding (dim " << dim << ", " << len << (len == 1 ? " position)" : " positions)");
   plot::heatmap_png(out, {map}, title.str());
   std::cout << "wrote " << out << "\n";
   return 0;

@@ -337,11 +337,12 @@ std::vector<double> ticks_between(double lo, double hi, double step) {
   return ticks;
 }
 
-// A tick value with as many decimals as its step needs.
+// A tick value with as many decimals as its step needs; very small or large steps in exponent
+// form (every tick of an axis in the same form, since they share the step).
 std::string format_tick(double value, double step) {
   char text[64];
-  if (std::abs(value) >= 1e6 || (step < 1e-4 && value != 0)) {
-    std::snprintf(text, sizeof text, "%.3g", value);
+  if (step < 1e-3 || step >= 1e5) {
+    std::snprintf(text, sizeof text, "%.3g", value == 0 ? 0.0 : value);
   } else {
     const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(step) - 1e-9)), 0, 6);
     std::snprintf(text, sizeof text, "%.*f", decimals, value);
@@ -442,11 +443,12 @@ AxisTicks col_ticks(const Heatmap& map, double cell_width) {
   return ticks;
 }
 
-// Pixels for `count` cells: whole pixels per cell while they fit in `budget`, else `budget`
-// (and cells share pixels, nearest cell).
+// Pixels for `count` cells: whole pixels per cell while they fit in `budget` (at most 48 a cell,
+// but at least 120 in all), else `budget` (and cells share pixels, nearest cell).
 int axis_pixels(int64_t count, int budget) {
   if (count > budget) return budget;
-  return static_cast<int>(count * std::clamp<int64_t>(budget / count, 1, 48));
+  const int64_t per_cell = std::clamp<int64_t>(budget / count, 1, 48);
+  return static_cast<int>(count * std::max(per_cell, (120 + count - 1) / count));
 }
 
 struct PanelLayout {
@@ -470,9 +472,13 @@ PanelLayout layout_panel(const Heatmap& map, int budget) {
   p.top = map.title.empty() ? 4 : static_cast<int>(std::ceil(label_line + 2 * kGap));
   const int bottom = static_cast<int>(std::ceil(kTickLength + kGap + p.cols.extent +
                                                 (map.x_label.empty() ? 0 : kGap + label_line) + kGap));
+  // The x label is centred under the cells: room for it on the left.
+  const double x_label_w = Canvas::text_width(map.x_label, kLabelSize);
+  p.left = std::max(p.left, static_cast<int>(std::ceil(x_label_w / 2 - p.area_w / 2.0)) + 2);
+  p.width = static_cast<int>(std::ceil(p.left + p.area_w / 2.0 + x_label_w / 2)) + 2;
   // Room for the panel title and for the last column label that overhangs the cells.
   const double title_w = Canvas::text_width(map.title, kLabelSize);
-  p.width = std::max(p.left + p.area_w + 10, static_cast<int>(std::ceil(p.left + title_w + 10)));
+  p.width = std::max({p.width, p.left + p.area_w + 10, static_cast<int>(std::ceil(p.left + title_w + 10))});
   if (!p.cols.upright && !p.cols.labels.empty()) {
     p.width = std::max(p.width, static_cast<int>(std::ceil(p.left + p.area_w +
                                                            Canvas::text_width(p.cols.labels.back(), kTickSize) / 2 + 4)));
@@ -607,7 +613,11 @@ void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, co
   const int bar_w = colorbar_width(lo, hi);
   const int width = std::max(kMargin + grid_w + kMargin + bar_w + kMargin,
                              static_cast<int>(std::ceil(Canvas::text_width(title, kTitleSize))) + 2 * kMargin);
-  const int height = kMargin + title_h + grid_h + kMargin;
+  // The bar spans the first panel's cells (120 to 400 pixels).
+  const PanelLayout& first = layouts[0];
+  const int bar_h = std::clamp(first.area_h, 120, 400);
+  const int height = std::max(kMargin + title_h + grid_h + kMargin,
+                              kMargin + title_h + first.top + bar_h + static_cast<int>(kTickSize) + kMargin);
 
   Canvas canvas(width, height);
   if (!title.empty()) canvas.text(title, width / 2.0, kMargin, kTitleSize, kInk, Align::center);
@@ -618,9 +628,6 @@ void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, co
     const int y = grid_y + (i / grid_cols) * (cell_h + kMargin);
     draw_panel(canvas, panels[i], p, x, y, lo, hi);
   }
-  // The bar spans the first panel's cells (at least 120 pixels).
-  const PanelLayout& first = layouts[0];
-  const int bar_h = std::max(120, std::min(first.area_h, 400));
   draw_colorbar(canvas, kMargin + grid_w + kMargin, grid_y + first.top, bar_h, lo, hi);
   canvas.save_png(path);
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -32,6 +33,14 @@ std::string number(double value) {
   return text;
 }
 
+// Fails before training, not after it, when an output could not be written.
+void check_output_dir(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+  check(std::filesystem::is_directory(parent), flag, " ", path, ": the directory ", parent.string(),
+        " does not exist");
+}
+
 }  // namespace
 
 int train(const TrainRun& run) {
@@ -47,6 +56,9 @@ int train(const TrainRun& run) {
     }
   }
   config.validate();
+  check_output_dir(run.save, "--save");
+  check_output_dir(run.save_init, "--save-init");
+  check_output_dir(run.log, "--log");
   set_num_threads(config.threads);
   manual_seed(config.seed);  // the initial weights
   std::unique_ptr<Task> task = make_task(config, config.data, run.resume.empty() ? nullptr : &resumed.data_state);
