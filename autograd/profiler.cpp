@@ -158,13 +158,13 @@ std::string format_profile(const ProfileTable& table, size_t max_rows) {
   }
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-32s %8s %11s %11s %7s %12s %12s\n", "op", "calls",
+  std::snprintf(line, sizeof line, "%-38s %7s %11s %11s %7s %12s %12s\n", "op", "calls",
                 "total ms", "self ms", "self %", "bytes", "self bytes");
   out += line;
   const size_t shown = max_rows == 0 ? table.size() : std::min(max_rows, table.size());
   for (size_t i = 0; i < shown; ++i) {
     const ProfileRow& row = table[i];
-    std::snprintf(line, sizeof line, "%-32s %8lld %11.3f %11.3f %6.1f%% %12s %12s\n",
+    std::snprintf(line, sizeof line, "%-38s %7lld %11.3f %11.3f %6.1f%% %12s %12s\n",
                   row.name.c_str(), static_cast<long long>(row.calls), row.total_ms, row.self_ms,
                   wall_ms > 0 ? 100.0 * row.self_ms / wall_ms : 0.0, human_bytes(row.bytes).c_str(),
                   human_bytes(row.self_bytes).c_str());

@@ -3,29 +3,36 @@
 // already knows. While a Profiler is alive on a thread, that thread's ops are timed and their
 // allocations counted, one row per name:
 //
-//   "matmul", "linear", ...        forward ops, timed at record() (every op calls it)
+//   "matmul", "linear", ...        forward ops, charged when record() puts them on the tape
 //   "matmul.backward", ...         a node's backward function, timed exactly around the call
 //   "backward()"                   the whole backward() sweep; its self time is the engine's own
 //                                  work (the seed, gradient accumulation, broadcast reduction)
 //   "(untaped)"                    time before a region or backward() that no op claims
 //   any ProfileRegion name         e.g. "Adam.step": work you name yourself
 //
-// How forward time is measured: an op records itself after computing its output, so the time of
-// a forward row is the gap since the previous hook on this thread (the previous op, region start
-// or end, or the Profiler's start). That gap includes any untaped work in between: building a
-// batch, a mask from_values(), a factory like zeros(). Wrap such work in a ProfileRegion to give
-// it its own row; untaped work just before a region or backward() goes to "(untaped)", but work
-// just before an op cannot be told apart from the op.
+// How forward time is measured: there is no hook when an op starts, only when it is recorded,
+// right after it computed its output. So a forward row's time is the gap since the previous hook
+// on this thread (the previous taped op, a region's start or end, or the Profiler's start), and
+// that gap includes any untaped work in between: building a batch, a mask from from_values(), a
+// factory like zeros(), and every op that is not taped (under NoGrad, or on inputs that need no
+// grad). That last part is what makes the rows right: an op's internal helpers (linear's
+// reshape of a detached input and view of its output, attention's contiguous() copies) are
+// untaped and fold into the op that called them, instead of taking its GEMM time. Wrap other
+// untaped work in a ProfileRegion to give it a row of its own; untaped work just before a region
+// or backward() goes to "(untaped)", but work just before an op cannot be told apart from it.
+// Consequence: under NoGrad (inference) nothing is taped, and the time lands in "(untaped)" or in
+// the enclosing region.
 //
-// Self vs total: a region (a backward node, backward(), a ProfileRegion) contains the ops and
-// regions that run inside it (a node's backward calls matmul, sum, ...; those show up as their
-// own forward-named rows, as aten::mm does under a backward node in PyTorch). total = wall time
-// of the region, self = total minus its children. For forward rows self = total. Summing self
-// over all rows gives the profiled wall time. Bytes are the allocator's bytes allocated (never
-// freed ones subtracted) in the same way: "bytes" inclusive, "self bytes" without the children;
-// the allocator counts every thread, the times are this thread's.
+// Self vs total: a region (a backward node, backward(), a ProfileRegion) contains the taped ops
+// and the regions that run inside it; total = wall time of the region, self = total minus those
+// children. Backward nodes run under NoGrad, so the GEMMs of linear.backward are its own self
+// time (self = total for them); backward() contains every node, so its self time is the engine.
+// Forward rows have self = total. Summing self over all rows gives the profiled wall time. Bytes
+// are the allocator's bytes allocated (frees not subtracted), split the same way: "bytes"
+// inclusive, "self bytes" without the children. The allocator counts every thread; the times
+// are this thread's (OpenMP workers run inside the op that started them).
 //
-// Cost when off: one thread_local bool test per record() and per backward node.
+// Cost when off: one thread_local bool test per taped op and per backward node.
 #include <cstdint>
 #include <string>
 #include <string_view>

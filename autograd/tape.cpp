@@ -109,9 +109,9 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return;
   // Profiler: the op's forward compute just happened (its time is the gap since the last hook).
   if (profiler_detail::enabled) profiler_detail::op_recorded(op);
-  if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<Node>();
   node->op = op;
   node->sequence = next_sequence++;

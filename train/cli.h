@@ -13,6 +13,7 @@ using Args = std::vector<std::string>;
 int info(const Args& args);
 int gradcheck(const Args& args);
 int plot(const Args& args);
+int plot_attention(const Args& args);  // `tapegrad plot attention`
 int bench(const Args& args);
 int train(const Args& args);
 int eval(const Args& args);

@@ -166,6 +166,7 @@ struct PlotKind {
 const std::map<std::string, PlotKind> kPlots = {
     {"pe", {plot_pe, "the sinusoidal positional-encoding table as a heatmap"}},
     {"loss", {plot_loss, "training and validation loss against step, from a training log"}},
+    {"attention", {plot_attention, "a checkpoint's attention weights on a text, one heatmap a head"}},
 };
 
 std::string plot_names() {
@@ -184,7 +185,8 @@ int plot(const Args& args) {
     }
     std::cout << "\n`tapegrad plot <what> --help` shows its options.\n\nexamples:\n"
                  "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n"
-                 "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n";
+                 "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n"
+                 "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
     return 0;
   }
   check(!args.empty(), "say what to plot: one of ", plot_names(), " (try tapegrad plot --help)");

@@ -79,6 +79,7 @@ int train(const TrainRun& run) {
   const int64_t first = run.resume.empty() ? 0 : resumed.step;
   check(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ", total, " steps");
   const int64_t last = run.stop_after > 0 ? std::min(total, first + run.stop_after) : total;
+  check(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total, " steps");
   const WarmupCosine schedule(config.lr, config.warmup, total);
   if (!run.resume.empty()) set_rng_state(resumed.rng);  // dropout continues where it stopped
 

@@ -84,6 +84,11 @@ TEST_CASE("train, eval and sample each task on small data", "[cli]") {
     const CliResult classified = run_cli("sample --load " + dir.file("cls.st") + " --prompt 'the cat'", dir);
     REQUIRE(classified.exit_code == 0);
     REQUIRE_THAT(classified.out, Catch::Contains("pets:") && Catch::Contains("wild:"));
+    const CliResult plotted = run_cli("plot attention --load " + dir.file("cls.st") + " --text 'the cat sat' --out " + dir.file("attn.png"), dir);
+    INFO(plotted.err);
+    REQUIRE(plotted.exit_code == 0);
+    REQUIRE(read_file(dir.file("attn.png")).substr(1, 3) == "PNG");
+    require_one_line_error(run_cli("plot attention --load " + dir.file("cls.st") + " --text 'the cat' --layer 3 --out " + dir.file("x.png"), dir), "--layer 3");
   }
   SECTION("charlm") {
     const CliResult trained = run_cli("train --task charlm --context 8 --layers 1 --data " + dir.file("text.txt") +
@@ -182,6 +187,7 @@ TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
     // A timeseries checkpoint evaluated on text, and sampled: clear errors.
     require_one_line_error(run_cli("eval --load " + good + " --data " + dir.file("texts.tsv"), dir), "texts.tsv");
     require_one_line_error(run_cli("sample --load " + good + " --prompt a", dir), "timeseries");
+    require_one_line_error(run_cli("plot attention --load " + good + " --text a --out " + dir.file("a.png"), dir), "timeseries");
     // A run that fails keeps its hands off the existing checkpoint.
     require_one_line_error(run_cli("train --task timeseries --heads 3 --save " + good + series, dir), "--heads 3");
     require_one_line_error(run_cli("train --task timeseries --window 6 --steps 1 --save " + dir.file("no/such/dir/x.st") + series + kTiny, dir), "no/such/dir");

@@ -1,0 +1,221 @@
+#!/usr/bin/python3
+"""PyTorch reference for `tapegrad bench`: the same four workloads, the same model shapes.
+
+Run with Debian's python3-torch (1.13): /usr/bin/python3 bench/torch_ref.py --workload W ...
+Each training step is forward + backward + Adam step + zero_grad(set_to_none=True), as tapegrad's.
+Attention is written out (softmax(Q K^T / sqrt(d), masked) V with separate q/k/v/o Linear layers):
+1.13 has no public F.scaled_dot_product_attention, so attn-long is the explicit path here.
+
+Peak memory: tracemalloc does not see torch's allocations, and 1.13 has no CPU allocator stats.
+peak_bytes is computed from torch.profiler's memory events of one (untimed) step: the bytes live
+before the step (parameters, optimizer state, data, as tensor sizes) plus the highest running sum
+of the step's allocations minus frees. It counts tensor storage only, as tapegrad's allocator does.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long")
+
+
+def sinusoidal_table(max_len, dim):
+    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(max_len, dim)
+    table[:, 0::2] = torch.sin(position * div)
+    table[:, 1::2] = torch.cos(position * div)
+    return table
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.o_proj = nn.Linear(hidden, hidden)
+
+    def split_heads(self, x):
+        b, s, _ = x.shape
+        return x.view(b, s, self.heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, allowed=None):
+        """allowed: bool, True = may attend, broadcastable to [B, heads, S, S]."""
+        q, k, v = self.split_heads(self.q_proj(x)), self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        context = torch.softmax(scores, dim=-1) @ v
+        b, _, s, _ = context.shape
+        return self.o_proj(context.transpose(1, 2).reshape(b, s, self.hidden))
+
+
+class TextClassifier(nn.Module):
+    def __init__(self, vocab, classes, dim, heads, max_len=512):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, dim)
+        self.register_buffer("pe", sinusoidal_table(max_len, dim), persistent=False)
+        self.mha = MultiHeadAttention(dim, heads)
+        self.classifier = nn.Linear(dim, classes)
+
+    def forward(self, tokens, key_allowed, pool):
+        h = self.embedding(tokens) + self.pe[: tokens.shape[1]]
+        h = self.mha(h, key_allowed)
+        return self.classifier((h * pool).sum(1))  # mean over the real positions
+
+
+class TimeSeriesModel(nn.Module):
+    def __init__(self, inputs, horizon, dim, heads, max_len=512):
+        super().__init__()
+        self.input_proj = nn.Linear(inputs, dim)
+        self.register_buffer("pe", sinusoidal_table(max_len, dim), persistent=False)
+        self.mha = MultiHeadAttention(dim, heads)
+        self.output = nn.Linear(dim, horizon)
+
+    def forward(self, x):
+        h = self.input_proj(x) + self.pe[: x.shape[1]]
+        h = self.mha(h)
+        return self.output(h[:, -1])
+
+
+def linear_flops(rows, n_in, n_out):
+    return 2 * rows * n_in * n_out
+
+
+def mha_flops(batch, seq, hidden, causal):  # the same count as train/bench_command.cpp
+    return 4 * linear_flops(batch * seq, hidden, hidden) + 4 * batch * seq * seq * hidden * (0.5 if causal else 1.0)
+
+
+def make_workload(name):
+    """(step function, tokens per step, FLOPs per step, tensors live between steps)"""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1234)
+    if name in ("textcls-small", "textcls-mid"):
+        vocab, dim, heads, batch, seq, classes = (
+            (1000, 64, 4, 32, 32, 4) if name == "textcls-small" else (8000, 256, 8, 16, 128, 4))
+        model = TextClassifier(vocab, classes, dim, heads)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        tokens = torch.randint(0, vocab, (batch, seq), generator=gen)
+        targets = torch.randint(0, classes, (batch,), generator=gen)
+        lengths = [seq - (7 * b) % max(seq // 2, 1) for b in range(batch)]  # as bench_command.cpp
+        key_allowed = (torch.arange(seq)[None, :] < torch.tensor(lengths)[:, None]).view(batch, 1, 1, seq)
+        pool = torch.zeros(batch, seq, 1)
+        for b, n in enumerate(lengths):
+            pool[b, :n] = 1.0 / n
+        loss_fn = lambda: F.cross_entropy(model(tokens, key_allowed, pool), targets)
+        flops = 3 * (mha_flops(batch, seq, dim, False) + linear_flops(batch, dim, classes))
+        data = [tokens, targets, key_allowed, pool]
+        tokens_per_step = batch * seq
+    elif name == "timeseries":
+        inputs, dim, heads, batch, window, horizon = 8, 128, 8, 64, 64, 16
+        model = TimeSeriesModel(inputs, horizon, dim, heads)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        x = torch.randn(batch, window, inputs, generator=gen)
+        y = torch.randn(batch, horizon, generator=gen)
+        loss_fn = lambda: F.mse_loss(model(x), y)
+        flops = 3 * (linear_flops(batch * window, inputs, dim) + mha_flops(batch, window, dim, False)
+                     + linear_flops(batch, dim, horizon))
+        data = [x, y]
+        tokens_per_step = batch * window
+    elif name == "attn-long":
+        batch, seq, dim, heads = 1, 2048, 256, 8
+        model = MultiHeadAttention(dim, heads)
+        x = torch.randn(batch, seq, dim, generator=gen, requires_grad=True)
+        grad_out = torch.randn(batch, seq, dim, generator=gen)
+        causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+
+        def step():  # forward + backward only, no optimizer
+            model(x, causal).backward(grad_out)
+            x.grad = None
+            for p in model.parameters():
+                p.grad = None
+
+        data = [x, grad_out, causal]
+        return step, batch * seq, 3 * mha_flops(batch, seq, dim, True), list(model.parameters()) + data
+    else:
+        raise ValueError(name)
+
+    def step():
+        loss_fn().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def live():  # parameters, optimizer state and data: what stays between steps
+        state = [t for s in opt.state.values() for t in s.values() if torch.is_tensor(t)]
+        return list(model.parameters()) + list(model.buffers()) + state + data
+
+    return step, tokens_per_step, flops, live
+
+
+def tensor_bytes(tensors):
+    seen, total = set(), 0
+    for t in tensors:
+        storage = t.storage()
+        if storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        total += storage.nbytes()
+    return total
+
+
+def step_peak_bytes(step, live):
+    """Bytes live before the step + the highest net allocation during it (profiler memory events)."""
+    before = tensor_bytes(live() if callable(live) else live)
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+        events.sort(key=lambda e: e.start_us())
+        running = highest = 0
+        for e in events:
+            running += e.nbytes()
+            highest = max(highest, running)
+        return before + highest
+    except Exception as error:  # an API this torch does not have: say so, report nothing
+        print(f"torch_ref: peak memory not measured ({error})", file=sys.stderr)
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", required=True, choices=WORKLOADS)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    step, tokens, flops, live = make_workload(args.workload)
+    for _ in range(args.warmup):
+        step()
+    peak = step_peak_bytes(step, live)
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    ms = statistics.median(times)
+    report = {"workload": args.workload, "threads": torch.get_num_threads(), "ms_per_step": ms,
+              "tokens_per_s": tokens / (ms / 1e3), "gflops": flops / (ms / 1e3) / 1e9,
+              "peak_bytes": peak, "torch": torch.__version__}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key:14s} {value}")
+        print(f"{'min/max ms':14s} {min(times):.3f} / {max(times):.3f}")
+
+
+if __name__ == "__main__":
+    main()

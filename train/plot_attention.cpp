@@ -1,0 +1,109 @@
+// `tapegrad plot attention`: the attention weights of one layer of a textcls or charlm checkpoint
+// on a text, one heatmap a head, with the text's tokens on both axes.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "autograd/error.h"
+#include "autograd/tape.h"
+#include "nn/masks.h"
+#include "ops/ops.h"
+#include "train/checkpoint_file.h"
+#include "train/cli.h"
+#include "train/datasets.h"
+#include "train/png.h"
+
+namespace tg::cli {
+namespace {
+
+train::Vocabulary vocabulary(const nlohmann::json& tokens) {
+  train::Vocabulary vocab;
+  vocab.tokens.clear();
+  vocab.index.clear();
+  for (const auto& token : tokens) vocab.add(token.get<std::string>());
+  return vocab;
+}
+
+// The weights [heads, S, S] of layer `layer` (0 = the first attention) on input h [1, S, dim]
+// after the embedding and positional encoding.
+Tensor layer_weights(const std::vector<std::shared_ptr<nn::TransformerEncoderLayer>>& layers,
+                     const std::shared_ptr<nn::MultiHeadAttention>& single, Tensor h, int64_t layer,
+                     bool causal) {
+  if (single) {
+    check(layer == 0, "--layer ", layer, ": this model has a single attention layer (0)");
+    return single->forward(h, h, h, Tensor(), true, causal).weights;
+  }
+  check(layer >= 0 && layer < static_cast<int64_t>(layers.size()), "--layer ", layer,
+        " is outside the model's ", layers.size(), " layers");
+  for (int64_t i = 0; i < layer; ++i) h = layers[i]->forward(h, Tensor(), causal);
+  const Tensor normed = layers[layer]->norm1->forward(h);
+  return layers[layer]->attn->forward(normed, normed, normed, Tensor(), true, causal).weights;
+}
+
+}  // namespace
+
+int plot_attention(const Args& args) {
+  namespace po = boost::program_options;
+  std::string load, text, out;
+  int64_t layer = 0;
+  po::options_description options("tapegrad plot attention: one heatmap a head of a checkpoint's attention on a text");
+  options.add_options()("help,h", "show this help")
+      ("load", po::value(&load), "a textcls or charlm checkpoint")
+      ("text", po::value(&text), "the text to attend over")
+      ("layer", po::value(&layer)->default_value(0), "which attention layer (0 = the first)")
+      ("out", po::value(&out), "the PNG to write");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexample:\n  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
+    return 0;
+  }
+  check(!load.empty() && !text.empty() && !out.empty(), "--load, --text and --out are required");
+  const train::Checkpoint checkpoint = train::load_checkpoint(load);
+  const train::TrainConfig& config = checkpoint.config;
+  check(config.task == "textcls" || config.task == "charlm", "plot attention needs a textcls or charlm checkpoint; ",
+        load, " is a ", config.task, " model");
+  const train::Vocabulary vocab = vocabulary(checkpoint.data_state.at("vocab"));
+  const auto tokenizer = config.task == "charlm" ? train::Tokenizer::chars : train::parse_tokenizer(config.tokenizer);
+  std::vector<std::string> tokens = train::tokenize(text, tokenizer);
+  check(!tokens.empty(), "--text has no tokens");
+  check(static_cast<int64_t>(tokens.size()) <= config.max_len, "--text has ", tokens.size(),
+        " tokens, past the model's max_len ", config.max_len);
+  std::vector<int64_t> ids;
+  for (const auto& token : tokens) ids.push_back(vocab.id(token));
+  const Tensor input = from_indices(ids, {1, static_cast<int64_t>(ids.size())});
+
+  NoGrad no_grad;
+  Tensor weights;  // [1, heads, S, S]
+  if (config.task == "textcls") {
+    const auto labels = checkpoint.data_state.at("labels").get<std::vector<std::string>>();
+    nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), config.model_config());
+    model.load_state_dict(checkpoint.model);
+    model.eval();
+    weights = layer_weights(model.layers, model.mha, model.pos_enc->forward(model.embedding->forward(input)), layer, false);
+  } else {
+    nn::CharLM model(vocab.size(), config.model_config());
+    model.load_state_dict(checkpoint.model);
+    model.eval();
+    weights = layer_weights(model.layers, nullptr, model.pos_enc->forward(model.embedding->forward(input)), layer, true);
+  }
+  const int64_t heads = weights.size(1), length = weights.size(2);
+  const auto values = weights.values();
+  for (std::string& token : tokens) if (token == " ") token = "␣";
+  std::vector<plot::Heatmap> panels;
+  for (int64_t h = 0; h < heads; ++h) {
+    plot::Heatmap panel;
+    panel.title = "head " + std::to_string(h);
+    panel.rows = panel.cols = length;
+    panel.values.assign(values.begin() + h * length * length, values.begin() + (h + 1) * length * length);
+    panel.row_labels = panel.col_labels = tokens;
+    panel.x_label = "key";
+    panel.y_label = "query";
+    panels.push_back(std::move(panel));
+  }
+  plot::heatmap_png(out, panels, config.task + " attention, layer " + std::to_string(layer));
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+}  // namespace tg::cli
