@@ -34,6 +34,19 @@ float philox_uniform(uint64_t seed, uint64_t offset, int64_t i) {
   return static_cast<float>(words[i % 4] >> 8) * 0x1.0p-24f;
 }
 
+void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out) {
+  const std::array<uint32_t, 2> key{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  int64_t i = first;
+  const int64_t end = first + count;
+  while (i < end) {
+    const uint64_t block = offset + static_cast<uint64_t>(i) / 4;
+    const auto words = philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0}, key);
+    for (int64_t lane = i % 4; lane < 4 && i < end; ++lane, ++i) {
+      *out++ = static_cast<float>(words[lane] >> 8) * 0x1.0p-24f;
+    }
+  }
+}
+
 void manual_seed(uint64_t seed) { global_state = {seed, 0}; }
 RngState rng_state() { return global_state; }
 void set_rng_state(RngState state) { global_state = state; }

@@ -25,6 +25,8 @@ uint64_t reserve_random(int64_t count);
 
 // Number i of the stream (seed, offset) as a uniform float in [0, 1) with 24 random bits.
 float philox_uniform(uint64_t seed, uint64_t offset, int64_t i);
+// Numbers first .. first+count-1 of the same stream into out: one Philox block per 4 numbers.
+void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out);
 
 // Factories drawing from the global generator.
 Tensor rand(const Shape& shape, DType dtype = DType::f32);                  // U[0, 1)

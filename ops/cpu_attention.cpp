@@ -51,10 +51,13 @@ struct Item {
     if (mask && !mask[p.mask_offsets[n] + i * p.mask_row_stride + j * p.mask_col_stride]) return false;
     return true;
   }
-  // The dropout factor for probability (i, j): 0 if dropped, else 1 / (1 - p).
-  double keep(int64_t i, int64_t j) const {
-    const float u = philox_uniform(p.seed, p.offset, (n * sq + i) * sk + j);
-    return u >= p.dropout_p ? 1.0 / (1.0 - p.dropout_p) : 0.0;
+  // The dropout factors of probabilities (i, j0 .. j0+cols-1): 0 if dropped, else 1 / (1 - p).
+  template <typename T>
+  void keep_row(int64_t i, int64_t j0, int64_t cols, T* factors) const {
+    float uniforms[kKeyTile];
+    philox_uniform_fill(p.seed, p.offset, (n * sq + i) * sk + j0, cols, uniforms);
+    const T kept = T(1.0 / (1.0 - p.dropout_p));
+    for (int64_t c = 0; c < cols; ++c) factors[c] = uniforms[c] >= p.dropout_p ? kept : T(0);
   }
   // Keys that query rows [i0, i0 + rows) can see at all.
   int64_t key_end(int64_t i0, int64_t rows) const {
@@ -89,7 +92,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const T* k = p.k.data_as<T>() + n * sk * d;
     const T* v = p.v.data_as<T>() + n * sk * dv;
     std::vector<T> scores(rows * kKeyTile), row_max(rows, kNegInf), row_sum(rows, 0);
-    std::vector<T> acc(rows * dv, 0);
+    std::vector<T> acc(rows * dv, 0), keep(kKeyTile);
 
     const int64_t key_end = item.key_end(i0, rows);
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
@@ -113,7 +116,10 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
         for (int64_t c = 0; c < cols; ++c) {
           s[c] = std::exp(s[c] - new_max);
           row_sum[r] += s[c];
-          if (p.dropout_p > 0) s[c] *= T(item.keep(i0 + r, j0 + c));
+        }
+        if (p.dropout_p > 0) {  // the normaliser above counts every probability; out drops some
+          item.keep_row(i0 + r, j0, cols, keep.data());
+          for (int64_t c = 0; c < cols; ++c) s[c] *= keep[c];
         }
         row_max[r] = new_max;
       }
@@ -151,7 +157,7 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     T* d_v = grad_v.data_as<T>() + n * sk * dv;
 
     std::vector<T> probs(kQueryTile * kKeyTile), dropped(kQueryTile * kKeyTile);
-    std::vector<T> d_probs(kQueryTile * kKeyTile), row_dot(kQueryTile);
+    std::vector<T> d_probs(kQueryTile * kKeyTile), row_dot(kQueryTile), keep(kQueryTile * kKeyTile);
     for (int64_t i0 = 0; i0 < sq; i0 += kQueryTile) {
       const int64_t rows = std::min(kQueryTile, sq - i0);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
@@ -164,11 +170,12 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         gemm(false, true, rows, cols, d, T(p.scale), q + i0 * d, d, k + j0 * d, d, T(0), probs.data(), cols);
         for (int64_t r = 0; r < rows; ++r) {
+          if (p.dropout_p > 0) item.keep_row(i0 + r, j0, cols, keep.data() + r * cols);
           for (int64_t c = 0; c < cols; ++c) {
             T& prob = probs[r * cols + c];
             const bool visible = lse[i0 + r] != kNegInf && item.allowed(i0 + r, j0 + c);
             prob = visible ? std::exp(prob - lse[i0 + r]) : T(0);
-            dropped[r * cols + c] = p.dropout_p > 0 ? prob * T(item.keep(i0 + r, j0 + c)) : prob;
+            dropped[r * cols + c] = p.dropout_p > 0 ? prob * keep[r * cols + c] : prob;
           }
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T
@@ -177,7 +184,7 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         for (int64_t r = 0; r < rows; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
           for (int64_t c = 0; c < cols; ++c) {
             T d_prob = d_probs[r * cols + c];
-            if (p.dropout_p > 0) d_prob *= T(item.keep(i0 + r, j0 + c));
+            if (p.dropout_p > 0) d_prob *= keep[r * cols + c];
             d_probs[r * cols + c] = probs[r * cols + c] * (d_prob - row_dot[r]);
           }
         }

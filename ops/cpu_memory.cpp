@@ -1,4 +1,5 @@
 // CPU kernels: memory, copies with dtype conversion, fill, random numbers; device dispatch.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -58,7 +59,13 @@ void CpuKernels::uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
   dispatch_floating(out.dtype(), "uniform", [&](auto tag) {
     using T = decltype(tag);
     T* values = out.data_as<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) values[i] = philox_uniform(seed, offset, i);
+    constexpr int64_t kChunk = 1024;
+    float chunk[kChunk];
+    for (int64_t start = 0; start < out.numel(); start += kChunk) {
+      const int64_t count = std::min(kChunk, out.numel() - start);
+      philox_uniform_fill(seed, offset, start, count, chunk);
+      std::copy_n(chunk, count, values + start);
+    }
   });
 }
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs `tapegrad bench` and bench/torch_ref.py on every workload at 1 and 2 threads and prints a
+# markdown table (plus the best thread count of each framework per workload).
+#
+#   bench/run.sh [path/to/tapegrad]        (default: build/tapegrad)
+#   STEPS=20 WARMUP=3 THREADS="1 2" PYTHON=/usr/bin/python3 bench/run.sh
+#
+# Timings are medians over STEPS steps; on a shared machine, check the load average printed at
+# the end (other processes on the 2 cores make both frameworks slower, unevenly).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+tapegrad="${1:-$here/../build/tapegrad}"
+python="${PYTHON:-/usr/bin/python3}"
+steps="${STEPS:-20}"
+warmup="${WARMUP:-3}"
+threads_list="${THREADS:-1 2}"
+workloads="textcls-small textcls-mid timeseries attn-long"
+
+[ -x "$tapegrad" ] || { echo "run.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
+"$python" -c "import torch" 2>/dev/null || { echo "run.sh: $python has no torch" >&2; exit 2; }
+
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+
+for workload in $workloads; do
+  for threads in $threads_list; do
+    tg="$("$tapegrad" bench --workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json)"
+    th="$("$python" "$here/torch_ref.py" --workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json)"
+    jq -c -n --argjson tg "$tg" --argjson th "$th" '{name: $tg.workload, tg: $tg, th: $th}' >> "$results"
+    if [ "$workload" = attn-long ]; then  # the explicit path too: the memory the fused path saves
+      tg="$("$tapegrad" bench --workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json --path explicit)"
+      jq -c -n --argjson tg "$tg" --argjson th "$th" '{name: "attn-long (explicit)", tg: $tg, th: $th}' >> "$results"
+    fi
+  done
+done
+
+echo "| workload | threads | tapegrad ms/step | torch ms/step | speed-up | tapegrad GFLOP/s | tapegrad peak bytes | torch peak bytes |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+jq -r '"| \(.name) | \(.tg.threads) | \(.tg.ms_per_step * 100 | round / 100) | \(.th.ms_per_step * 100 | round / 100) | \(.th.ms_per_step / .tg.ms_per_step * 100 | round / 100)x | \(.tg.gflops * 10 | round / 10) | \(.tg.peak_bytes) | \(.th.peak_bytes // "n/a") |"' "$results"
+
+echo
+echo "Best thread count of each framework:"
+echo
+echo "| workload | tapegrad best ms/step (threads) | torch best ms/step (threads) | speed-up |"
+echo "|---|---:|---:|---:|"
+jq -r -s 'group_by(.name)[] | (min_by(.tg.ms_per_step)) as $t | (min_by(.th.ms_per_step)) as $p |
+  "| \($t.name) | \($t.tg.ms_per_step * 100 | round / 100) (\($t.tg.threads)) | \($p.th.ms_per_step * 100 | round / 100) (\($p.th.threads)) | \($p.th.ms_per_step / $t.tg.ms_per_step * 100 | round / 100)x |"' "$results"
+
+fused="$(jq -s '[.[] | select(.name == "attn-long")][0].tg.peak_bytes' "$results")"
+explicit="$(jq -s '[.[] | select(.name == "attn-long (explicit)")][0].tg.peak_bytes' "$results")"
+echo
+echo "attn-long peak bytes: fused $fused, explicit $explicit ($(jq -n "$explicit / $fused * 10 | round / 10")x less with the fused path)"
+echo
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
