@@ -1,6 +1,7 @@
 // checkpoint: run fn unrecorded, keep only its inputs and RNG state, recompute in backward.
 #include "autograd/checkpoint.h"
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/rng.h"
 #include "autograd/tape.h"
@@ -26,6 +27,7 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   if (!any_requires_grad(inputs)) return fn(inputs);  // grad mode off, or nothing to checkpoint
 
   const RngState rng_before = rng_state();
+  const std::optional<DType> autocast_before = autocast_dtype();  // replayed too (as PyTorch)
   Tensor output;
   {
     NoGrad no_grad;
@@ -41,10 +43,11 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   for (const Tensor& input : inputs) input_requires_grad.push_back(input.defined() && input.requires_grad());
 
   // d checkpoint(fn, x)/dx = d fn(x)/dx: re-run fn on detached x on a nested tape, back-propagate.
-  BackwardFn backward_fn = [fn, rng_before, input_requires_grad](const Tensor& grad_output,
-                                                                 const Node& node) {
+  BackwardFn backward_fn = [fn, rng_before, autocast_before, input_requires_grad](
+                               const Tensor& grad_output, const Node& node) {
     TapeScope nested_tape;
     RngStateGuard replay(rng_before);
+    AutocastStateScope replay_autocast(autocast_before);  // the same dtypes as the forward
     EnableGrad enable_grad;
     std::vector<Tensor> rerun_inputs;
     rerun_inputs.reserve(node.saved.size());

@@ -35,6 +35,8 @@ bool is_floating(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
 }
 
+bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
 // f32 -> f16: rebias the exponent from 127 to 15 and round the 23-bit mantissa to 10 bits,
 // ties to even. Values below 2^-14 become subnormals, above 65504 (after rounding) infinity.
 uint16_t f32_to_f16(float value) {

@@ -4,7 +4,9 @@
 // The CPU implementation (ops/cpu_*.cpp) is the readable reference.
 //
 // Conventions: tensors passed as outputs are contiguous and already allocated. Inputs may have
-// any strides unless a comment says "contiguous". Floating kernels handle f32 and f64.
+// any strides unless a comment says "contiguous". Floating kernels handle f32 and f64; copy, fill,
+// unary, binary, where, sum_dim, uniform, gemm and attention also f16 and bf16 (mixed precision:
+// computed and accumulated in f32, rounded once on store).
 #include <cstdint>
 #include <vector>
 
@@ -104,7 +106,8 @@ struct Kernels {
                               const Tensor& rstd) = 0;
 
   // Fused attention: out [N, Sq, dv] and the per-row log-sum-exp [N, Sq] (the only statistics
-  // kept for backward, which recomputes the probabilities tile by tile).
+  // kept for backward, which recomputes the probabilities tile by tile). For f16/bf16 q, k, v the
+  // log-sum-exp is f32.
   virtual void attention_forward(const AttentionProblem& problem, const Tensor& out,
                                  const Tensor& logsumexp) = 0;
   // Accumulates into grad_q, grad_k, grad_v (zero-filled by the caller).

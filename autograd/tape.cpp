@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/profiler.h"
@@ -159,6 +160,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
 
   const ProfileRegion profile_sweep("backward()");  // profiler: the whole sweep, when on
   NoGrad no_grad;  // backward itself is not recorded
+  AutocastStateScope no_autocast(std::nullopt);  // gradients keep their inputs' dtypes
   if (root.is_leaf()) {
     accumulate_into_leaf(*root.impl(), seed);
     return;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/rng.h"
@@ -34,10 +35,12 @@ void attach_mask(AttentionProblem& problem, const Tensor& mask, const Shape& bat
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const Tensor& mask, bool is_causal, double dropout_p,
                                     std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
+  // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32.
+  const Tensor q = autocast_to_half(q_in), k = autocast_to_half(k_in), v = autocast_to_half(v_in);
   check(q.defined() && k.defined() && v.defined(), "op '", op, "': undefined tensor");
   check(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "op '", op,
         "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
@@ -70,7 +73,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
 
   Tensor out = empty({items, sq, dv}, q.dtype(), q.device());
-  Tensor logsumexp = empty({items, sq}, q.dtype(), q.device());
+  // The row statistics stay f32 for f16/bf16 inputs: log-sum-exp needs the range and precision.
+  const DType lse_dtype = is_half(q.dtype()) ? DType::f32 : q.dtype();
+  Tensor logsumexp = empty({items, sq}, lse_dtype, q.device());
   kernels(q.device()).attention_forward(problem, out, logsumexp);
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {sq, dv});

@@ -285,8 +285,35 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
 
 }  // namespace
 
+// f16 / bf16 (mixed precision): the half tensors are converted to f32 once, the f32 kernel runs
+// (f32 scores, softmax statistics and accumulators) and each result is rounded once into its
+// half output. The log-sum-exp is f32 for half inputs (the op allocates it so).
+namespace {
+
+Tensor f32_copy(Kernels& kernels, const Tensor& t) {
+  Tensor converted = empty(t.shape(), DType::f32, t.device());
+  kernels.copy(t, converted);
+  return converted;
+}
+
+AttentionProblem f32_problem(Kernels& kernels, const AttentionProblem& problem) {
+  AttentionProblem converted = problem;
+  converted.q = f32_copy(kernels, problem.q);
+  converted.k = f32_copy(kernels, problem.k);
+  converted.v = f32_copy(kernels, problem.v);
+  return converted;
+}
+
+}  // namespace
+
 void CpuKernels::attention_forward(const AttentionProblem& problem, const Tensor& out,
                                    const Tensor& logsumexp) {
+  if (is_half(problem.q.dtype())) {
+    const Tensor out32 = empty(out.shape(), DType::f32, out.device());
+    forward<float>(f32_problem(*this, problem), out32, logsumexp);
+    copy(out32, out);
+    return;
+  }
   dispatch_floating(problem.q.dtype(), "attention_forward",
                     [&](auto tag) { forward<decltype(tag)>(problem, out, logsumexp); });
 }
@@ -295,6 +322,15 @@ void CpuKernels::attention_backward(const AttentionProblem& problem, const Tenso
                                     const Tensor& logsumexp, const Tensor& grad_out,
                                     const Tensor& grad_q, const Tensor& grad_k,
                                     const Tensor& grad_v) {
+  if (is_half(problem.q.dtype())) {
+    const Tensor dq = f32_copy(*this, grad_q), dk = f32_copy(*this, grad_k), dv = f32_copy(*this, grad_v);
+    backward<float>(f32_problem(*this, problem), f32_copy(*this, out), logsumexp,
+                    f32_copy(*this, grad_out), dq, dk, dv);
+    copy(dq, grad_q);
+    copy(dk, grad_k);
+    copy(dv, grad_v);
+    return;
+  }
   dispatch_floating(problem.q.dtype(), "attention_backward", [&](auto tag) {
     backward<decltype(tag)>(problem, out, logsumexp, grad_out, grad_q, grad_k, grad_v);
   });

@@ -45,6 +45,22 @@ void dispatch_floating(DType dtype, const char* kernel, Body&& body) {
   fail("kernel '", kernel, "' on cpu: dtype ", dtype_name(dtype), " is not supported (f32, f64)");
 }
 
+// Calls body(Half{}) or body(BFloat16{}); other dtypes are an error naming the kernel.
+template <typename Body>
+void dispatch_half(DType dtype, const char* kernel, Body&& body) {
+  if (dtype == DType::f16) return body(Half{});
+  if (dtype == DType::bf16) return body(BFloat16{});
+  fail("kernel '", kernel, "' on cpu: dtype ", dtype_name(dtype), " is not f16 or bf16");
+}
+
+// The f16 / bf16 paths of the kernels below (mixed precision): each element is loaded, converted
+// to f32, computed in f32 and rounded once when stored; reductions and GEMM accumulate in f32.
+void unary_half(UnaryOp op, const Tensor& x, double scalar, const Tensor& out);
+void binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void where_half(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
+void sum_dim_half(const Tensor& x, DimSplit split, const Tensor& out);
+void gemm_half(const GemmBatch& batch);
+
 // Calls body(offsets) for every element of `shape` in row-major order, where offsets[k] is the
 // element's position (in elements) under strides[k].
 template <size_t N, typename Body>

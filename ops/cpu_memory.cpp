@@ -27,10 +27,25 @@ void* CpuKernels::allocate(size_t nbytes) {
 void CpuKernels::deallocate(void* ptr, size_t) { std::free(ptr); }
 
 void CpuKernels::copy(const Tensor& src, const Tensor& dst) {
-  check(src.shape() == dst.shape(), "copy: shapes ", shape_str(src.shape()), " and ",
-        shape_str(dst.shape()), " differ");
+  if (src.shape() != dst.shape()) {  // (not check(): its message would be built on every copy)
+    fail("copy: shapes ", shape_str(src.shape()), " and ", shape_str(dst.shape()), " differ");
+  }
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     std::memmove(dst.data(), src.data(), src.numel() * dtype_size(src.dtype()));
+    return;
+  }
+  if (src.dtype() == dst.dtype() && src.dim() >= 2 && src.strides().back() == 1 &&
+      dst.strides().back() == 1) {  // rows of the last dim are contiguous on both sides
+    const size_t row_bytes = src.shape().back() * dtype_size(src.dtype());
+    const Shape outer(src.shape().begin(), src.shape().end() - 1);
+    const Shape src_strides(src.strides().begin(), src.strides().end() - 1);
+    const Shape dst_strides(dst.strides().begin(), dst.strides().end() - 1);
+    const auto* in = static_cast<const char*>(src.data());
+    auto* out = static_cast<char*>(dst.data());
+    const int64_t element = static_cast<int64_t>(dtype_size(src.dtype()));
+    for_each_element<2>(outer, {&src_strides, &dst_strides}, [&](auto p) {
+      std::memmove(out + p[1] * element, in + p[0] * element, row_bytes);
+    });
     return;
   }
   dispatch_any(src.dtype(), [&](auto src_tag) {
@@ -51,11 +66,26 @@ void CpuKernels::fill(const Tensor& dst, double value) {
     using T = decltype(tag);
     T* out = dst.data_as<T>();
     const T filled = convert<T>(value);
+    if (dst.is_contiguous()) {
+      std::fill_n(out, dst.numel(), filled);
+      return;
+    }
     for_each_element<1>(dst.shape(), {&dst.strides()}, [&](auto p) { out[p[0]] = filled; });
   });
 }
 
 void CpuKernels::uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
+  if (is_half(out.dtype())) {  // drawn in f32, then rounded; one that rounds up to 1 steps below
+    Tensor drawn = empty(out.shape(), DType::f32, out.device());
+    uniform(drawn, seed, offset);
+    copy(drawn, out);
+    const uint16_t one = out.dtype() == DType::f16 ? f32_to_f16(1.0f) : f32_to_bf16(1.0f);
+    uint16_t* bits = out.data_as<uint16_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      if (bits[i] == one) bits[i] = one - 1;  // the largest value below 1 (same sign, same order)
+    }
+    return;
+  }
   dispatch_floating(out.dtype(), "uniform", [&](auto tag) {
     using T = decltype(tag);
     T* values = out.data_as<T>();

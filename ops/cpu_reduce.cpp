@@ -2,12 +2,14 @@
 // sum, max, gather, scatter-add and (log-)softmax; and row normalisation for layer_norm.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu_kernels.h"
 
 namespace tg::cpu {
 
 void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
+  if (is_half(x.dtype())) return sum_dim_half(x, s, out);
   dispatch_floating(x.dtype(), "sum_dim", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data_as<T>();
@@ -126,6 +128,24 @@ void CpuKernels::normalize_rows(const Tensor& x, double eps, const Tensor& out, 
       for (int64_t k = 0; k < width; ++k) result[r * width + k] = (row[k] - mu) * inv_std;
       means[r] = mu;
       rstds[r] = inv_std;
+    }
+  });
+}
+
+// f16 / bf16: the sums run in f32 and are rounded once.
+void sum_dim_half(const Tensor& x, DimSplit s, const Tensor& out) {
+  dispatch_half(x.dtype(), "sum_dim", [&](auto tag) {
+    using H = decltype(tag);
+    const H* in = x.data_as<H>();
+    H* result = out.data_as<H>();
+#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
+    for (int64_t o = 0; o < s.outer; ++o) {
+      std::vector<float> totals(s.inner, 0.0f);
+      for (int64_t k = 0; k < s.n; ++k) {
+        const H* row = in + (o * s.n + k) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) totals[i] += convert<float>(row[i]);
+      }
+      for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] = convert<H>(totals[i]);
     }
   });
 }

@@ -1,6 +1,7 @@
 // Elementwise ops: forward through one kernel call, backward beside it in terms of other ops.
 #include "ops/elementwise.h"
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -26,6 +27,12 @@ Tensor binary_forward(BinaryOp kind, const Tensor& a, const Tensor& b, const cha
   return out;
 }
 
+// Under autocast, a half and an f32 input both become f32 (type promotion); otherwise as given.
+std::pair<Tensor, Tensor> promoted(Tensor a, Tensor b) {
+  autocast_promote(a, b);
+  return {a, b};
+}
+
 Tensor unary_forward(UnaryOp kind, const Tensor& x, double scalar = 0) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   kernels(x.device()).unary(kind, x, scalar, out);
@@ -47,21 +54,24 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return shape;
 }
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = promoted(a_in, b_in);
   Tensor out = binary_forward(BinaryOp::add, a, b, "add");
   // d(a + b)/da = 1, d(a + b)/db = 1
   record("add", {a, b}, out, {}, [](const Tensor& g, const Node&) { return Grads{g, g}; });
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = promoted(a_in, b_in);
   Tensor out = binary_forward(BinaryOp::sub, a, b, "sub");
   // d(a - b)/da = 1, d(a - b)/db = -1
   record("sub", {a, b}, out, {}, [](const Tensor& g, const Node&) { return Grads{g, neg(g)}; });
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = promoted(a_in, b_in);
   Tensor out = binary_forward(BinaryOp::mul, a, b, "mul");
   // d(a * b)/da = b, d(a * b)/db = a
   record("mul", {a, b}, out, {a, b}, [](const Tensor& g, const Node& n) {
@@ -71,7 +81,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = promoted(a_in, b_in);
   Tensor out = binary_forward(BinaryOp::div, a, b, "div");
   // d(a / b)/da = 1 / b, d(a / b)/db = -a / b^2
   record("div", {a, b}, out, {a, b}, [](const Tensor& g, const Node& n) {
@@ -104,7 +115,8 @@ Tensor neg(const Tensor& x) {
   return out;
 }
 
-Tensor pow(const Tensor& x, double exponent) {
+Tensor pow(const Tensor& x_in, double exponent) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   Tensor out = unary_forward(UnaryOp::pow, x, exponent);
   // d(x^p)/dx = p * x^(p-1)
   record("pow", {x}, out, {x}, [exponent](const Tensor& g, const Node& n) {
@@ -113,14 +125,16 @@ Tensor pow(const Tensor& x, double exponent) {
   return out;
 }
 
-Tensor exp(const Tensor& x) {
+Tensor exp(const Tensor& x_in) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   Tensor out = unary_forward(UnaryOp::exp, x);
   // d exp(x)/dx = exp(x)
   record("exp", {x}, out, {out}, [](const Tensor& g, const Node& n) { return Grads{mul(g, n.saved[0])}; });
   return out;
 }
 
-Tensor log(const Tensor& x) {
+Tensor log(const Tensor& x_in) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   Tensor out = unary_forward(UnaryOp::log, x);
   // d log(x)/dx = 1 / x
   record("log", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{div(g, n.saved[0])}; });
@@ -174,6 +188,9 @@ Tensor gelu(const Tensor& x) {
   return out;
 }
 
-Tensor equal(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, a, b, "equal"); }
+Tensor equal(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = promoted(a_in, b_in);
+  return binary_forward(BinaryOp::eq, a, b, "equal");
+}
 
 }  // namespace tg

@@ -2,6 +2,7 @@
 // part; backward is the standard closed form, composed from ops.
 #include "ops/layer_norm.h"
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -21,8 +22,11 @@ void check_affine(const Tensor& t, const char* name, const Tensor& x, const Shap
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  // f32 under autocast: mean and variance are sums over the row.
+  const Tensor x = autocast_to_f32(x_in), weight = autocast_to_f32(weight_in);
+  const Tensor bias = autocast_to_f32(bias_in);
   check(x.defined() && is_floating(x.dtype()), "op 'layer_norm': needs a floating tensor");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   check(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,

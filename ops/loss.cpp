@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -14,7 +15,8 @@
 
 namespace tg {
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore_index) {
+  const Tensor log_probs = autocast_to_f32(log_probs_in);  // losses are f32 under autocast
   check(log_probs.defined() && target.defined(), "op 'nll_loss': undefined tensor");
   check(log_probs.dim() == 2 && is_floating(log_probs.dtype()), "op 'nll_loss': log_probs must ",
         "be a floating [N, C] tensor, got ", dtype_name(log_probs.dtype()), " of shape ",
@@ -81,7 +83,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   return nll_loss(log_probs, target.reshape({-1}), ignore_index);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in) {
+  // f32 under autocast: the squares and their mean
+  const Tensor input = autocast_to_f32(input_in), target = autocast_to_f32(target_in);
   check(input.defined() && target.defined(), "op 'mse_loss': undefined tensor");
   check(input.shape() == target.shape(), "op 'mse_loss': input of shape ", shape_str(input.shape()),
         " and target of shape ", shape_str(target.shape()), " differ (no broadcasting)");

@@ -1,6 +1,7 @@
 // where and masked_fill: one kernel call forward; backward routes the gradient by the mask.
 #include "ops/mask.h"
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -29,8 +30,10 @@ bool expands_to(const Shape& from, const Shape& to) {
 
 }  // namespace
 
-Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
   check_bool_mask(condition, "where", "condition");
+  Tensor a = a_in, b = b_in;
+  autocast_promote(a, b);  // a half and an f32 branch: both f32 under autocast
   check(a.defined() && b.defined(), "op 'where': undefined tensor");
   check(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
         "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));

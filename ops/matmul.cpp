@@ -1,6 +1,7 @@
 // matmul and linear: GEMM forward, and backward as two more GEMMs.
 #include "ops/matmul.h"
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -101,7 +102,9 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  // Under autocast: f16/bf16 operands and result; the kernel accumulates in f32.
+  const Tensor a = autocast_to_half(a_in), b = autocast_to_half(b_in);
   check(a.defined() && b.defined(), "op 'matmul': undefined tensor");
   check(a.dim() >= 1 && b.dim() >= 1, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
         shape_str(b.shape()), ": both need at least 1 dim");
@@ -119,7 +122,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_2d_or_batched(a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // Under autocast: f16/bf16 operands (a weight's cast is cached for the scope) and result.
+  const Tensor x = autocast_to_half(x_in), weight = autocast_to_half(weight_in);
+  const Tensor bias = autocast_to_half(bias_in);
   check(x.defined() && weight.defined(), "op 'linear': undefined tensor");
   check(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
         shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
@@ -135,6 +141,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     check(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
           shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
+    check(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
+          " and input dtype ", dtype_name(x.dtype()), " differ");
     kernels(x.device()).binary(BinaryOp::add, out, broadcast_view(bias.detach(), out.shape()), out);
   }
   out = out.view(out_shape);

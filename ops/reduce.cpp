@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -53,7 +54,8 @@ DimSplit split_at(const Shape& shape, int64_t dim) {
   return split;
 }
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   check_floating(x, "sum");
   const std::vector<int64_t> reduced = reduced_dims(x, dims, "sum");
   Tensor current = x.detach().contiguous();
@@ -86,7 +88,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
 
-MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
+MaxResult max(const Tensor& x_in, int64_t dim, bool keepdim) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   check_floating(x, "max");
   const int64_t d = normalize_dim(dim, x.dim(), "max");
   check(x.shape()[d] > 0, "op 'max': dim ", d, " of shape ", shape_str(x.shape()), " is empty");

@@ -1,6 +1,7 @@
 // softmax / log_softmax: one kernel call forward (max-subtracted), backward composed from ops.
 #include "ops/softmax.h"
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -26,7 +27,8 @@ int64_t checked_dim(const Tensor& x, int64_t dim, const char* op) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast: a sum of exponentials
   if (x.defined() && x.dim() == 0) return softmax(x.reshape({1}), dim).reshape({});
   const int64_t d = checked_dim(x, dim, "softmax");
   Tensor y = softmax_forward(x, d, /*log=*/false);
@@ -39,7 +41,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return y;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autocast_to_f32(x_in);  // f32 under autocast: a sum of exponentials
   if (x.defined() && x.dim() == 0) return log_softmax(x.reshape({1}), dim).reshape({});
   const int64_t d = checked_dim(x, dim, "log_softmax");
   Tensor y = softmax_forward(x, d, /*log=*/true);

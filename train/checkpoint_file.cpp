@@ -1,5 +1,8 @@
 #include "train/checkpoint_file.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "autograd/error.h"
 #include "nn/safetensors.h"
 
@@ -8,6 +11,12 @@ namespace {
 
 constexpr const char* kFormat = "tapegrad-checkpoint-1";
 constexpr const char* kOptimizerPrefix = "optimizer.";
+
+std::string exact(double value) {  // round-trips through std::stod
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
 
 }  // namespace
 
@@ -21,6 +30,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
       {"step", std::to_string(checkpoint.step)},
       {"rng_seed", std::to_string(checkpoint.rng.seed)},
       {"rng_offset", std::to_string(checkpoint.rng.offset)},
+      {"scaler_scale", exact(checkpoint.scaler.scale)},
+      {"scaler_growth_tracker", std::to_string(checkpoint.scaler.growth_tracker)},
+      {"skipped_steps", std::to_string(checkpoint.skipped_steps)},
   };
   save_safetensors(path, tensors, metadata);
 }
@@ -41,12 +53,25 @@ Checkpoint load_checkpoint(const std::string& path) {
     checkpoint.step = std::stoll(field("step"));
     checkpoint.rng.seed = std::stoull(field("rng_seed"));
     checkpoint.rng.offset = std::stoull(field("rng_offset"));
+    // The scaler's fields are optional: checkpoints from before mixed precision lack them.
+    const auto optional = [&](const char* key) -> const std::string* {
+      const auto found = file.metadata.find(key);
+      return found == file.metadata.end() ? nullptr : &found->second;
+    };
+    if (const std::string* scale = optional("scaler_scale")) checkpoint.scaler.scale = std::stod(*scale);
+    if (const std::string* tracker = optional("scaler_growth_tracker")) {
+      checkpoint.scaler.growth_tracker = std::stoll(*tracker);
+    }
+    if (const std::string* skipped = optional("skipped_steps")) checkpoint.skipped_steps = std::stoll(*skipped);
   } catch (const Error& error) {
     fail(path, ": ", error.what());
   } catch (const std::exception& error) {
     fail(path, ": malformed checkpoint metadata (", error.what(), ")");
   }
   check(checkpoint.step >= 0, path, ": negative step in the metadata");
+  check(checkpoint.skipped_steps >= 0 && checkpoint.scaler.growth_tracker >= 0 &&
+            checkpoint.scaler.scale > 0 && std::isfinite(checkpoint.scaler.scale),
+        path, ": bad loss scaler state in the metadata");
   const std::string prefix = kOptimizerPrefix;
   for (auto& [name, t] : file.tensors) {
     if (name.rfind(prefix, 0) == 0) checkpoint.optimizer.emplace_back(name.substr(prefix.size()), t);

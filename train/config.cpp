@@ -14,6 +14,12 @@ nn::ModelConfig TrainConfig::model_config() const {
   return config;
 }
 
+DType TrainConfig::amp_dtype() const {
+  if (amp == "fp16") return DType::f16;
+  if (amp == "bf16") return DType::bf16;
+  return DType::f32;
+}
+
 void TrainConfig::validate() const {
   check(task == "textcls" || task == "timeseries" || task == "charlm", "--task must be textcls, ",
         "timeseries or charlm, got '", task, "'");
@@ -32,6 +38,8 @@ void TrainConfig::validate() const {
   check(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
   check(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
   check(device == "cpu", "--device cuda: this build of tapegrad has no CUDA kernels");
+  check(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '",
+        amp, "'");
   check(window > 0 && horizon > 0, "--window and --horizon must be positive");
   check(task != "timeseries" || window <= max_len, "--window ", window, " is past --max-len ",
         max_len, " (the positional encoding's length)");
@@ -52,7 +60,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"optimizer", c.optimizer}, {"warmup", c.warmup}, {"seed", c.seed},
           {"threads", c.threads}, {"device", c.device},
           {"checkpoint_activations", c.checkpoint_activations}, {"shuffle", c.shuffle},
-          {"eval_every", c.eval_every}, {"window", c.window}, {"horizon", c.horizon},
+          {"eval_every", c.eval_every}, {"amp", c.amp}, {"window", c.window}, {"horizon", c.horizon},
           {"target", c.target}, {"normalize", c.normalize}, {"tokenizer", c.tokenizer},
           {"context", c.context}};
 }
@@ -82,6 +90,7 @@ TrainConfig config_from_json(const nlohmann::json& json) {
     c.checkpoint_activations = json.at("checkpoint_activations");
     c.shuffle = json.at("shuffle");
     c.eval_every = json.at("eval_every");
+    c.amp = json.value("amp", "none");  // checkpoints from before mixed precision have none
     c.window = json.at("window");
     c.horizon = json.at("horizon");
     c.target = json.at("target");

@@ -27,6 +27,7 @@ struct TrainConfig {
   bool checkpoint_activations = false;
   bool shuffle = true;
   int64_t eval_every = 0;  // steps between validations; 0: at the end of each epoch
+  std::string amp = "none";  // none | fp16 | bf16: mixed precision (autocast, f32 master weights)
   // timeseries
   int64_t window = 32, horizon = 1;
   std::string target, normalize = "zscore";
@@ -36,6 +37,8 @@ struct TrainConfig {
   int64_t context = 64;
 
   nn::ModelConfig model_config() const;
+  // The autocast dtype of --amp: f16, bf16, or f32 for none (Autocast(f32) is autocast off).
+  DType amp_dtype() const;
   // Throws tg::Error for impossible settings (heads not dividing dim, sizes <= 0, ...).
   void validate() const;
 };

@@ -10,18 +10,11 @@
 #include "train/checkpoint_file.h"
 #include "train/cli.h"
 #include "train/datasets.h"
+#include "train/tasks.h"
 #include "train/png.h"
 
 namespace tg::cli {
 namespace {
-
-train::Vocabulary vocabulary(const nlohmann::json& tokens) {
-  train::Vocabulary vocab;
-  vocab.tokens.clear();
-  vocab.index.clear();
-  for (const auto& token : tokens) vocab.add(token.get<std::string>());
-  return vocab;
-}
 
 // The weights [heads, S, S] of layer `layer` (0 = the first attention) on input h [1, S, dim]
 // after the embedding and positional encoding.
@@ -63,7 +56,7 @@ int plot_attention(const Args& args) {
   const train::TrainConfig& config = checkpoint.config;
   check(config.task == "textcls" || config.task == "charlm", "plot attention needs a textcls or charlm checkpoint; ",
         load, " is a ", config.task, " model");
-  const train::Vocabulary vocab = vocabulary(checkpoint.data_state.at("vocab"));
+  const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   const auto tokenizer = config.task == "charlm" ? train::Tokenizer::chars : train::parse_tokenizer(config.tokenizer);
   std::vector<std::string> tokens = train::tokenize(text, tokenizer);
   check(!tokens.empty(), "--text has no tokens");

@@ -12,17 +12,10 @@
 #include "train/checkpoint_file.h"
 #include "train/cli.h"
 #include "train/datasets.h"
+#include "train/tasks.h"
 
 namespace tg::cli {
 namespace {
-
-train::Vocabulary vocabulary(const nlohmann::json& tokens) {
-  train::Vocabulary vocab;
-  vocab.tokens.clear();
-  vocab.index.clear();
-  for (const auto& token : tokens) vocab.add(token.get<std::string>());
-  return vocab;
-}
 
 // Draws an index from logits [V] at a temperature, among the top_k largest (0: all), never
 // padding or unknown (ids 0 and 1).
@@ -47,7 +40,7 @@ int64_t draw(std::vector<double> logits, double temperature, int64_t top_k, floa
 
 int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt, int64_t tokens,
                   double temperature, int64_t top_k, uint64_t seed) {
-  const train::Vocabulary vocab = vocabulary(checkpoint.data_state.at("vocab"));
+  const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   nn::CharLM model(vocab.size(), checkpoint.config.model_config());
   model.load_state_dict(checkpoint.model);
   model.eval();
@@ -71,7 +64,7 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
 }
 
 int classify(const train::Checkpoint& checkpoint, const std::string& prompt) {
-  const train::Vocabulary vocab = vocabulary(checkpoint.data_state.at("vocab"));
+  const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   const auto labels = checkpoint.data_state.at("labels").get<std::vector<std::string>>();
   nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), checkpoint.config.model_config());
   model.load_state_dict(checkpoint.model);

@@ -20,14 +20,6 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
 
 nlohmann::json vocab_json(const Vocabulary& vocab) { return vocab.tokens; }
 
-Vocabulary vocab_from_json(const nlohmann::json& tokens) {
-  Vocabulary vocab;
-  vocab.tokens.clear();
-  vocab.index.clear();
-  for (const auto& token : tokens) vocab.add(token.get<std::string>());
-  return vocab;
-}
-
 class TextClsTask : public Task {
  public:
   TextClsTask(const TrainConfig& config, const std::string& path, const nlohmann::json* state,
@@ -35,7 +27,7 @@ class TextClsTask : public Task {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     const Tokenizer tokenizer = parse_tokenizer(config.tokenizer);
     if (state) {
-      const Vocabulary vocab = vocab_from_json(state->at("vocab"));
+      const Vocabulary vocab = vocabulary_from_json(state->at("vocab"));
       const auto labels = state->at("labels").get<std::vector<std::string>>();
       data_ = load_textcls(path, tokenizer, config.max_len, val_frac, &vocab, &labels);
     } else {
@@ -127,7 +119,7 @@ class CharLMTask : public Task {
              bool whole_file) : context_(config.context) {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     if (state) {
-      const Vocabulary vocab = vocab_from_json(state->at("vocab"));
+      const Vocabulary vocab = vocabulary_from_json(state->at("vocab"));
       data_ = load_charlm(path, val_frac, &vocab);
     } else {
       data_ = load_charlm(path, val_frac);
@@ -155,6 +147,14 @@ class CharLMTask : public Task {
 };
 
 }  // namespace
+
+Vocabulary vocabulary_from_json(const nlohmann::json& tokens) {
+  Vocabulary vocab;
+  vocab.tokens.clear();
+  vocab.index.clear();
+  for (const auto& token : tokens) vocab.add(token.get<std::string>());
+  return vocab;
+}
 
 Metrics Task::evaluate(bool train_split, int64_t batch) {
   Metrics metrics;

@@ -35,6 +35,9 @@ class Task {
   Metrics evaluate(bool train_split, int64_t batch);
 };
 
+// The vocabulary stored in a checkpoint's data state (its tokens, in id order).
+Vocabulary vocabulary_from_json(const nlohmann::json& tokens);
+
 // Builds the task's data and model. With `data_state` (from a checkpoint) the data is encoded
 // with the stored vocabulary/statistics; `whole_file` puts every example in the train split.
 std::unique_ptr<Task> make_task(const TrainConfig& config, const std::string& data_path,

@@ -8,10 +8,12 @@
 #include <iostream>
 #include <memory>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/rng.h"
 #include "autograd/storage.h"
 #include "autograd/threads.h"
+#include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "train/checkpoint_file.h"
@@ -70,6 +72,16 @@ int train(const TrainRun& run) {
   }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
+  // --amp: forward and loss under autocast; f16 needs loss scaling, bf16 (f32's exponent range)
+  // does not, so its scaler is disabled (a pass-through with scale 1).
+  GradScalerOptions scaler_options;
+  scaler_options.enabled = config.amp == "fp16";
+  GradScaler scaler(scaler_options);
+  int64_t skipped_steps = 0;
+  if (!run.resume.empty()) {
+    scaler.load_state(resumed.scaler);
+    skipped_steps = resumed.skipped_steps;
+  }
 
   const int64_t examples = task->examples(true);
   const int64_t per_epoch = examples / config.batch;
@@ -87,7 +99,7 @@ int train(const TrainRun& run) {
   if (!run.log.empty()) {
     log.open(run.log);
     check(log.good(), "--log: cannot write ", run.log);
-    log << "step,epoch,loss,lr,ms,val_loss,val_accuracy\n";
+    log << "step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped\n";
   }
   std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
                config.task.c_str(), static_cast<long long>(examples),
@@ -113,11 +125,18 @@ int train(const TrainRun& run) {
     const auto started = std::chrono::steady_clock::now();
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
-    Tensor loss = task->loss(batches[step % per_epoch], true);
+    Tensor loss;
+    {
+      const Autocast autocast(config.amp_dtype());  // f32: off
+      loss = task->loss(batches[step % per_epoch], true);
+    }
     const double loss_value = loss.item();
-    loss.backward();
+    const double loss_scale = scaler.get_scale();  // the scale this step's backward runs with
+    scaler.scale(loss).backward();
+    scaler.unscale(*optimizer);  // clip the true gradients, not the scaled ones
     if (config.clip > 0) clip_grad_norm(model.parameters(), config.clip);
-    optimizer->step();
+    if (!scaler.step(*optimizer)) ++skipped_steps;  // inf/NaN gradients: no update
+    scaler.update();
     optimizer->zero_grad();
     loss = Tensor();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -130,6 +149,7 @@ int train(const TrainRun& run) {
                           (config.eval_every > 0 ? (step + 1) % config.eval_every == 0 : end_of_epoch);
     std::string val_columns = ",";
     if (evaluate && task->examples(false) > 0) {
+      const Autocast autocast(config.amp_dtype());
       val = task->evaluate(false, config.batch);
       val_columns = number(val.loss) + "," + (val.accuracy ? number(*val.accuracy) : "");
       progress.message("step " + std::to_string(step + 1) + ": val loss " + number(val.loss) +
@@ -137,7 +157,8 @@ int train(const TrainRun& run) {
     }
     if (log.is_open()) {
       log << step + 1 << "," << epoch << "," << number(loss_value) << "," << number(lr) << ","
-          << number(ms) << "," << val_columns << "\n";
+          << number(ms) << "," << val_columns << "," << number(loss_scale) << "," << skipped_steps
+          << "\n";
     }
     progress.update(step + 1, epoch, loss_value, lr, config.batch * 1000.0 / std::max(ms, 1e-9));
   }
@@ -146,7 +167,7 @@ int train(const TrainRun& run) {
 
   if (!run.save.empty()) {
     save_checkpoint(run.save, {config, task->data_state(), model.state_dict(), optimizer->state(),
-                               last, rng_state()});
+                               last, rng_state(), scaler.state(), skipped_steps});
   }
   const int64_t steps_run = last - first;
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;

@@ -2,6 +2,8 @@
 // independent reference), one corrupt file per rule the loader enforces, and atomic saves.
 #include <catch2/catch.hpp>
 
+#include "tests/support/temp_files.h"
+
 #include <stdlib.h>
 
 #include <algorithm>
@@ -20,27 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tapegrad-safetensors-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using tg::testing::TempDir;
+using tg::testing::read_bytes;
+using tg::testing::write_bytes;
 
 // 8-byte little-endian length, the header, the buffer: the format, spelled out by hand.
 std::string length_prefix(uint64_t length) {

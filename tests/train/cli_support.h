@@ -14,35 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_files.h"
+
 namespace tg::testing {
-
-namespace fs = std::filesystem;
-
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tapegrad-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  REQUIRE(out.good());
-}
 
 struct CliResult {
   int exit_code = -1;
@@ -57,8 +31,8 @@ inline CliResult run_cli(const std::string& arguments, const TempDir& dir) {
   const int status = std::system(command.c_str());
   CliResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = read_file(out);
-  result.err = read_file(err);
+  result.out = read_bytes(out);
+  result.err = read_bytes(err);
   return result;
 }
 

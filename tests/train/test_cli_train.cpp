@@ -35,7 +35,7 @@ const std::string kTiny = kTinyModel + " --seed 3";
 // The log without its timing column (ms), which is the one thing that may differ between runs.
 std::vector<std::string> log_without_ms(const std::string& path) {
   std::vector<std::string> rows;
-  for (const std::string& line : lines_of(read_file(path))) {
+  for (const std::string& line : lines_of(read_bytes(path))) {
     std::vector<std::string> cells;
     std::stringstream in(line);
     for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
@@ -51,9 +51,9 @@ std::vector<std::string> log_without_ms(const std::string& path) {
 
 TEST_CASE("train, eval and sample each task on small data", "[cli]") {
   TempDir dir;
-  write_file(dir.file("series.csv"), small_csv());
-  write_file(dir.file("texts.tsv"), small_tsv());
-  write_file(dir.file("text.txt"), small_text());
+  write_bytes(dir.file("series.csv"), small_csv());
+  write_bytes(dir.file("texts.tsv"), small_tsv());
+  write_bytes(dir.file("text.txt"), small_text());
 
   SECTION("timeseries") {
     const CliResult trained = run_cli("train --task timeseries --data " + dir.file("series.csv") +
@@ -87,7 +87,7 @@ TEST_CASE("train, eval and sample each task on small data", "[cli]") {
     const CliResult plotted = run_cli("plot attention --load " + dir.file("cls.st") + " --text 'the cat sat' --out " + dir.file("attn.png"), dir);
     INFO(plotted.err);
     REQUIRE(plotted.exit_code == 0);
-    REQUIRE(read_file(dir.file("attn.png")).substr(1, 3) == "PNG");
+    REQUIRE(read_bytes(dir.file("attn.png")).substr(1, 3) == "PNG");
     require_one_line_error(run_cli("plot attention --load " + dir.file("cls.st") + " --text 'the cat' --layer 3 --out " + dir.file("x.png"), dir), "--layer 3");
   }
   SECTION("charlm") {
@@ -107,7 +107,7 @@ TEST_CASE("train, eval and sample each task on small data", "[cli]") {
 
 TEST_CASE("same seed and threads give identical logs", "[cli]") {
   TempDir dir;
-  write_file(dir.file("texts.tsv"), small_tsv());
+  write_bytes(dir.file("texts.tsv"), small_tsv());
   const std::string args = "train --task textcls --layers 1 --data " + dir.file("texts.tsv") + " --epochs 2" + kTinyModel;
   REQUIRE(run_cli(args + " --seed 3 --log " + dir.file("a.csv"), dir).exit_code == 0);
   REQUIRE(run_cli(args + " --seed 3 --log " + dir.file("b.csv"), dir).exit_code == 0);
@@ -122,7 +122,7 @@ TEST_CASE("same seed and threads give identical logs", "[cli]") {
 
 TEST_CASE("--resume gives the same losses as an uninterrupted run", "[cli]") {
   TempDir dir;
-  write_file(dir.file("text.txt"), small_text());
+  write_bytes(dir.file("text.txt"), small_text());
   const std::string args = "train --task charlm --context 8 --layers 2 --data " + dir.file("text.txt") +
                            " --steps 12 --warmup 3" + kTiny;
   REQUIRE(run_cli(args + " --log " + dir.file("whole.csv"), dir).exit_code == 0);
@@ -140,9 +140,9 @@ TEST_CASE("--resume gives the same losses as an uninterrupted run", "[cli]") {
 
 TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
   TempDir dir;
-  write_file(dir.file("series.csv"), small_csv());
-  write_file(dir.file("texts.tsv"), small_tsv());
-  write_file(dir.file("text.txt"), small_text());
+  write_bytes(dir.file("series.csv"), small_csv());
+  write_bytes(dir.file("texts.tsv"), small_tsv());
+  write_bytes(dir.file("text.txt"), small_text());
   const std::string series = " --data " + dir.file("series.csv");
 
   SECTION("missing and unreadable files") {
@@ -151,17 +151,17 @@ TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
     require_one_line_error(run_cli("eval --load " + dir.file("nope.st") + series, dir), "nope.st");
   }
   SECTION("malformed CSV") {
-    write_file(dir.file("cell.csv"), "a,b\n1,2\n3,x\n");
+    write_bytes(dir.file("cell.csv"), "a,b\n1,2\n3,x\n");
     require_one_line_error(run_cli("train --task timeseries --window 1 --data " + dir.file("cell.csv"), dir), "x");
-    write_file(dir.file("ragged.csv"), "a,b\n1,2\n3\n4,5\n");
+    write_bytes(dir.file("ragged.csv"), "a,b\n1,2\n3\n4,5\n");
     require_one_line_error(run_cli("train --task timeseries --window 1 --data " + dir.file("ragged.csv"), dir), "ragged.csv");
-    write_file(dir.file("empty.csv"), "");
+    write_bytes(dir.file("empty.csv"), "");
     require_one_line_error(run_cli("train --task timeseries --data " + dir.file("empty.csv"), dir), "empty");
   }
   SECTION("malformed TSV") {
-    write_file(dir.file("nolabel.tsv"), "pets\tthe cat\nno tab here\n");
+    write_bytes(dir.file("nolabel.tsv"), "pets\tthe cat\nno tab here\n");
     require_one_line_error(run_cli("train --task textcls --data " + dir.file("nolabel.tsv"), dir), "line 2");
-    write_file(dir.file("empty.tsv"), "");
+    write_bytes(dir.file("empty.tsv"), "");
     require_one_line_error(run_cli("train --task textcls --data " + dir.file("empty.tsv"), dir), "empty");
   }
   SECTION("impossible settings") {
@@ -178,11 +178,11 @@ TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
   SECTION("corrupt or mismatched checkpoints, and no good checkpoint overwritten") {
     const std::string good = dir.file("good.st");
     REQUIRE(run_cli("train --task timeseries --window 6 --steps 2 --save " + good + series + kTiny, dir).exit_code == 0);
-    const std::string bytes = read_file(good);
-    write_file(dir.file("cut.st"), bytes.substr(0, bytes.size() / 2));
+    const std::string bytes = read_bytes(good);
+    write_bytes(dir.file("cut.st"), bytes.substr(0, bytes.size() / 2));
     require_one_line_error(run_cli("eval --load " + dir.file("cut.st") + series, dir), "cut.st");
     require_one_line_error(run_cli("train --resume " + dir.file("cut.st"), dir), "cut.st");
-    write_file(dir.file("junk.st"), "not a checkpoint at all");
+    write_bytes(dir.file("junk.st"), "not a checkpoint at all");
     require_one_line_error(run_cli("sample --load " + dir.file("junk.st") + " --prompt a", dir), "junk.st");
     // A timeseries checkpoint evaluated on text, and sampled: clear errors.
     require_one_line_error(run_cli("eval --load " + good + " --data " + dir.file("texts.tsv"), dir), "texts.tsv");
@@ -191,6 +191,6 @@ TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
     // A run that fails keeps its hands off the existing checkpoint.
     require_one_line_error(run_cli("train --task timeseries --heads 3 --save " + good + series, dir), "--heads 3");
     require_one_line_error(run_cli("train --task timeseries --window 6 --steps 1 --save " + dir.file("no/such/dir/x.st") + series + kTiny, dir), "no/such/dir");
-    REQUIRE(read_file(good) == bytes);
+    REQUIRE(read_bytes(good) == bytes);
   }
 }

@@ -3,6 +3,8 @@
 // stderr and exit code 2 for every kind of bad input, and atomic writes.
 #include <catch2/catch.hpp>
 
+#include "tests/support/temp_files.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <stb/stb_image.h>
@@ -25,32 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tapegrad-plot-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ignored);
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  REQUIRE(out.good());
-}
+using tg::testing::TempDir;
+using tg::testing::read_bytes;
+using tg::testing::write_bytes;
 
 std::vector<std::string> names_in(const fs::path& directory) {
   std::vector<std::string> names;

@@ -1,0 +1,112 @@
+#include "nn/grad_scaler.h"
+
+#include <cmath>
+
+#include "autograd/error.h"
+#include "autograd/tape.h"
+#include "ops/elementwise.h"
+
+namespace tg {
+namespace {
+
+// True when every element of t is finite (t floating, any layout).
+bool all_finite(const Tensor& t) {
+  const Tensor values = t.is_contiguous() ? t : t.contiguous();
+  if (values.dtype() == DType::f32) {
+    const float* data = values.data_as<float>();
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      if (!std::isfinite(data[i])) return false;
+    }
+    return true;
+  }
+  for (double value : values.values()) {
+    if (!std::isfinite(value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+GradScaler::GradScaler(GradScalerOptions options)
+    : options_(options), scale_(static_cast<float>(options.init_scale)) {
+  check(options.init_scale > 0 && std::isfinite(static_cast<float>(options.init_scale)),
+        "GradScaler: init_scale must be a positive finite f32 number, got ", options.init_scale);
+  check(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ",
+        options.growth_factor);
+  check(options.backoff_factor > 0 && options.backoff_factor < 1,
+        "GradScaler: backoff_factor must be in (0, 1), got ", options.backoff_factor);
+  check(options.growth_interval > 0, "GradScaler: growth_interval must be positive, got ",
+        options.growth_interval);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  check(loss.defined(), "GradScaler.scale: the loss is undefined");
+  if (!options_.enabled) return loss;
+  return mul(loss, static_cast<double>(scale_));
+}
+
+void GradScaler::unscale(Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  PerOptimizer& state = this_iteration_[&optimizer];
+  check(!state.unscaled, "GradScaler.unscale: already called for this optimizer since the last update()");
+  check(!state.stepped, "GradScaler.unscale: called after step(); call it before step()");
+  NoGrad no_grad;
+  // The reciprocal in double, rounded to f32, then an f32 product: PyTorch's arithmetic.
+  const double inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
+  for (const Tensor& param : optimizer.params()) {
+    const Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    if (!all_finite(grad)) state.found_inf = true;
+    param.set_grad(mul(grad, inv_scale));
+  }
+  state.unscaled = true;
+}
+
+bool GradScaler::step(Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step();
+    return true;
+  }
+  if (!this_iteration_[&optimizer].unscaled) unscale(optimizer);
+  PerOptimizer& state = this_iteration_[&optimizer];
+  check(!state.stepped, "GradScaler.step: already called for this optimizer since the last update()");
+  state.stepped = true;
+  if (state.found_inf) return false;  // the weights and the optimizer's state stay as they are
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update() {
+  if (!options_.enabled) return;
+  check(!this_iteration_.empty(), "GradScaler.update: no unscale() or step() since the last update()");
+  bool found_inf = false;
+  for (const auto& [optimizer, state] : this_iteration_) found_inf = found_inf || state.found_inf;
+  this_iteration_.clear();
+  if (found_inf) {
+    scale_ = static_cast<float>(scale_ * options_.backoff_factor);
+    growth_tracker_ = 0;
+    return;
+  }
+  if (++growth_tracker_ == options_.growth_interval) {
+    const float grown = static_cast<float>(scale_ * options_.growth_factor);
+    if (std::isfinite(grown)) scale_ = grown;
+    growth_tracker_ = 0;
+  }
+}
+
+double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
+
+GradScalerState GradScaler::state() const { return {scale_, growth_tracker_}; }
+
+void GradScaler::load_state(const GradScalerState& state) {
+  check(state.scale > 0 && std::isfinite(static_cast<float>(state.scale)),
+        "GradScaler.load_state: scale must be a positive finite f32 number, got ", state.scale);
+  check(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
+        "GradScaler.load_state: growth_tracker ", state.growth_tracker, " is outside [0, ",
+        options_.growth_interval, ")");
+  scale_ = static_cast<float>(state.scale);
+  growth_tracker_ = state.growth_tracker;
+  this_iteration_.clear();
+}
+
+}  // namespace tg
