@@ -3,10 +3,12 @@
 # markdown table (plus the best thread count of each framework per workload).
 #
 #   bench/run.sh [path/to/tapegrad]        (default: build/tapegrad)
-#   STEPS=20 WARMUP=3 THREADS="1 2" PYTHON=/usr/bin/python3 bench/run.sh
+#   STEPS=20 WARMUP=3 THREADS="1 2" REPEAT=1 PYTHON=/usr/bin/python3 bench/run.sh
 #
-# Timings are medians over STEPS steps; on a shared machine, check the load average printed at
-# the end (other processes on the 2 cores make both frameworks slower, unevenly).
+# Timings are medians over STEPS steps; with REPEAT=n each configuration runs n times (fresh
+# processes) and the fastest median counts. On a shared machine,
+# check the load average printed at the end: other processes on the 2 cores make both
+# frameworks slower, unevenly, and multi-threaded runs far slower.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,6 +17,7 @@ python="${PYTHON:-/usr/bin/python3}"
 steps="${STEPS:-20}"
 warmup="${WARMUP:-3}"
 threads_list="${THREADS:-1 2}"
+repeat="${REPEAT:-1}"
 workloads="textcls-small textcls-mid timeseries attn-long"
 
 [ -x "$tapegrad" ] || { echo "run.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
@@ -23,13 +26,19 @@ workloads="textcls-small textcls-mid timeseries attn-long"
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
+# The fastest of $repeat runs of a command printing one JSON line.
+fastest() {
+  for _ in $(seq "$repeat"); do "$@"; done | jq -c -s 'min_by(.ms_per_step)'
+}
+
 for workload in $workloads; do
   for threads in $threads_list; do
-    tg="$("$tapegrad" bench --workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json)"
-    th="$("$python" "$here/torch_ref.py" --workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json)"
+    args=(--workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json)
+    tg="$(fastest "$tapegrad" bench "${args[@]}")"
+    th="$(fastest "$python" "$here/torch_ref.py" "${args[@]}")"
     jq -c -n --argjson tg "$tg" --argjson th "$th" '{name: $tg.workload, tg: $tg, th: $th}' >> "$results"
     if [ "$workload" = attn-long ]; then  # the explicit path too: the memory the fused path saves
-      tg="$("$tapegrad" bench --workload "$workload" --threads "$threads" --steps "$steps" --warmup "$warmup" --json --path explicit)"
+      tg="$(fastest "$tapegrad" bench "${args[@]}" --path explicit)"
       jq -c -n --argjson tg "$tg" --argjson th "$th" '{name: "attn-long (explicit)", tg: $tg, th: $th}' >> "$results"
     fi
   done

@@ -262,7 +262,7 @@ int bench(const Args& args) {
       const StepMemory other = measure_step_memory(w);
       const StepMemory& fused = path == "fused" ? memory : other;
       const StepMemory& explicit_path = path == "fused" ? other : memory;
-      std::printf("peak fused   %lld (%s)\npeak explicit %lld (%s): %.1fx the fused path's peak\n",
+      std::printf("fused peak   %lld (%s)\nexplicit peak %lld (%s): %.1fx the fused path's\n",
                   static_cast<long long>(fused.peak), mib(fused.peak).c_str(),
                   static_cast<long long>(explicit_path.peak), mib(explicit_path.peak).c_str(),
                   static_cast<double>(explicit_path.peak) / static_cast<double>(fused.peak));

@@ -38,6 +38,8 @@ int train(const Args& args) {
       ("threads", po::value(&c.threads)->default_value(c.threads), "threads (0: all cores)")
       ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")
       ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations), "recompute each layer in backward (less memory)")
+      ("amp", po::value(&c.amp)->default_value(c.amp),
+       "mixed precision: none | fp16 (with dynamic loss scaling) | bf16 (f32 master weights)")
       ("val-frac", po::value(&c.val_frac)->default_value(c.val_frac), "the last fraction of the data is validation")
       ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "validate every N steps (0: every epoch)")
       ("no-shuffle", "batches in file order, the same every epoch");

@@ -68,7 +68,7 @@ int train(const TrainRun& run) {
   model.train();
   if (!run.resume.empty()) model.load_state_dict(resumed.model);
   if (!run.save_init.empty()) {
-    save_checkpoint(run.save_init, {config, task->data_state(), model.state_dict(), {}, 0, rng_state()});
+    save_checkpoint(run.save_init, {config, task->data_state(), model.state_dict(), {}, 0, rng_state(), {}, 0});
   }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
@@ -182,7 +182,9 @@ int train(const TrainRun& run) {
   if (run.json) {
     nlohmann::json summary = {{"task", config.task}, {"steps", last}, {"train_loss", train_loss},
                               {"val_loss", val.examples > 0 ? nlohmann::json(val.loss) : nlohmann::json()},
-                              {"ms_per_step", ms_per_step}, {"peak_bytes", peak_bytes}};
+                              {"ms_per_step", ms_per_step}, {"peak_bytes", peak_bytes},
+                              {"amp", config.amp}, {"loss_scale", scaler.get_scale()},
+                              {"skipped_steps", skipped_steps}};
     if (task->classification()) {
       summary["val_accuracy"] = val.accuracy ? nlohmann::json(*val.accuracy) : nlohmann::json();
     }

@@ -55,7 +55,7 @@ TEST_CASE("rng: philox is a pure function of counter and key", "[rng][philox]") 
   REQUIRE(philox4x32({1, 2, 3, 5}, {5, 6}) != a);
 }
 
-TEST_CASE("rng: philox_uniform maps the documented words to [0, 1)", "[rng]") {
+TEST_CASE("rng: philox_uniform maps the documented words to (0, 1)", "[rng]") {
   for (uint64_t seed : {0ull, 42ull, 0x123456789abcdefull}) {
     for (uint64_t offset : {0ull, 7ull, (1ull << 32) + 3}) {
       for (int64_t i = 0; i < 12; ++i) {
@@ -134,7 +134,7 @@ TEST_CASE("rng: set_rng_state replays the same numbers", "[rng]") {
   REQUIRE(rand({9}).values() != a);
 }
 
-TEST_CASE("rng: rand is in [0, 1) with a uniform mean and variance", "[rng][stats]") {
+TEST_CASE("rng: rand is in (0, 1) with a uniform mean and variance", "[rng][stats]") {
   RngGuard guard;
   manual_seed(2024);
   const int64_t n = 100000;

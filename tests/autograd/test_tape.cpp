@@ -87,7 +87,7 @@ TEST_CASE("tape: a stored grad is not changed in place by later accumulation", "
   require_values(x.grad(), {4, 4});
 }
 
-TEST_CASE("tape: broadcast gradient of [2,3] + [3] sums over rows", "[tape][broadcast]") {
+TEST_CASE("tape: broadcast gradient of (2,3) + (3) sums over rows", "[tape][broadcast]") {
   // L = sum((a + b) * w); dL/da = w; dL/db[j] = sum_i w[i, j].
   Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
   Tensor b = from_values({10, 20, 30}, {3}).requires_grad_();
@@ -102,7 +102,7 @@ TEST_CASE("tape: broadcast gradient of [2,3] + [3] sums over rows", "[tape][broa
   require_values(b.grad(), {1 + 4, 2 + 5, 3 + 6});
 }
 
-TEST_CASE("tape: broadcast gradient of [2,1] + [1,3] sums over each broadcast dim", "[tape][broadcast]") {
+TEST_CASE("tape: broadcast gradient of (2,1) + (1,3) sums over each broadcast dim", "[tape][broadcast]") {
   // out[i, j] = a[i] + b[j]; L = sum(out * w); dL/da[i] = sum_j w[i,j], dL/db[j] = sum_i w[i,j].
   Tensor a = from_values({1, 2}, {2, 1}).requires_grad_();
   Tensor b = from_values({10, 20, 30}, {1, 3}).requires_grad_();

@@ -56,7 +56,7 @@ TEST_CASE("dropout with p = 1 gives zeros and zero gradient", "[dropout]") {
   REQUIRE(x.grad().values() == std::vector<double>{0, 0, 0});
 }
 
-TEST_CASE("dropout rejects p outside [0, 1]", "[dropout]") {
+TEST_CASE("dropout rejects p outside (0, 1)", "[dropout]") {
   REQUIRE_THROWS_AS(dropout(ones({3}), -0.1, true), tg::Error);
   REQUIRE_THROWS_AS(dropout(ones({3}), 1.5, true), tg::Error);
   REQUIRE_THROWS_AS(dropout(ones({3}), 1.5, false), tg::Error);

@@ -9,7 +9,7 @@
 
 using namespace tg;
 
-TEST_CASE("layer_norm of [1, 2, 3] by hand", "[layer_norm]") {
+TEST_CASE("layer_norm of (1, 2, 3) by hand", "[layer_norm]") {
   // mean 2, biased variance 2/3: xhat = (x - 2) / sqrt(2/3 + eps) = [-1.2247, 0, 1.2247]
   const double rstd = 1.0 / std::sqrt(2.0 / 3.0 + 1e-5);
   const auto y = layer_norm(from_values({1, 2, 3}, {1, 3}, DType::f64), {3}).values();

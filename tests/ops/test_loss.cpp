@@ -59,7 +59,7 @@ TEST_CASE("cross_entropy: an ignored, fully masked row gives no NaN", "[loss]") 
   for (double g : logits.grad().values()) REQUIRE(std::isfinite(g));
 }
 
-TEST_CASE("cross_entropy on [B, S, C] with [B, S] targets matches the flattened [N, C]", "[loss]") {
+TEST_CASE("cross_entropy on (B, S, C) with (B, S) targets matches the flattened (N, C)", "[loss]") {
   const Tensor logits = from_values({1, 2, 3, 1, 1, 1, 0, 5, 2, 3, 3, 0}, {2, 2, 3}, DType::f64);
   const Tensor target = from_indices({0, 1, 1, -100}, {2, 2});
   REQUIRE(cross_entropy(logits, target).item() ==

@@ -89,7 +89,7 @@ TEST_CASE("matmul: batched operands multiply item by item", "[matmul][batched]")
   require_close(c.values(), expected, 1e-12);
 }
 
-TEST_CASE("matmul: broadcast batch dims ([2,1,3,4] @ [5,4,2] -> [2,5,3,2])", "[matmul][batched]") {
+TEST_CASE("matmul: broadcast batch dims ((2,1,3,4) @ (5,4,2) -> (2,5,3,2))", "[matmul][batched]") {
   const auto av = pattern(2 * 1 * 3 * 4, 0.3), bv = pattern(5 * 4 * 2, 0.9);
   Tensor a = from_values(av, {2, 1, 3, 4}, DType::f64);
   Tensor b = from_values(bv, {5, 4, 2}, DType::f64);

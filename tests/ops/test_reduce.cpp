@@ -226,7 +226,7 @@ TEST_CASE("reduce: gradient of max flows to the first maximum only", "[reduce][g
   REQUIRE_FALSE(max(x, 1).indices.requires_grad());
 }
 
-TEST_CASE("reduce: split_at gives [outer, n, inner]", "[reduce]") {
+TEST_CASE("reduce: split_at gives (outer, n, inner)", "[reduce]") {
   const DimSplit s = split_at({2, 3, 4, 5}, 2);
   REQUIRE(s.outer == 6);
   REQUIRE(s.n == 4);

@@ -19,7 +19,7 @@ bool all_finite(const Tensor& t) {
 }
 }  // namespace
 
-TEST_CASE("softmax of [1, 2, 3] by hand", "[softmax]") {
+TEST_CASE("softmax of (1, 2, 3) by hand", "[softmax]") {
   const double total = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
   const auto y = softmax(from_values({1, 2, 3}, {3}, DType::f64), 0).values();
   REQUIRE(y[0] == Approx(std::exp(1.0) / total));  // 0.0900306

@@ -113,14 +113,14 @@ TEST_CASE("same seed and threads give identical logs", "[cli]") {
   REQUIRE(run_cli(args + " --seed 3 --log " + dir.file("b.csv"), dir).exit_code == 0);
   const auto a = log_without_ms(dir.file("a.csv"));
   REQUIRE(a.size() == 1 + 2 * (24 / 4));  // header + 2 epochs of 6 batches (24 training lines)
-  REQUIRE(a[0] == "step,epoch,loss,lr,val_loss,val_accuracy,");
+  REQUIRE(a[0] == "step,epoch,loss,lr,val_loss,val_accuracy,loss_scale,skipped,");
   REQUIRE(a == log_without_ms(dir.file("b.csv")));
   // Another seed trains differently.
   REQUIRE(run_cli(args + " --seed 4 --log " + dir.file("c.csv"), dir).exit_code == 0);
   REQUIRE(a != log_without_ms(dir.file("c.csv")));
 }
 
-TEST_CASE("--resume gives the same losses as an uninterrupted run", "[cli]") {
+TEST_CASE("train --resume gives the same losses as an uninterrupted run", "[cli]") {
   TempDir dir;
   write_bytes(dir.file("text.txt"), small_text());
   const std::string args = "train --task charlm --context 8 --layers 2 --data " + dir.file("text.txt") +
