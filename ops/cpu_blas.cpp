@@ -1,39 +1,100 @@
-// CPU kernels on OpenBLAS: batched GEMM, and the row gather/scatter behind embeddings.
+// CPU kernels on OpenBLAS: batched GEMM (threaded by OpenMP, see gemm_batch), and the row
+// gather/scatter behind embeddings.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "autograd/threads.h"
 #include "ops/cpu_kernels.h"
+
+extern "C" void openblas_set_num_threads(int);
 
 namespace tg::cpu {
 
-void CpuKernels::gemm(const GemmBatch& g) {
+namespace {
+
+void gemm_one(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, double beta, float* c,
+              int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb,
+              static_cast<float>(beta), c, ldc);
+}
+
+void gemm_one(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
+              const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+              int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Below this many FLOPs a product runs on the calling thread: forking costs more than it saves.
+constexpr double kParallelFlops = 1 << 21;
+
+// Threads. OpenBLAS (the pthreads build) has its own pool, and libgomp's idle workers keep
+// spinning for a while after each OpenMP region (its default wait policy). A GEMM on OpenBLAS's
+// pool right after an elementwise or attention region on OpenMP's puts three busy threads on two
+// cores: a training step measured 5x slower at 2 threads than at 1. So there is one pool:
+// OpenBLAS runs single-threaded here, and OpenMP splits the work, over the batch items, or for
+// fewer items than threads over blocks of rows of C (columns when C is wide), one call a block.
+template <typename T>
+void gemm_batch(const GemmBatch& g) {
   const CBLAS_TRANSPOSE ta = g.transpose_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.transpose_b ? CblasTrans : CblasNoTrans;
+  const auto* a = static_cast<const T*>(g.a);
+  const auto* b = static_cast<const T*>(g.b);
+  auto* c = static_cast<T*>(g.c);
   const int64_t items = static_cast<int64_t>(g.a_offsets.size());
-  if (g.dtype == DType::f32) {
-    const auto* a = static_cast<const float*>(g.a);
-    const auto* b = static_cast<const float*>(g.b);
-    auto* c = static_cast<float*>(g.c);
+  const int threads = num_threads();
+  const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * items;
+  if (threads <= 1 || flops < kParallelFlops || omp_in_parallel()) {
     for (int64_t i = 0; i < items; ++i) {
-      cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, static_cast<float>(g.alpha),
-                  a + g.a_offsets[i], g.lda, b + g.b_offsets[i], g.ldb,
-                  static_cast<float>(g.beta), c + g.c_offsets[i], g.ldc);
+      gemm_one(ta, tb, g.m, g.n, g.k, g.alpha, a + g.a_offsets[i], g.lda, b + g.b_offsets[i],
+               g.ldb, g.beta, c + g.c_offsets[i], g.ldc);
     }
-  } else if (g.dtype == DType::f64) {
-    const auto* a = static_cast<const double*>(g.a);
-    const auto* b = static_cast<const double*>(g.b);
-    auto* c = static_cast<double*>(g.c);
-    for (int64_t i = 0; i < items; ++i) {
-      cblas_dgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, a + g.a_offsets[i], g.lda,
-                  b + g.b_offsets[i], g.ldb, g.beta, c + g.c_offsets[i], g.ldc);
-    }
-  } else if (is_half(g.dtype)) {
-    gemm_half(g);
-  } else {
-    fail("kernel 'gemm' on cpu: dtype ", dtype_name(g.dtype), " is not supported (f32, f64, f16, bf16)");
+    return;
   }
+  openblas_set_num_threads(1);
+  if (items >= threads) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < items; ++i) {
+      gemm_one(ta, tb, g.m, g.n, g.k, g.alpha, a + g.a_offsets[i], g.lda, b + g.b_offsets[i],
+               g.ldb, g.beta, c + g.c_offsets[i], g.ldc);
+    }
+  } else {
+    // Blocks of rows of C = rows of op(A), or of columns of C = columns of op(B), in multiples
+    // of 16 (whole register tiles).
+    const bool by_rows = g.m >= g.n;
+    const int64_t extent = by_rows ? g.m : g.n;
+    const int64_t blocks = items * threads;
+    const int64_t block = ((extent + threads - 1) / threads + 15) / 16 * 16;
+#pragma omp parallel for schedule(static)
+    for (int64_t work = 0; work < blocks; ++work) {
+      const int64_t i = work / threads, start = (work % threads) * block;
+      const int64_t size = std::min(block, extent - start);
+      if (size <= 0) continue;
+      const T* item_a = a + g.a_offsets[i];
+      const T* item_b = b + g.b_offsets[i];
+      T* item_c = c + g.c_offsets[i];
+      if (by_rows) {  // row r of op(A) starts at a + r * lda, or a + r when A is transposed
+        gemm_one(ta, tb, size, g.n, g.k, g.alpha, item_a + (g.transpose_a ? start : start * g.lda),
+                 g.lda, item_b, g.ldb, g.beta, item_c + start * g.ldc, g.ldc);
+      } else {        // column j of op(B) starts at b + j, or b + j * ldb when B is transposed
+        gemm_one(ta, tb, g.m, size, g.k, g.alpha, item_a, g.lda,
+                 item_b + (g.transpose_b ? start * g.ldb : start), g.ldb, g.beta, item_c + start, g.ldc);
+      }
+    }
+  }
+  openblas_set_num_threads(threads);
+}
+
+}  // namespace
+
+void CpuKernels::gemm(const GemmBatch& g) {
+  if (g.dtype == DType::f32) return gemm_batch<float>(g);
+  if (g.dtype == DType::f64) return gemm_batch<double>(g);
+  if (is_half(g.dtype)) return gemm_half(g);
+  fail("kernel 'gemm' on cpu: dtype ", dtype_name(g.dtype), " is not supported (f32, f64, f16, bf16)");
 }
 
 void CpuKernels::index_select_rows(const Tensor& table, const Tensor& index, const Tensor& out) {

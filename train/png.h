@@ -70,6 +70,11 @@ class Canvas {
 // ---- Charts ----------------------------------------------------------------------------------
 
 // One matrix: values row-major [rows, cols]. Labels are optional: empty, or one per row/column.
+// UTF-8 to code points; a malformed byte becomes U+FFFD.
+std::vector<int> code_points(const std::string& text);
+// Distance from (px, py) to the segment (x0, y0)-(x1, y1), for anti-aliased lines.
+double segment_distance(double px, double py, double x0, double y0, double x1, double y1);
+
 struct Heatmap {
   std::string title;
   int64_t rows = 0, cols = 0;

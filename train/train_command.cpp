@@ -70,7 +70,8 @@ int train(const Args& args) {
     std::cout << all << "\nexamples:\n"
                  "  tapegrad train --task timeseries --data data/sunspots.csv --window 32 --horizon 4 --epochs 20\n"
                  "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --epochs 5 --save cls.safetensors\n"
-                 "  tapegrad train --task charlm --data data/corpus.txt --context 64 --layers 2 --steps 500 --log lm.csv\n";
+                 "  tapegrad train --task charlm --data data/corpus.txt --context 64 --layers 2 --steps 500 --log lm.csv\n"
+                 "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --amp bf16\n";
     return 0;
   }
   check(vm.count("resume") || (vm.count("task") && vm.count("data")),

@@ -1,14 +1,18 @@
 // GradScaler: PyTorch's defaults, scaling and unscaling, an overflow injected on purpose (step
 // skipped, weights bit-identical, scale halved), growth after the interval, the disabled
-// pass-through, misuse errors and the checkpoint state.
+// pass-through, misuse errors, the checkpoint state, and why f16 needs it (bf16 does not).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
+#include "autograd/rng.h"
 #include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "ops/ops.h"
@@ -206,4 +210,42 @@ TEST_CASE("GradScaler state round-trips (checkpoints) and is validated", "[grad_
   REQUIRE_THROWS_AS(restored.load_state({-1.0, 0}), Error);
   REQUIRE_THROWS_AS(restored.load_state({kInf, 0}), Error);
   REQUIRE_THROWS_AS(restored.load_state({1.0, 10}), Error);  // >= growth_interval
+}
+
+TEST_CASE("why f16 needs loss scaling: small gradients flush to zero, bf16 keeps them", "[grad_scaler]") {
+  manual_seed(31);
+  const Tensor w = randn({4, 8}).requires_grad_();
+  const Tensor x = randn({16, 8});
+  SGD sgd({w}, 0.0);
+  // d loss / d y = 1e-9 everywhere: below f16's smallest subnormal (2^-24 = 6e-8), so in an f16
+  // backward it rounds to 0; times 2^16 it is 6.6e-5, an f16 normal number.
+  const auto gradient = [&](std::optional<DType> amp, GradScaler* scaler) {
+    w.zero_grad();
+    Tensor loss;
+    {
+      const Autocast autocast(amp.value_or(DType::f32));
+      loss = sum(linear(x, w)) * 1e-9;
+    }
+    (scaler ? scaler->scale(loss) : loss).backward();
+    if (scaler) {
+      scaler->unscale(sgd);
+      scaler->step(sgd);
+      scaler->update();
+    }
+    return w.grad().values();
+  };
+  const std::vector<double> f32 = gradient(std::nullopt, nullptr);
+  const auto relative_error = [&](const std::vector<double>& g) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      diff += (g[i] - f32[i]) * (g[i] - f32[i]);
+      norm += f32[i] * f32[i];
+    }
+    return std::sqrt(diff / norm);
+  };
+  const std::vector<double> f16_unscaled = gradient(DType::f16, nullptr);
+  REQUIRE(std::all_of(f16_unscaled.begin(), f16_unscaled.end(), [](double g) { return g == 0.0; }));
+  GradScaler scaler;
+  REQUIRE(relative_error(gradient(DType::f16, &scaler)) < 4 * 0x1.0p-11);
+  REQUIRE(relative_error(gradient(DType::bf16, nullptr)) < 4 * 0x1.0p-8);
 }
