@@ -124,7 +124,7 @@ Tensor from_values(const std::vector<double>& values, const Shape& shape, DType 
   check(static_cast<int64_t>(values.size()) == numel(shape), "from_values: ", values.size(),
         " values do not fill shape ", shape_str(shape));
   Tensor source = empty(shape, DType::f64);
-  std::memcpy(source.data(), values.data(), values.size() * sizeof(double));
+  if (!values.empty()) std::memcpy(source.data(), values.data(), values.size() * sizeof(double));
   if (dtype == DType::f64) return source;
   Tensor result = empty(shape, dtype);
   kernels(kCPU).copy(source, result);
@@ -135,7 +135,7 @@ Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape) {
   check(static_cast<int64_t>(values.size()) == numel(shape), "from_indices: ", values.size(),
         " values do not fill shape ", shape_str(shape));
   Tensor result = empty(shape, DType::i64);
-  std::memcpy(result.data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(result.data(), values.data(), values.size() * sizeof(int64_t));
   return result;
 }
 

@@ -11,6 +11,7 @@
 
 #include "autograd/profiler.h"
 #include "autograd/rng.h"
+#include "autograd/threads.h"
 #include "nn/layers.h"
 #include "ops/ops.h"
 
@@ -123,4 +124,32 @@ TEST_CASE("profiler: records nothing when off, and a new Profiler starts afresh"
   }
   REQUIRE(find_row(tg::profile_results(), "matmul") == nullptr);
   REQUIRE(find_row(tg::profile_results(), "exp")->calls == 1);
+}
+
+// The GEMM threading that bench measured (ops/cpu_blas.cpp: OpenMP splits batch items, or rows or
+// columns of C, over single-threaded OpenBLAS calls) must give what one thread gives.
+TEST_CASE("bench: GEMM split over threads agrees with one thread", "[bench][matmul]") {
+  const int before = tg::num_threads();
+  tg::manual_seed(11);
+  struct Case { tg::Shape a, b; bool ta, tb; };  // a, b: the operands' shapes; ta, tb: stored transposed
+  const std::vector<Case> cases = {
+      {{300, 70}, {70, 90}, false, false},   // rows split, m not a multiple of 16
+      {{300, 70}, {70, 90}, true, false},    // rows of a transposed A
+      {{40, 96}, {96, 500}, false, false},   // wide C: columns split
+      {{40, 96}, {96, 500}, false, true},    // columns of a transposed B
+      {{3, 200, 64}, {3, 64, 100}, false, false},  // batch items >= threads
+      {{1, 200, 64}, {64, 100}, false, false}};    // one item, broadcast B
+  for (const Case& c : cases) {
+    const tg::Tensor a = c.ta ? tg::randn({c.a[1], c.a[0]}).transpose(0, 1) : tg::randn(c.a);
+    const tg::Tensor b = c.tb ? tg::randn({c.b[1], c.b[0]}).transpose(0, 1) : tg::randn(c.b);
+    tg::set_num_threads(1);
+    const std::vector<double> one = tg::matmul(a, b).values();
+    for (int threads : {2, 3}) {
+      tg::set_num_threads(threads);
+      const std::vector<double> many = tg::matmul(a, b).values();
+      REQUIRE(many.size() == one.size());
+      for (size_t i = 0; i < one.size(); ++i) REQUIRE(many[i] == Approx(one[i]).margin(1e-4));
+    }
+  }
+  tg::set_num_threads(before);
 }
