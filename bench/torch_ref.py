@@ -6,6 +6,11 @@ Each training step is forward + backward + Adam step + zero_grad(set_to_none=Tru
 Attention is written out (softmax(Q K^T / sqrt(d), masked) V with separate q/k/v/o Linear layers):
 1.13 has no public F.scaled_dot_product_attention, so attn-long is the explicit path here.
 
+Threads: torch.set_num_threads(N) sizes torch's OpenMP pool only. Debian's torch calls OpenBLAS
+(the pthreads build), whose own pool defaults to every core, so "1 thread" would still run its
+GEMMs on 2 cores. OPENBLAS_NUM_THREADS is therefore set to N too before torch loads (the same
+meaning as tapegrad's --threads); --blas-threads 0 leaves OpenBLAS at its default instead.
+
 Peak memory: tracemalloc does not see torch's allocations, and 1.13 has no CPU allocator stats.
 peak_bytes is computed from torch.profiler's memory events of one (untimed) step: the bytes live
 before the step (parameters, optimizer state, data, as tensor sizes) plus the highest running sum
@@ -14,15 +19,35 @@ of the step's allocations minus frees. It counts tensor storage only, as tapegra
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
 WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", required=True, choices=WORKLOADS)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores)")
+    parser.add_argument("--blas-threads", type=int, default=-1,
+                        help="OpenBLAS threads (default: as --threads; 0: OpenBLAS's own default)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":  # OpenBLAS reads its thread count when torch loads it
+    ARGS = parse_args()
+    blas_threads = ARGS.threads if ARGS.blas_threads < 0 else ARGS.blas_threads
+    if blas_threads > 0:
+        os.environ["OPENBLAS_NUM_THREADS"] = str(blas_threads)
+
+import torch  # noqa: E402 (after the environment is set)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def sinusoidal_table(max_len, dim):
@@ -185,14 +210,7 @@ def step_peak_bytes(step, live):
         return None
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", required=True, choices=WORKLOADS)
-    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores)")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def main(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -208,7 +226,8 @@ def main():
     ms = statistics.median(times)
     report = {"workload": args.workload, "threads": torch.get_num_threads(), "ms_per_step": ms,
               "tokens_per_s": tokens / (ms / 1e3), "gflops": flops / (ms / 1e3) / 1e9,
-              "peak_bytes": peak, "torch": torch.__version__}
+              "peak_bytes": peak, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
+              "torch": torch.__version__}
     if args.json:
         print(json.dumps(report))
     else:
@@ -218,4 +237,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)
