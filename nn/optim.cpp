@@ -263,7 +263,9 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
     const T* g = grad.data_as<T>();
     T* exp_avg = state_at(index, "exp_avg").data_as<T>();
     T* exp_avg_sq = state_at(index, "exp_avg_sq").data_as<T>();
-    for (int64_t i = 0; i < param.numel(); ++i) {
+    const int64_t count = param.numel();
+#pragma omp parallel for if (count > (1 << 15))  // large tensors split across threads
+    for (int64_t i = 0; i < count; ++i) {
       p[i] = static_cast<T>(p[i] * decay_factor);  // AdamW's decoupled decay (1 for Adam)
       const double gradient = g[i] + l2 * p[i];    // Adam's L2 term (0 for AdamW)
       exp_avg[i] = static_cast<T>(beta1_ * exp_avg[i] + (1 - beta1_) * gradient);
