@@ -12,12 +12,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/profiler.h"
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 #include "autograd/threads.h"
 #include "nn/attention.h"
+#include "nn/grad_scaler.h"
 #include "nn/models.h"
 #include "nn/optim.h"
 #include "ops/ops.h"
@@ -28,6 +30,13 @@ namespace {
 
 const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long";
 
+// The precision the steps run in: f32, or the forward under autocast to f16/bf16 (f16 with loss
+// scaling, as `tapegrad train --amp`). Shared by a workload's step so that it can be switched.
+struct Precision {
+  DType compute = DType::f32;  // f32: autocast off
+  GradScaler scaler{GradScalerOptions{.enabled = false}};
+};
+
 // One workload, ready to run: `step` does one full step; `set_fused` picks the attention path.
 struct Workload {
   std::string description;
@@ -35,6 +44,7 @@ struct Workload {
   double flops_per_step = 0;
   std::function<void()> step;
   std::function<void(bool)> set_fused;
+  std::shared_ptr<Precision> precision = std::make_shared<Precision>();
 };
 
 // FLOPs, counted analytically from the GEMMs (what every framework must do; not counted: the
@@ -62,15 +72,21 @@ std::vector<int64_t> random_ints(int64_t count, int64_t high, std::mt19937_64& g
   return values;
 }
 
-// A training step of model -> loss -> backward -> Adam.step -> zero_grad.
+// A training step of model -> loss -> backward -> Adam.step -> zero_grad, in `precision`.
 template <typename Loss>
-std::function<void()> training_step(std::shared_ptr<Adam> adam, Loss loss) {
-  return [adam, loss] {
-    const Tensor value = loss();
-    value.backward();
+std::function<void()> training_step(std::shared_ptr<Adam> adam, Loss loss,
+                                    std::shared_ptr<Precision> precision) {
+  return [adam, loss, precision] {
+    Tensor value;
+    {
+      const Autocast autocast(precision->compute);
+      value = loss();
+    }
+    precision->scaler.scale(value).backward();
     {
       const ProfileRegion region("Adam.step");
-      adam->step();
+      precision->scaler.step(*adam);
+      precision->scaler.update();
     }
     adam->zero_grad();
   };
@@ -100,7 +116,7 @@ Workload text_classifier(int64_t vocab, int64_t dim, int64_t heads, int64_t batc
                   "; cross_entropy, Adam";
   w.tokens_per_step = batch * seq;
   w.flops_per_step = 3 * (mha_flops(batch, seq, dim, false) + linear_flops(batch, dim, classes));
-  w.step = training_step(adam, [=] { return cross_entropy(model->forward(tokens, lengths), targets); });
+  w.step = training_step(adam, [=] { return cross_entropy(model->forward(tokens, lengths), targets); }, w.precision);
   w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
   return w;
 }
@@ -123,7 +139,7 @@ Workload time_series() {
   w.tokens_per_step = batch * window;
   w.flops_per_step = 3 * (linear_flops(batch * window, inputs, dim) +
                           mha_flops(batch, window, dim, false) + linear_flops(batch, dim, horizon));
-  w.step = training_step(adam, [=] { return mse_loss(model->forward(x), y); });
+  w.step = training_step(adam, [=] { return mse_loss(model->forward(x), y); }, w.precision);
   w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
   return w;
 }
@@ -142,9 +158,13 @@ Workload long_attention() {
                   "forward + backward only";
   w.tokens_per_step = batch * seq;
   w.flops_per_step = 3 * mha_flops(batch, seq, dim, true);
-  w.step = [=] {
-    const Tensor out = mha->forward(x, Tensor(), /*is_causal=*/true).output;
-    out.backward(grad_out);
+  w.step = [=, precision = w.precision] {
+    Tensor out;
+    {
+      const Autocast autocast(precision->compute);
+      out = mha->forward(x, Tensor(), /*is_causal=*/true).output;
+    }
+    out.backward(grad_out.to(out.dtype()));
     x.zero_grad();
     for (const Tensor& p : params) p.zero_grad();
   };
@@ -189,7 +209,7 @@ std::string mib(int64_t bytes) {
 
 int bench(const Args& args) {
   namespace po = boost::program_options;
-  std::string workload_name, path = "fused";
+  std::string workload_name, path = "fused", amp = "none";
   int threads = 0, steps = 20, warmup = 3;
   po::options_description options(
       "tapegrad bench: median ms per training step (forward + backward + Adam), tokens/s,\n"
@@ -202,6 +222,8 @@ int bench(const Args& args) {
       ("warmup", po::value(&warmup), "untimed steps first (default 3)")
       ("path", po::value(&path), "attention path: fused (default) or explicit (need_weights' "
                                  "softmax(QK^T)V, the readable reference)")
+      ("amp", po::value(&amp), "mixed precision: none (default) | fp16 | bf16; also reports the "
+                               "peak bytes without it")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
       ("profile", "print the per-op profile of the timed steps (to stderr with --json)");
   po::variables_map vm;
@@ -219,13 +241,21 @@ int bench(const Args& args) {
   check(warmup >= 0, "--warmup must be >= 0, got ", warmup);
   check(threads >= 0, "--threads must be >= 0 (0 = all cores), got ", threads);
   check(path == "fused" || path == "explicit", "--path must be fused or explicit, got '", path, "'");
+  check(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '", amp, "'");
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
 
   set_num_threads(threads);  // 0: all cores
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");
-  for (int i = 0; i < warmup; ++i) w.step();
-  const StepMemory memory = measure_step_memory(w);
+  // Peak bytes in f32 first (the comparison for --amp), then the run in the asked precision.
+  for (int i = 0; i < std::max(warmup, 1); ++i) w.step();
+  const StepMemory f32_memory = measure_step_memory(w);
+  if (amp != "none") {
+    w.precision->compute = amp == "fp16" ? DType::f16 : DType::bf16;
+    w.precision->scaler = GradScaler(GradScalerOptions{.enabled = amp == "fp16"});
+    for (int i = 0; i < warmup; ++i) w.step();
+  }
+  const StepMemory memory = amp == "none" ? f32_memory : measure_step_memory(w);
 
   std::vector<double> ms(steps);
   {
@@ -243,7 +273,8 @@ int bench(const Args& args) {
   if (json) {
     nlohmann::json report = {{"workload", workload_name}, {"threads", num_threads()},
                              {"ms_per_step", ms_per_step}, {"tokens_per_s", tokens_per_s},
-                             {"gflops", gflops}, {"peak_bytes", memory.peak}, {"path", path}};
+                             {"gflops", gflops}, {"peak_bytes", memory.peak}, {"path", path},
+                             {"amp", amp}, {"peak_bytes_f32", f32_memory.peak}};
     std::cout << report.dump() << "\n";
   } else {
     std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
@@ -257,6 +288,11 @@ int bench(const Args& args) {
                 w.flops_per_step / 1e9);
     std::printf("peak bytes   %lld (%s; %s live before the step)\n",
                 static_cast<long long>(memory.peak), mib(memory.peak).c_str(), mib(memory.before).c_str());
+    if (amp != "none") {
+      std::printf("amp          %s: peak %lld bytes (%s) vs %lld (%s) in f32\n", amp.c_str(),
+                  static_cast<long long>(memory.peak), mib(memory.peak).c_str(),
+                  static_cast<long long>(f32_memory.peak), mib(f32_memory.peak).c_str());
+    }
     if (workload_name == "attn-long") {  // the memory the fused path saves
       w.set_fused(path != "fused");
       const StepMemory other = measure_step_memory(w);

@@ -2,6 +2,8 @@
 // No timing assertions: the machines are noisy; only shapes of the output and signs of values.
 #include <catch2/catch.hpp>
 
+#include "tests/train/cli_support.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -152,4 +154,18 @@ TEST_CASE("bench: GEMM gives the same products at 1, 2 and 3 threads", "[bench][
     }
   }
   tg::set_num_threads(before);
+}
+
+TEST_CASE("bench --amp reports the precision and the f32 peak beside its own", "[bench]") {
+  tg::testing::TempDir dir;
+  const auto result = tg::testing::run_cli(
+      "bench --workload textcls-small --steps 1 --warmup 1 --threads 1 --amp bf16 --json", dir);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto report = nlohmann::json::parse(tg::testing::lines_of(result.out).back());
+  REQUIRE(report["amp"] == "bf16");
+  REQUIRE(report["peak_bytes"].get<int64_t>() > 0);
+  REQUIRE(report["peak_bytes_f32"].get<int64_t>() > 0);
+  tg::testing::require_one_line_error(
+      tg::testing::run_cli("bench --workload textcls-small --amp fp8", dir), "--amp");
 }
