@@ -10,6 +10,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/error.h"
+#include "autograd/profiler.h"
 #include "autograd/rng.h"
 #include "autograd/storage.h"
 #include "autograd/threads.h"
@@ -108,6 +109,7 @@ int train(const TrainRun& run) {
 
   reset_allocator_stats();
   const int64_t bytes_before = allocator_stats().current_bytes;
+  std::unique_ptr<Profiler> profiler = run.profile ? std::make_unique<Profiler>() : nullptr;
   Progress progress(last, first);
   std::vector<std::vector<int64_t>> batches;
   int64_t batches_epoch = -1;
@@ -163,6 +165,11 @@ int train(const TrainRun& run) {
     progress.update(step + 1, epoch, loss_value, lr, config.batch * 1000.0 / std::max(ms, 1e-9));
   }
   progress.finish();
+  if (profiler) {
+    profiler.reset();
+    std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap since the "
+              << "previous op, see autograd/profiler.h):\n" << format_profile(profile_results(), 30);
+  }
   const int64_t peak_bytes = allocator_stats().peak_bytes - bytes_before;
 
   if (!run.save.empty()) {

@@ -67,6 +67,10 @@ TEST_CASE("train, eval and sample each task on small data", "[cli]") {
     REQUIRE(json["peak_bytes"].get<int64_t>() > 0);
     const CliResult evaluated = run_cli("eval --json --load " + dir.file("ts.st") + " --data " + dir.file("series.csv"), dir);
     REQUIRE(evaluated.exit_code == 0);
+    const CliResult profiled = run_cli("train --task timeseries --data " + dir.file("series.csv") +
+                                       " --window 6 --steps 2 --profile" + kTiny, dir);
+    REQUIRE(profiled.exit_code == 0);
+    REQUIRE_THAT(profiled.err, Catch::Contains("linear.backward") && Catch::Contains("scaled_dot_product_attention"));
     // 40 rows, window 6, horizon 2: 33 windows.
     REQUIRE(nlohmann::json::parse(evaluated.out)["examples"] == 33);
   }
