@@ -20,10 +20,11 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   const Tensor flat = indices.contiguous().reshape({-1});
   const std::vector<int64_t> picked = flat.indices();
   for (size_t k = 0; k < picked.size(); ++k) {
-    check(picked[k] >= 0 && picked[k] < rows, "op 'embedding': index ", picked[k],
-          " (element ", k, " of indices of shape ", shape_str(indices.shape()),
-          ") is out of range for weight of shape ", shape_str(weight.shape()), "; valid: [0, ",
-          rows, ")");
+    if (picked[k] < 0 || picked[k] >= rows) {  // the message (and its shape strings) only on failure
+      fail("op 'embedding': index ", picked[k], " (element ", k, " of indices of shape ",
+           shape_str(indices.shape()), ") is out of range for weight of shape ",
+           shape_str(weight.shape()), "; valid: [0, ", rows, ")");
+    }
   }
   Tensor out = empty({flat.numel(), width}, weight.dtype(), weight.device());
   kernels(weight.device()).index_select_rows(weight.detach().contiguous(), flat, out);
