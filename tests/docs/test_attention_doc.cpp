@@ -2,6 +2,8 @@
 // multi-head attention, and the tape). The quote must be that program's output, byte for byte.
 #include <catch2/catch.hpp>
 
+#include "tests/support/run_command.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -10,18 +12,6 @@
 namespace {
 
 const std::string kMarker = "<!-- output of docs/examples/attention_shapes -->";
-
-// Runs the example program; its stdout and exit status.
-std::pair<std::string, int> run_example() {
-  const std::string command = std::string("'") + ATTENTION_SHAPES_BIN + "'";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  return {output, pclose(pipe)};
-}
 
 // The contents of the fenced block that follows the marker line (fences excluded).
 std::string quoted_output(const std::string& doc_path) {
@@ -51,7 +41,7 @@ std::string quoted_output(const std::string& doc_path) {
 }  // namespace
 
 TEST_CASE("docs/attention.md quotes the current output of attention_shapes", "[docs]") {
-  const auto [output, status] = run_example();
+  const auto [output, status] = tg::testing::run_command(std::string("'") + ATTENTION_SHAPES_BIN + "'");
   REQUIRE(status == 0);
   REQUIRE(!output.empty());
   const std::string quoted = quoted_output(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/attention.md");

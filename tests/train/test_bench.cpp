@@ -2,6 +2,7 @@
 // No timing assertions: the machines are noisy; only shapes of the output and signs of values.
 #include <catch2/catch.hpp>
 
+#include "tests/support/run_command.h"
 #include "tests/train/cli_support.h"
 
 #include <sys/wait.h>
@@ -19,17 +20,7 @@
 
 namespace {
 
-// Runs a shell command; what it prints on stdout, and its exit code.
-std::pair<std::string, int> run(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
+using tg::testing::run_command;
 
 std::string bin() { return std::string("'") + TAPEGRAD_BIN + "'"; }
 
@@ -43,7 +34,7 @@ const tg::ProfileRow* find_row(const tg::ProfileTable& table, const std::string&
 
 TEST_CASE("bench --json prints one line with positive figures", "[bench]") {
   const auto [output, code] =
-      run(bin() + " bench --workload textcls-small --steps 2 --warmup 1 --threads 1 --json 2>/dev/null");
+      run_command(bin() + " bench --workload textcls-small --steps 2 --warmup 1 --threads 1 --json 2>/dev/null");
   REQUIRE(code == 0);
   INFO(output);
   REQUIRE(std::count(output.begin(), output.end(), '\n') == 1);
@@ -59,7 +50,7 @@ TEST_CASE("bench --json prints one line with positive figures", "[bench]") {
 
 TEST_CASE("bench with an unknown workload exits 2 with one line on stderr", "[bench]") {
   // stderr into the pipe, stdout away
-  const auto [errors, code] = run(bin() + " bench --workload no-such-thing 2>&1 1>/dev/null");
+  const auto [errors, code] = run_command(bin() + " bench --workload no-such-thing 2>&1 1>/dev/null");
   REQUIRE(code == 2);
   INFO(errors);
   REQUIRE(std::count(errors.begin(), errors.end(), '\n') == 1);
