@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "autograd/portable.h"
+
 namespace tg {
 
 enum class DType : uint8_t { f32, f64, f16, bf16, i64, b8 };
@@ -16,10 +18,10 @@ bool is_half(DType dtype);                // f16, bf16: stored in 16 bits, compu
 
 // IEEE-754 half (binary16) and bfloat16 conversions, round-to-nearest-even, inf/NaN kept.
 // Inline and branch-light: the f16/bf16 kernels call them once per element loaded or stored.
-uint16_t f32_to_f16(float value);
-float f16_to_f32(uint16_t bits);
-uint16_t f32_to_bf16(float value);
-float bf16_to_f32(uint16_t bits);
+TG_HOST_DEVICE uint16_t f32_to_f16(float value);
+TG_HOST_DEVICE float f16_to_f32(uint16_t bits);
+TG_HOST_DEVICE uint16_t f32_to_bf16(float value);
+TG_HOST_DEVICE float bf16_to_f32(uint16_t bits);
 
 // f32 -> f16. Normal results: rebias the exponent (127 -> 15) and drop 13 mantissa bits after
 // adding 0xfff plus the lowest kept bit, which rounds to nearest with ties to the even pattern (a
@@ -27,7 +29,7 @@ float bf16_to_f32(uint16_t bits);
 // zero): adding 0.5 puts the 10 kept bits at the bottom of an f32 mantissa (0.5's ulp is 2^-24,
 // f16's smallest subnormal) and the FPU's own round-to-nearest-even does the rounding.
 // |value| >= 65536 is inf (65520 up to it rounds there anyway); NaN stays a quiet NaN.
-inline uint16_t f32_to_f16(float value) {
+TG_HOST_DEVICE inline uint16_t f32_to_f16(float value) {
   uint32_t bits = std::bit_cast<uint32_t>(value);
   const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   bits &= 0x7fffffffu;
@@ -48,7 +50,7 @@ inline uint16_t f32_to_f16(float value) {
 // f16 -> f32, exact. Exponent and mantissa move up to f32's positions and the exponent is
 // rebiased; inf/NaN get the all-ones exponent. A subnormal m * 2^-24 is first read as
 // 2^-14 * (1 + m/1024), then 2^-14 is subtracted: the f32 subtraction normalises it exactly.
-inline float f16_to_f32(uint16_t bits) {
+TG_HOST_DEVICE inline float f16_to_f32(uint16_t bits) {
   constexpr uint32_t kExponent = 0x7c00u << 13;
   uint32_t magnitude = static_cast<uint32_t>(bits & 0x7fffu) << 13;
   const uint32_t exponent = magnitude & kExponent;
@@ -63,7 +65,7 @@ inline float f16_to_f32(uint16_t bits) {
 }
 
 // bf16 is the top half of an f32: round the low 16 bits away, ties to even.
-inline uint16_t f32_to_bf16(float value) {
+TG_HOST_DEVICE inline uint16_t f32_to_bf16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu)) {
     return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN stays NaN
@@ -72,6 +74,6 @@ inline uint16_t f32_to_bf16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-inline float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+TG_HOST_DEVICE inline float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 }  // namespace tg

@@ -4,20 +4,30 @@
 #include <sstream>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 
 namespace tg {
 namespace {
 
-// The address of element `index` (row-major) of a possibly strided f64 tensor.
-double& element(const Tensor& t, int64_t index) {
-  int64_t offset = 0;
+// Element `index` (row-major) of a possibly strided tensor as a 0-d view of the same storage, so
+// that it is read and written through its device's kernels (item() and fill()).
+Tensor element(const Tensor& t, int64_t index) {
+  int64_t offset = t.offset();
   for (int64_t d = t.dim() - 1; d >= 0; --d) {
     offset += (index % t.shape()[d]) * t.strides()[d];
     index /= t.shape()[d];
   }
-  return t.data_as<double>()[offset];
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  return Tensor(impl);
+}
+
+void set_element(const Tensor& t, int64_t index, double value) {
+  kernels(t.device()).fill(element(t, index), value);
 }
 
 std::vector<double> evaluate(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
@@ -31,7 +41,7 @@ std::vector<std::vector<double>> analytical(const GradcheckFn& fn, const std::ve
   for (const Tensor& input : inputs) input.zero_grad();
   Tensor out = fn(inputs);
   std::vector<std::vector<double>> grads;
-  if (out.requires_grad()) out.backward(from_values(seed, out.shape(), DType::f64));
+  if (out.requires_grad()) out.backward(from_values(seed, out.shape(), DType::f64, out.device()));
   for (const Tensor& input : inputs) {
     if (!input.requires_grad()) continue;
     grads.push_back(input.grad().defined() ? input.grad().values()
@@ -75,13 +85,12 @@ GradcheckResult full_check(const GradcheckFn& fn, const std::vector<Tensor>& inp
     const Tensor& input = inputs[i];
     if (!input.requires_grad()) continue;
     for (int64_t e = 0; e < input.numel(); ++e) {
-      double& x = element(input, e);
-      const double original = x;
-      x = original + options.eps;
+      const double original = element(input, e).item();
+      set_element(input, e, original + options.eps);
       const auto plus = evaluate(fn, inputs);
-      x = original - options.eps;
+      set_element(input, e, original - options.eps);
       const auto minus = evaluate(fn, inputs);
-      x = original;
+      set_element(input, e, original);
       for (int64_t j = 0; j < outputs; ++j) {
         const double numeric = (plus[j] - minus[j]) / (2 * options.eps);
         std::ostringstream where;
@@ -99,10 +108,11 @@ GradcheckResult fast_check(const GradcheckFn& fn, const std::vector<Tensor>& inp
   GradcheckResult result;
   const RngState previous = rng_state();
   manual_seed(options.seed);
-  const std::vector<double> v = rand({static_cast<int64_t>(evaluate(fn, inputs).size())}, DType::f64).values();
+  const int64_t outputs = static_cast<int64_t>(evaluate(fn, inputs).size());
+  const std::vector<double> v = rand({outputs}, DType::f64, kCPU).values();
   std::vector<std::vector<double>> u;
   for (const Tensor& input : inputs) {
-    if (input.requires_grad()) u.push_back(rand({input.numel()}, DType::f64).values());
+    if (input.requires_grad()) u.push_back(rand({input.numel()}, DType::f64, kCPU).values());
   }
   set_rng_state(previous);
   // v^T J u analytically: the gradient for seed v, dotted with u.
@@ -112,11 +122,20 @@ GradcheckResult fast_check(const GradcheckFn& fn, const std::vector<Tensor>& inp
     for (size_t e = 0; e < u[i].size(); ++e) analytic += grads[i][e] * u[i][e];
   }
   // ... and numerically: the directional derivative along u, dotted with v.
-  auto shift = [&](double step) {
+  auto shift = [&](double step) {  // input += step * u, in f64 on the input's device
     size_t k = 0;
     for (const Tensor& input : inputs) {
       if (!input.requires_grad()) continue;
-      for (int64_t e = 0; e < input.numel(); ++e) element(input, e) += step * u[k][e];
+      std::vector<double> delta(u[k].size());
+      for (size_t e = 0; e < delta.size(); ++e) delta[e] = step * u[k][e];
+      if (input.is_contiguous()) {
+        const Tensor shift_by = from_values(delta, input.shape(), DType::f64, input.device());
+        kernels(input.device()).binary(BinaryOp::add, input, shift_by, input);
+      } else {
+        for (int64_t e = 0; e < input.numel(); ++e) {
+          set_element(input, e, element(input, e).item() + delta[e]);
+        }
+      }
       ++k;
     }
   };
@@ -152,7 +171,8 @@ GradcheckCase make_case(std::string name, std::string shapes,
                         GradcheckOptions options) {
   uint64_t seed = 1469598103934665603ull;  // FNV-1a of the name
   for (unsigned char c : name) seed = (seed ^ c) * 1099511628211ull;
-  return {std::move(name), std::move(shapes), [=] {
+  return {std::move(name), std::move(shapes), [=](Device device) {
+            const DefaultDeviceScope on_device(device);
             const RngState previous = rng_state();
             manual_seed(seed);
             std::vector<Tensor> inputs = make_inputs();

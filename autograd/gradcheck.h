@@ -37,7 +37,8 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
 struct GradcheckCase {
   std::string name;    // "matmul/broadcast-batched"
   std::string shapes;  // for the table: "[2,3,4] @ [4,5]"
-  std::function<GradcheckResult()> run;
+  // Runs the case with every tensor it makes on `device` (a DefaultDeviceScope).
+  std::function<GradcheckResult(Device device)> run;
 };
 
 }  // namespace tg

@@ -8,6 +8,7 @@
 // unary, binary, where, sum_dim, uniform, gemm and attention also f16 and bf16 (mixed precision:
 // computed and accumulated in f32, rounded once on store).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "autograd/device.h"
@@ -60,6 +61,28 @@ struct AttentionProblem {
   int64_t mask_row_stride = 0, mask_col_stride = 0;
   double dropout_p = 0.0;
   uint64_t seed = 0, offset = 0;
+};
+
+struct IndexSummary {
+  int64_t kept = 0;           // entries not equal to `ignore`
+  int64_t min = 0, max = -1;  // smallest and largest kept entry (max < min when none is kept)
+};
+
+// One optimizer update, element by element (PyTorch's torch.optim formulas):
+//   SGD:   d = g + weight_decay * p; with momentum, buf = first_step ? d
+//          : momentum * buf + (1 - dampening) * d, and d = nesterov ? d + momentum * buf : buf;
+//          p -= lr * d.
+//   Adam:  p *= decay_factor (AdamW's decoupled decay, else 1); g += l2 * p (Adam's L2, else 0);
+//          m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+//          p -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps).
+// Arithmetic in f64, each stored value rounded to the tensor's dtype.
+struct SgdStep {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false, first_step = false;
+};
+struct AdamStep {
+  double step_size = 0, bias_correction2_sqrt = 1, beta1 = 0, beta2 = 0, eps = 0;
+  double decay_factor = 1, l2 = 0;
 };
 
 struct Kernels {
@@ -118,8 +141,56 @@ struct Kernels {
 
   // Uniform [0, 1) numbers from Philox 4x32-10 keyed by seed, counter starting at offset.
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
+
+  // Waits until the device has finished the work queued so far (timings; a no-op on the CPU).
+  virtual void synchronize() {}
+
+  // ---- Transfers between host memory and this device (the tensor is contiguous) -------------
+  virtual void copy_from_host(const void* host_bytes, const Tensor& dst) = 0;
+  virtual void copy_to_host(const Tensor& src, void* host_bytes) = 0;
+
+  // ---- Index checks: the one device-to-host read the ops make --------------------------------
+  // Reads contiguous i64 `index` once. Entries equal to `ignore` are skipped; the others are
+  // counted and their smallest and largest value returned. When `safe` (i64) and `keep` (bool) are
+  // defined (same shape as index), also writes keep = index != ignore, safe = keep ? index : 0.
+  // An op must know its indices are in range before it runs, so the answer comes back to the host
+  // (on a GPU this waits for the device: the synchronisation is here and nowhere else in ops/).
+  virtual IndexSummary screen_indices(const Tensor& index, int64_t ignore, const Tensor& safe,
+                                      const Tensor& keep) = 0;
+
+  // ---- Optimizer steps, clipping and loss scaling (param, grad and state contiguous, one
+  // dtype, f32 or f64; the CPU versions in ops/cpu_optim.cpp are the readable reference) -------
+  // momentum_buffer is undefined when step.momentum == 0.
+  virtual void sgd_step(const SgdStep& step, const Tensor& param, const Tensor& grad,
+                        const Tensor& momentum_buffer) = 0;
+  virtual void adam_step(const AdamStep& step, const Tensor& param, const Tensor& grad,
+                         const Tensor& exp_avg, const Tensor& exp_avg_sq) = 0;
+  // total (an f64 scalar on this device) += sum of x[i]^2, summed in f64.
+  virtual void accumulate_sum_of_squares(const Tensor& x, const Tensor& total) = 0;
+  // out = grad * inv_scale in grad's dtype (inv_scale rounded to it first); found_inf (an f32
+  // scalar on this device) is set to 1 when any element of grad is inf or NaN, else left alone.
+  virtual void unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
+                                 const Tensor& found_inf) = 0;
 };
 
-Kernels& kernels(Device device);
+// ---- The backend registry ---------------------------------------------------------------------
+// Each device type has at most one backend. The CPU backend is always there; cuda/ registers
+// itself when it is built (a static registrar in its object files).
+struct Backend {
+  const char* name = "";                          // "cpu", "cuda"
+  int (*device_count)() = nullptr;                // devices usable now (0: none present)
+  Kernels& (*kernels_for)(int index) = nullptr;   // index < device_count()
+  std::vector<std::string> (*describe)() = nullptr;  // one line a device, for `tapegrad info`
+};
+void register_backend(DeviceType type, const Backend& backend);
+Backend cpu_backend();  // defined beside the CPU kernels (ops/cpu_memory.cpp)
+const Backend* find_backend(DeviceType type);  // null when this build has none
+Kernels& kernels(Device device);  // the device's kernels; tg::Error if absent
+
+// Precision switches that backends read (off by default, as in PyTorch).
+struct MathModes {
+  bool allow_tf32 = false;  // f32 GEMMs may round their inputs to TF32 (10-bit mantissa)
+};
+MathModes& math_modes();
 
 }  // namespace tg

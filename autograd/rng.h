@@ -5,12 +5,11 @@
 #include <array>
 #include <cstdint>
 
+#include "autograd/philox.h"  // philox4x32, philox_uniform(seed, offset, i)
 #include "autograd/tensor.h"
 
 namespace tg {
 
-// One Philox 4x32-10 block: 4 random words from a 128-bit counter and a 64-bit key.
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 struct RngState {
   uint64_t seed = 0;
@@ -23,14 +22,15 @@ void set_rng_state(RngState state);
 // Reserves the blocks for `count` numbers (4 per block); returns the first block's counter.
 uint64_t reserve_random(int64_t count);
 
-// Number i of the stream (seed, offset) as a uniform float in [0, 1) with 24 random bits.
-float philox_uniform(uint64_t seed, uint64_t offset, int64_t i);
 // Numbers first .. first+count-1 of the same stream into out: one Philox block per 4 numbers.
 void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out);
 
 // Factories drawing from the global generator.
-Tensor rand(const Shape& shape, DType dtype = DType::f32);                  // U[0, 1)
-Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::f32);
-Tensor randn(const Shape& shape, DType dtype = DType::f32);                 // N(0, 1), Box-Muller
+// (The numbers are the same on every device.)
+Tensor rand(const Shape& shape, DType dtype = DType::f32, Device device = default_device());  // U[0, 1)
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::f32,
+               Device device = default_device());
+Tensor randn(const Shape& shape, DType dtype = DType::f32,
+             Device device = default_device());  // N(0, 1), Box-Muller
 
 }  // namespace tg

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "autograd/error.h"
 #include "autograd/kernels.h"
 
 namespace tg {
@@ -12,9 +13,13 @@ struct Counters {
   std::atomic<int64_t> current{0}, peak{0}, allocations{0}, allocated{0};
 };
 
+// Slot 0 is the CPU, slots 1.. the CUDA devices by index (parse_device bounds the index).
 Counters& counters(Device device) {
-  static Counters per_device[2];
-  return per_device[device.type == DeviceType::cpu ? 0 : 1];
+  static Counters per_device[1 + kMaxCudaDevices];
+  if (device.type == DeviceType::cpu) return per_device[0];
+  check(device.index >= 0 && device.index < kMaxCudaDevices, "allocator: no counters for device ",
+        device_name(device));
+  return per_device[1 + device.index];
 }
 
 }  // namespace

@@ -37,6 +37,19 @@ int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
   return wrapped;
 }
 
+void check_same_device(const char* op, std::initializer_list<Tensor> inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (first == nullptr) {
+      first = &t;
+    } else if (t.device() != first->device()) {
+      fail("op '", op, "': inputs on ", device_name(first->device()), " and ",
+           device_name(t.device()));
+    }
+  }
+}
+
 int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
 int64_t Tensor::numel() const { return tg::numel(shape()); }
 
@@ -75,16 +88,35 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   tg::backward(*this, grad, retain_graph);
 }
 
+namespace {
+
+// The elements of t in a fresh contiguous CPU tensor of the same dtype (a device-to-host copy for
+// tensors on other devices).
+Tensor host_copy(const Tensor& t) {
+  Tensor packed = t;
+  if (!t.is_contiguous()) {
+    packed = empty(t.shape(), t.dtype(), t.device());
+    kernels(t.device()).copy(t, packed);
+  }
+  Tensor host = empty(t.shape(), t.dtype(), kCPU);
+  kernels(t.device()).copy_to_host(packed, host.data());
+  return host;
+}
+
+}  // namespace
+
 std::vector<double> Tensor::values() const {
-  Tensor converted = empty(shape(), DType::f64);
-  kernels(device()).copy(*this, converted);
+  const Tensor host = device() == kCPU ? *this : host_copy(*this);
+  Tensor converted = empty(shape(), DType::f64, kCPU);
+  kernels(kCPU).copy(host, converted);
   const double* begin = converted.data_as<double>();
   return {begin, begin + converted.numel()};
 }
 
 std::vector<int64_t> Tensor::indices() const {
-  Tensor converted = empty(shape(), DType::i64);
-  kernels(device()).copy(*this, converted);
+  const Tensor host = device() == kCPU ? *this : host_copy(*this);
+  Tensor converted = empty(shape(), DType::i64, kCPU);
+  kernels(kCPU).copy(host, converted);
   const int64_t* begin = converted.data_as<int64_t>();
   return {begin, begin + converted.numel()};
 }
@@ -120,38 +152,51 @@ Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
 
-Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
+namespace {
+
+// A CPU tensor moved to `device` (factories build on the host, then transfer once).
+Tensor moved_to(const Tensor& host, Device device) {
+  if (device == kCPU) return host;
+  Tensor result = empty(host.shape(), host.dtype(), device);
+  kernels(device).copy_from_host(host.data(), result);
+  return result;
+}
+
+}  // namespace
+
+Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype,
+                   Device device) {
   check(static_cast<int64_t>(values.size()) == numel(shape), "from_values: ", values.size(),
         " values do not fill shape ", shape_str(shape));
-  Tensor source = empty(shape, DType::f64);
+  Tensor source = empty(shape, DType::f64, kCPU);
   if (!values.empty()) std::memcpy(source.data(), values.data(), values.size() * sizeof(double));
-  if (dtype == DType::f64) return source;
-  Tensor result = empty(shape, dtype);
+  if (dtype == DType::f64) return moved_to(source, device);
+  Tensor result = empty(shape, dtype, kCPU);
   kernels(kCPU).copy(source, result);
-  return result;
+  return moved_to(result, device);
 }
 
-Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape) {
+Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape, Device device) {
   check(static_cast<int64_t>(values.size()) == numel(shape), "from_indices: ", values.size(),
         " values do not fill shape ", shape_str(shape));
-  Tensor result = empty(shape, DType::i64);
+  Tensor result = empty(shape, DType::i64, kCPU);
   if (!values.empty()) std::memcpy(result.data(), values.data(), values.size() * sizeof(int64_t));
-  return result;
+  return moved_to(result, device);
 }
 
-Tensor from_bools(const std::vector<bool>& values, const Shape& shape) {
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device device) {
   check(static_cast<int64_t>(values.size()) == numel(shape), "from_bools: ", values.size(),
         " values do not fill shape ", shape_str(shape));
-  Tensor result = empty(shape, DType::b8);
+  Tensor result = empty(shape, DType::b8, kCPU);
   auto* out = result.data_as<uint8_t>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i] ? 1 : 0;
-  return result;
+  return moved_to(result, device);
 }
 
-Tensor arange(int64_t n, DType dtype) {
+Tensor arange(int64_t n, DType dtype, Device device) {
   std::vector<double> values(n);
   for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
-  return from_values(values, {n}, dtype);
+  return from_values(values, {n}, dtype, device);
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {

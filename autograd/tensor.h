@@ -61,7 +61,7 @@ class Tensor {
   Tensor detach() const;  // same storage, no history
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
-  // Values, for tests and printing: converted through f64 / i64.
+  // Values, for tests and printing: converted through f64 / i64 (copied to the host first).
   double item() const;
   std::vector<double> values() const;
   std::vector<int64_t> indices() const;
@@ -77,6 +77,10 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor contiguous() const;
   Tensor to(DType dtype) const;
+  // A copy on another device (this tensor itself when already there); gradients flow back to the
+  // source device, as with PyTorch's .to(device).
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(kCPU); }
   Tensor clone() const;
 
  private:
@@ -88,16 +92,22 @@ int64_t numel(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);  // -1 -> ndim-1, checked
 
-// Factories. Storage is fresh and contiguous.
-Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
-Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
-Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
-Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = kCPU);
-Tensor scalar(double value, DType dtype = DType::f32, Device device = kCPU);
-Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32);
-Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape);
-Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
-Tensor arange(int64_t n, DType dtype = DType::f32);
+// An op's inputs must share one device: tg::Error "op 'add': inputs on cpu and cuda:0" otherwise.
+// Undefined tensors are skipped.
+void check_same_device(const char* op, std::initializer_list<Tensor> inputs);
+
+// Factories. Storage is fresh and contiguous, on default_device() unless a device is given.
+Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = default_device());
+Tensor scalar(double value, DType dtype = DType::f32, Device device = default_device());
+// Built on the host from the values, then moved to `device`.
+Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32,
+                   Device device = default_device());
+Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape, Device device = default_device());
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device device = default_device());
+Tensor arange(int64_t n, DType dtype = DType::f32, Device device = default_device());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);

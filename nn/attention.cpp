@@ -34,7 +34,7 @@ std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, c
   Tensor scores = matmul(q, k.transpose(-1, -2)) * scale;
   Tensor allowed = mask;
   if (is_causal) {
-    const Tensor causal = causal_mask(q.size(-2), k.size(-2));
+    const Tensor causal = causal_mask(q.size(-2), k.size(-2), q.device());
     allowed = allowed.defined() ? combine_masks(allowed, causal) : causal;
   }
   if (allowed.defined()) {

@@ -1,31 +1,14 @@
 #include "nn/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "autograd/tape.h"
 #include "ops/elementwise.h"
 
 namespace tg {
-namespace {
-
-// True when every element of t is finite (t floating, any layout).
-bool all_finite(const Tensor& t) {
-  const Tensor values = t.is_contiguous() ? t : t.contiguous();
-  if (values.dtype() == DType::f32) {
-    const float* data = values.data_as<float>();
-    for (int64_t i = 0; i < values.numel(); ++i) {
-      if (!std::isfinite(data[i])) return false;
-    }
-    return true;
-  }
-  for (double value : values.values()) {
-    if (!std::isfinite(value)) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(options), scale_(static_cast<float>(options.init_scale)) {
@@ -53,12 +36,23 @@ void GradScaler::unscale(Optimizer& optimizer) {
   NoGrad no_grad;
   // The reciprocal in double, rounded to f32, then an f32 product: PyTorch's arithmetic.
   const double inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
+  // One f32 flag per device, set by the kernel when a gradient holds inf or NaN; read back once.
+  std::vector<Tensor> found_inf_flags;
   for (const Tensor& param : optimizer.params()) {
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
-    if (!all_finite(grad)) state.found_inf = true;
-    param.set_grad(mul(grad, inv_scale));
+    auto flag = std::find_if(found_inf_flags.begin(), found_inf_flags.end(),
+                             [&](const Tensor& f) { return f.device() == grad.device(); });
+    if (flag == found_inf_flags.end()) {
+      found_inf_flags.push_back(zeros({}, DType::f32, grad.device()));
+      flag = found_inf_flags.end() - 1;
+    }
+    const Tensor values = grad.contiguous();
+    Tensor unscaled = empty_like(values);  // a new tensor: gradients may be shared
+    kernels(grad.device()).unscale_and_check(values, inv_scale, unscaled, *flag);
+    param.set_grad(unscaled);
   }
+  for (const Tensor& flag : found_inf_flags) state.found_inf = state.found_inf || flag.item() != 0;
   state.unscaled = true;
 }
 

@@ -6,16 +6,16 @@
 
 namespace tg::nn {
 
-Tensor causal_mask(int64_t sq, int64_t sk) {
+Tensor causal_mask(int64_t sq, int64_t sk, Device device) {
   check(sq > 0 && sk > 0, "causal_mask: sizes must be positive, got ", sq, " x ", sk);
   std::vector<bool> allowed(sq * sk);
   for (int64_t i = 0; i < sq; ++i) {
     for (int64_t j = 0; j < sk; ++j) allowed[i * sk + j] = j <= i;
   }
-  return from_bools(allowed, {sq, sk});
+  return from_bools(allowed, {sq, sk}, device);
 }
 
-Tensor padding_mask(const std::vector<int64_t>& lengths, int64_t max_len) {
+Tensor padding_mask(const std::vector<int64_t>& lengths, int64_t max_len, Device device) {
   const int64_t batch = static_cast<int64_t>(lengths.size());
   std::vector<bool> allowed(batch * max_len);
   for (int64_t b = 0; b < batch; ++b) {
@@ -23,7 +23,7 @@ Tensor padding_mask(const std::vector<int64_t>& lengths, int64_t max_len) {
           " of sequence ", b, " is outside [0, ", max_len, "]");
     for (int64_t j = 0; j < max_len; ++j) allowed[b * max_len + j] = j < lengths[b];
   }
-  return from_bools(allowed, {batch, 1, 1, max_len});
+  return from_bools(allowed, {batch, 1, 1, max_len}, device);
 }
 
 Tensor combine_masks(const Tensor& a, const Tensor& b) {

@@ -45,7 +45,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
         "TextClassifier: tokens ", shape_str(tokens.shape()), " need shape [B, S] and ",
         "one length per sequence (got ", lengths.size(), ")");
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
-  const Tensor key_mask = padding_mask(lengths, seq);  // [B, 1, 1, S]
+  const Tensor key_mask = padding_mask(lengths, seq, tokens.device());  // [B, 1, 1, S]
   Tensor h = pos_enc->forward(embedding->forward(tokens));
   if (mha) h = mha->forward(h, key_mask).output;
   for (const auto& layer : layers) h = run_layer(*layer, h, key_mask, false, checkpoint_layers);
@@ -55,7 +55,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
     check(lengths[b] > 0, "TextClassifier: sequence ", b, " is empty");
     for (int64_t s = 0; s < lengths[b]; ++s) pool[b * seq + s] = 1.0 / static_cast<double>(lengths[b]);
   }
-  const Tensor pooled = sum(h * from_values(pool, {batch, seq, 1}, h.dtype()), {1});  // [B, dim]
+  const Tensor pooled = sum(h * from_values(pool, {batch, seq, 1}, h.dtype(), h.device()), {1});  // [B, dim]
   return classifier->forward(pooled);
 }
 

@@ -80,7 +80,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NoGrad no_grad;
   std::map<std::string, Tensor> by_name(state.begin(), state.end());
   for (const auto& [name, target] : state_dict()) {
-    kernels(target.device()).copy(by_name.at(name), target);  // converts the dtype if needed
+    const Tensor& source = by_name.at(name);  // any device: moved to the target's first
+    kernels(target.device()).copy(source.to(target.device()), target);  // converts the dtype
   }
 }
 
@@ -107,6 +108,21 @@ void Module::to(DType dtype) {
   for (auto& [name, t] : parameters_) convert(t);
   for (auto& [name, t] : buffers_) convert(t);
   for (auto& [name, child] : children_) child->to(dtype);
+}
+
+void Module::to(Device device) {
+  auto move = [device](const Tensor& t) {
+    if (t.device() == device) return;
+    Tensor moved = t.detach().to(device);
+    TensorImpl& impl = *t.impl();
+    impl.storage = moved.storage();
+    impl.strides = moved.strides();
+    impl.offset = moved.offset();
+    impl.grad.reset();
+  };
+  for (auto& [name, t] : parameters_) move(t);
+  for (auto& [name, t] : buffers_) move(t);
+  for (auto& [name, child] : children_) child->to(device);
 }
 
 int64_t Module::parameter_count() const {

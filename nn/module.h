@@ -33,6 +33,8 @@ class Module {
   void zero_grad();
   // Converts every parameter and buffer in place (handles held elsewhere see the change).
   void to(DType dtype);
+  // Moves every parameter and buffer to `device` in place, as torch.nn.Module.to(device).
+  void to(Device device);
   int64_t parameter_count() const;
 
  protected:

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "autograd/tape.h"
 #include "ops/elementwise.h"
 
@@ -12,15 +13,6 @@ namespace tg {
 namespace {
 
 // Calls body(float{}) or body(double{}) for a parameter's dtype (the constructor allows no other).
-template <typename Body>
-void with_param_type(DType dtype, Body&& body) {
-  if (dtype == DType::f32) {
-    body(float{});
-  } else {
-    body(double{});
-  }
-}
-
 // "3.exp_avg" -> (3, "exp_avg"); nullopt when the name does not start with digits and a dot.
 std::optional<std::pair<size_t, std::string>> split_state_name(const std::string& name) {
   const size_t dot = name.find('.');
@@ -71,8 +63,6 @@ Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr)
           " must be a leaf that requires grad");
     check(param.dtype() == DType::f32 || param.dtype() == DType::f64, name_, ": parameter ", i,
           " has dtype ", dtype_name(param.dtype()), "; optimizers update f32 or f64 parameters");
-    check(param.device() == kCPU, name_, ": parameter ", i, " is on ", device_name(param.device()),
-          "; this optimizer updates CPU parameters");
     check(param.is_contiguous(), name_, ": parameter ", i, " of shape ", shape_str(param.shape()),
           " is not contiguous");
     for (size_t j = 0; j < i; ++j) {
@@ -115,7 +105,7 @@ void Optimizer::set_lr(double lr) {
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {
   std::vector<std::pair<std::string, Tensor>> named;
-  named.emplace_back("step", from_indices({step_count_}, {}));
+  named.emplace_back("step", from_indices({step_count_}, {}, kCPU));
   for (size_t i = 0; i < param_states_.size(); ++i) {
     for (const auto& [buffer, tensor] : param_states_[i]) {
       named.emplace_back(std::to_string(i) + "." + buffer, tensor);
@@ -149,7 +139,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& st
     check(!loaded[index].count(buffer), name_, " load_state: '", name, "' appears twice");
 
     if (buffer == "step") {
-      loaded[index][buffer] = from_indices({read_step(name_, name, tensor)}, {});
+      loaded[index][buffer] = from_indices({read_step(name_, name, tensor)}, {}, kCPU);
       continue;
     }
     const Tensor& param = params_[index];
@@ -158,10 +148,9 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& st
           shape_str(param.shape()));
     check(tensor.dtype() == param.dtype(), name_, " load_state: '", name, "' is ",
           dtype_name(tensor.dtype()), " but parameter ", index, " is ", dtype_name(param.dtype()));
-    check(tensor.device() == param.device(), name_, " load_state: '", name, "' is on ",
-          device_name(tensor.device()), " but parameter ", index, " is on ",
-          device_name(param.device()));
-    loaded[index][buffer] = tensor.clone();  // our own copy: step() writes into it
+    // Our own copy on the parameter's device (a checkpoint loads on the CPU): step() writes into it.
+    loaded[index][buffer] = tensor.device() == param.device() ? tensor.clone()
+                                                              : tensor.to(param.device());
   }
 
   check(step_count.has_value(), name_, " load_state: 'step' is missing");
@@ -198,21 +187,15 @@ void SGD::update(size_t index, const Tensor& param, const Tensor& grad) {
   const bool first_step = !has_state(index);
   if (momentum_ != 0 && first_step) state_at(index, "momentum_buffer") = empty_like(param);
 
-  with_param_type(param.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* p = param.data_as<T>();
-    const T* g = grad.data_as<T>();
-    T* buf = momentum_ != 0 ? state_at(index, "momentum_buffer").data_as<T>() : nullptr;
-    for (int64_t i = 0; i < param.numel(); ++i) {
-      double direction = g[i] + weight_decay_ * p[i];
-      if (buf != nullptr) {
-        buf[i] = static_cast<T>(first_step ? direction
-                                           : momentum_ * buf[i] + (1 - dampening_) * direction);
-        direction = nesterov_ ? direction + momentum_ * buf[i] : buf[i];
-      }
-      p[i] = static_cast<T>(p[i] - lr() * direction);
-    }
-  });
+  SgdStep step;
+  step.lr = lr();
+  step.momentum = momentum_;
+  step.dampening = dampening_;
+  step.weight_decay = weight_decay_;
+  step.nesterov = nesterov_;
+  step.first_step = first_step;
+  const Tensor buffer = momentum_ != 0 ? state_at(index, "momentum_buffer") : Tensor();
+  kernels(param.device()).sgd_step(step, param, grad, buffer);
 }
 
 // ---- Adam and AdamW ---------------------------------------------------------------------------
@@ -244,7 +227,7 @@ std::vector<std::string> Adam::state_names() const { return {"exp_avg", "exp_avg
 
 void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   if (!has_state(index)) {
-    state_at(index, "step") = from_indices({0}, {});
+    state_at(index, "step") = from_indices({0}, {}, kCPU);  // on the host, as in PyTorch
     state_at(index, "exp_avg") = zeros_like(param);
     state_at(index, "exp_avg_sq") = zeros_like(param);
   }
@@ -252,29 +235,16 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   step += 1;
   const double bias_correction1 = 1 - std::pow(beta1_, static_cast<double>(step));
   const double bias_correction2 = 1 - std::pow(beta2_, static_cast<double>(step));
-  const double step_size = lr() / bias_correction1;
-  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-  const double decay_factor = decoupled_weight_decay_ ? 1 - lr() * weight_decay_ : 1.0;
-  const double l2 = decoupled_weight_decay_ ? 0.0 : weight_decay_;
-
-  with_param_type(param.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* p = param.data_as<T>();
-    const T* g = grad.data_as<T>();
-    T* exp_avg = state_at(index, "exp_avg").data_as<T>();
-    T* exp_avg_sq = state_at(index, "exp_avg_sq").data_as<T>();
-    const int64_t count = param.numel();
-#pragma omp parallel for if (count > (1 << 15))  // large tensors split across threads
-    for (int64_t i = 0; i < count; ++i) {
-      p[i] = static_cast<T>(p[i] * decay_factor);  // AdamW's decoupled decay (1 for Adam)
-      const double gradient = g[i] + l2 * p[i];    // Adam's L2 term (0 for AdamW)
-      exp_avg[i] = static_cast<T>(beta1_ * exp_avg[i] + (1 - beta1_) * gradient);
-      exp_avg_sq[i] = static_cast<T>(beta2_ * exp_avg_sq[i] + (1 - beta2_) * gradient * gradient);
-      const double denom =
-          std::sqrt(static_cast<double>(exp_avg_sq[i])) / bias_correction2_sqrt + eps_;
-      p[i] = static_cast<T>(p[i] - step_size * exp_avg[i] / denom);
-    }
-  });
+  AdamStep update;
+  update.step_size = lr() / bias_correction1;
+  update.bias_correction2_sqrt = std::sqrt(bias_correction2);
+  update.beta1 = beta1_;
+  update.beta2 = beta2_;
+  update.eps = eps_;
+  update.decay_factor = decoupled_weight_decay_ ? 1 - lr() * weight_decay_ : 1.0;
+  update.l2 = decoupled_weight_decay_ ? 0.0 : weight_decay_;
+  kernels(param.device()).adam_step(update, param, grad, state_at(index, "exp_avg"),
+                                    state_at(index, "exp_avg_sq"));
 }
 
 // ---- Gradient clipping ------------------------------------------------------------------------
@@ -282,12 +252,22 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   check(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
   NoGrad no_grad;
-  double sum_of_squares = 0;
+  // One f64 accumulator per device, summed on that device; read back once (the norm is returned).
+  std::vector<Tensor> totals;
   for (const Tensor& param : params) {
     const Tensor grad = param.defined() ? param.grad() : Tensor();
     if (!grad.defined()) continue;
-    for (double value : grad.values()) sum_of_squares += value * value;
+    auto total = std::find_if(totals.begin(), totals.end(),
+                              [&](const Tensor& t) { return t.device() == grad.device(); });
+    if (total == totals.end()) {
+      totals.push_back(zeros({}, DType::f64, grad.device()));
+      total = totals.end() - 1;
+    }
+    const Tensor values = is_half(grad.dtype()) ? grad.to(DType::f32) : grad.contiguous();
+    kernels(grad.device()).accumulate_sum_of_squares(values, *total);
   }
+  double sum_of_squares = 0;
+  for (const Tensor& total : totals) sum_of_squares += total.item();
   const double total_norm = std::sqrt(sum_of_squares);
   // PyTorch multiplies by min(clip_coef, 1); a NaN coefficient (NaN norm) is not clamped.
   const double clip_coef = max_norm / (total_norm + 1e-6);

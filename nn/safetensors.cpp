@@ -309,9 +309,7 @@ void save_safetensors(const std::string& path,
     check(names.insert(name).second, "save_safetensors '", path, "': the name '", name,
           "' appears twice");
     check(tensor.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
-    check(tensor.device() == kCPU, "save_safetensors '", path, "': tensor '", name, "' is on ",
-          device_name(tensor.device()), "; copy it to the CPU first");
-    contiguous.emplace_back(name, tensor.contiguous());
+    contiguous.emplace_back(name, tensor.cpu().contiguous());  // tensors on a GPU come over first
   }
   const std::string header = build_header(path, contiguous, metadata);
 
@@ -372,7 +370,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   check_tiling(where, entries, buffer_bytes);
 
   for (const Entry& entry : entries) {
-    Tensor tensor = empty(entry.shape, entry.dtype);
+    Tensor tensor = empty(entry.shape, entry.dtype, kCPU);
     file.read_at(buffer_start + entry.begin, tensor.data(), entry.end - entry.begin);
     if (entry.dtype == DType::b8) {
       const uint8_t* bytes = tensor.data_as<uint8_t>();

@@ -52,6 +52,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
             v.size(-2) == sk,
         "op '", op, "': shapes q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
         shape_str(v.shape()), " do not fit (expected [..., Sq, d], [..., Sk, d], [..., Sk, dv])");
+  check_same_device(op, {q, k, v, mask});
   check(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "op '", op, "': dtypes ",
         dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), " differ");
   check(dropout_p >= 0 && dropout_p < 1, "op '", op, "': dropout_p must be in [0, 1), got ", dropout_p);

@@ -114,6 +114,17 @@ class CpuKernels final : public Kernels {
   void attention_backward(const AttentionProblem& problem, const Tensor& out,
                           const Tensor& logsumexp, const Tensor& grad_out, const Tensor& grad_q,
                           const Tensor& grad_k, const Tensor& grad_v) override;
+  void copy_from_host(const void* host_bytes, const Tensor& dst) override;
+  void copy_to_host(const Tensor& src, void* host_bytes) override;
+  IndexSummary screen_indices(const Tensor& index, int64_t ignore, const Tensor& safe,
+                              const Tensor& keep) override;
+  void sgd_step(const SgdStep& step, const Tensor& param, const Tensor& grad,
+                const Tensor& momentum_buffer) override;
+  void adam_step(const AdamStep& step, const Tensor& param, const Tensor& grad,
+                 const Tensor& exp_avg, const Tensor& exp_avg_sq) override;
+  void accumulate_sum_of_squares(const Tensor& x, const Tensor& total) override;
+  void unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
+                         const Tensor& found_inf) override;
 };
 
 }  // namespace tg::cpu

@@ -1,4 +1,5 @@
-// CPU kernels: memory, copies with dtype conversion, fill, random numbers; device dispatch.
+// CPU kernels: memory, copies with dtype conversion, host transfers, fill, random numbers, index
+// screening; the CPU backend's registry entry.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -8,11 +9,16 @@
 
 namespace tg {
 
-Kernels& kernels(Device device) {
-  static cpu::CpuKernels cpu_kernels;
-  check(device.type == DeviceType::cpu, "device ", device_name(device),
-        ": this build of tapegrad has no CUDA kernels");
-  return cpu_kernels;
+Backend cpu_backend() {
+  Backend backend;
+  backend.name = "cpu";
+  backend.device_count = [] { return 1; };
+  backend.kernels_for = [](int) -> Kernels& {
+    static cpu::CpuKernels cpu_kernels;
+    return cpu_kernels;
+  };
+  backend.describe = [] { return std::vector<std::string>{"cpu"}; };
+  return backend;
 }
 
 namespace cpu {
@@ -97,6 +103,34 @@ void CpuKernels::uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
       std::copy_n(chunk, count, values + start);
     }
   });
+}
+
+void CpuKernels::copy_from_host(const void* host_bytes, const Tensor& dst) {
+  const size_t nbytes = static_cast<size_t>(dst.numel()) * dtype_size(dst.dtype());
+  if (nbytes > 0) std::memcpy(dst.data(), host_bytes, nbytes);
+}
+
+void CpuKernels::copy_to_host(const Tensor& src, void* host_bytes) {
+  const size_t nbytes = static_cast<size_t>(src.numel()) * dtype_size(src.dtype());
+  if (nbytes > 0) std::memcpy(host_bytes, src.data(), nbytes);
+}
+
+IndexSummary CpuKernels::screen_indices(const Tensor& index, int64_t ignore, const Tensor& safe,
+                                        const Tensor& keep) {
+  const int64_t* values = index.data_as<int64_t>();
+  int64_t* safe_values = safe.defined() ? safe.data_as<int64_t>() : nullptr;
+  bool* kept = keep.defined() ? keep.data_as<bool>() : nullptr;
+  IndexSummary summary;
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    const bool counted = values[i] != ignore;
+    if (safe_values != nullptr) safe_values[i] = counted ? values[i] : 0;
+    if (kept != nullptr) kept[i] = counted;
+    if (!counted) continue;
+    summary.min = summary.kept == 0 ? values[i] : std::min(summary.min, values[i]);
+    summary.max = summary.kept == 0 ? values[i] : std::max(summary.max, values[i]);
+    ++summary.kept;
+  }
+  return summary;
 }
 
 }  // namespace cpu

@@ -15,8 +15,7 @@ void check_same_kind(const Tensor& a, const Tensor& b, const char* op) {
   check(a.dtype() == b.dtype(), "op '", op, "': dtypes ", dtype_name(a.dtype()), " and ",
         dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
         shape_str(b.shape()), "); convert one with .to()");
-  check(a.device() == b.device(), "op '", op, "': tensors on ", device_name(a.device()), " and ",
-        device_name(b.device()));
+  check_same_device(op, {a, b});
 }
 
 Tensor binary_forward(BinaryOp kind, const Tensor& a, const Tensor& b, const char* op) {

@@ -1,6 +1,8 @@
 // embedding: index_select_rows forward; backward adds each gradient row into the row it came from.
 #include "ops/embedding.h"
 
+#include <cstdint>
+
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tape.h"
@@ -14,17 +16,21 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   check(weight.dim() == 2 && is_floating(weight.dtype()), "op 'embedding': weight must be a ",
         "floating [num_embeddings, dim] matrix, got ", dtype_name(weight.dtype()), " of shape ",
         shape_str(weight.shape()));
-  check(indices.device() == weight.device(),
-        "op 'embedding': indices and weight on different devices");
+  check_same_device("embedding", {indices, weight});
   const int64_t rows = weight.size(0), width = weight.size(1);
   const Tensor flat = indices.contiguous().reshape({-1});
-  const std::vector<int64_t> picked = flat.indices();
-  for (size_t k = 0; k < picked.size(); ++k) {
-    if (picked[k] < 0 || picked[k] >= rows) {  // the message (and its shape strings) only on failure
-      fail("op 'embedding': index ", picked[k], " (element ", k, " of indices of shape ",
-           shape_str(indices.shape()), ") is out of range for weight of shape ",
-           shape_str(weight.shape()), "; valid: [0, ", rows, ")");
-    }
+  // The indices' range comes back to the host (screen_indices: the op's one synchronisation).
+  // Nothing should be ignored: `ignore` = INT64_MIN skips only entries of that (out of range)
+  // value, and a count short of numel() reveals them.
+  const IndexSummary screened =
+      kernels(flat.device()).screen_indices(flat, INT64_MIN, Tensor(), Tensor());
+  if (screened.kept != flat.numel() || (screened.kept > 0 && (screened.min < 0 || screened.max >= rows))) {
+    const int64_t bad = screened.kept != flat.numel() ? INT64_MIN
+                        : screened.min < 0           ? screened.min
+                                                     : screened.max;
+    fail("op 'embedding': index ", bad, " in indices of shape ", shape_str(indices.shape()),
+         " is out of range for weight of shape ", shape_str(weight.shape()), "; valid: [0, ",
+         rows, ")");
   }
   Tensor out = empty({flat.numel(), width}, weight.dtype(), weight.device());
   kernels(weight.device()).index_select_rows(weight.detach().contiguous(), flat, out);

@@ -16,7 +16,8 @@ void check_affine(const Tensor& t, const char* name, const Tensor& x, const Shap
   if (!t.defined()) return;
   check(t.shape() == normalized, "op 'layer_norm': ", name, " of shape ", shape_str(t.shape()),
         " does not match normalized_shape ", shape_str(normalized));
-  check(t.dtype() == x.dtype() && t.device() == x.device(), "op 'layer_norm': ", name, " is ",
+  check_same_device("layer_norm", {x, t});
+  check(t.dtype() == x.dtype(), "op 'layer_norm': ", name, " is ",
         dtype_name(t.dtype()), " but the input is ", dtype_name(x.dtype()));
 }
 

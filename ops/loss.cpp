@@ -23,28 +23,26 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore
         shape_str(log_probs.shape()));
   check(target.dtype() == DType::i64, "op 'nll_loss': target must be i64 class indices, got ",
         dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
+  check_same_device("nll_loss", {log_probs, target});
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
   check(target.shape() == Shape{rows}, "op 'nll_loss': target of shape ", shape_str(target.shape()),
         " does not match log_probs of shape ", shape_str(log_probs.shape()), " (expected [", rows,
         "])");
 
-  // Ignored rows gather class 0 (always in range) and are then left out by `counted`.
-  std::vector<int64_t> safe_target = target.indices();
-  std::vector<bool> counted(rows);
-  int64_t count = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    counted[i] = safe_target[i] != ignore_index;
-    if (!counted[i]) {
-      safe_target[i] = 0;
-      continue;
-    }
-    check(safe_target[i] >= 0 && safe_target[i] < classes, "op 'nll_loss': target ",
-          safe_target[i], " at position ", i, " is out of range for ", classes,
-          " classes (valid: [0, ", classes, ") or ignore_index ", ignore_index, ")");
-    ++count;
+  // Ignored rows gather class 0 (always in range) and are then left out by `keep`. The targets'
+  // range and count come back to the host (screen_indices: the op's one synchronisation).
+  const Device device = log_probs.device();
+  const Tensor index = empty({rows}, DType::i64, device);
+  const Tensor keep = empty({rows}, DType::b8, device);
+  const IndexSummary screened =
+      kernels(device).screen_indices(target.contiguous(), ignore_index, index, keep);
+  if (screened.kept > 0 && (screened.min < 0 || screened.max >= classes)) {
+    const int64_t bad = screened.min < 0 ? screened.min : screened.max;
+    fail("op 'nll_loss': target ", bad, " is out of range for ", classes, " classes (valid: [0, ",
+         classes, ") or ignore_index ", ignore_index, "; target of shape ",
+         shape_str(target.shape()), ")");
   }
-  const Tensor index = from_indices(safe_target, {rows});
-  const Tensor keep = from_bools(counted, {rows});
+  const int64_t count = screened.kept;
   const DimSplit split{rows, classes, 1};
 
   Tensor picked = empty({rows}, log_probs.dtype(), log_probs.device());

@@ -37,8 +37,7 @@ Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
   check(a.defined() && b.defined(), "op 'where': undefined tensor");
   check(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
         "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  check(a.device() == b.device() && a.device() == condition.device(),
-        "op 'where': condition, a and b are on different devices");
+  check_same_device("where", {condition, a, b});
   const Shape ab = broadcast_shapes(a.shape(), b.shape(), "where");
   const Shape shape = broadcast_shapes(condition.shape(), ab, "where");
   Tensor out = empty(shape, a.dtype(), a.device());
@@ -58,6 +57,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_bool_mask(mask, "masked_fill", "mask");
   check(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
         x.defined() ? dtype_name(x.dtype()) : "undefined");
+  check_same_device("masked_fill", {x, mask});
   check(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
         shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));
   check(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");

@@ -111,8 +111,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check(a.dtype() == b.dtype(), "op 'matmul': dtypes ", dtype_name(a.dtype()), " and ",
         dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
         shape_str(b.shape()), ")");
-  check(a.device() == b.device(), "op 'matmul': tensors on ", device_name(a.device()), " and ",
-        device_name(b.device()));
+  check_same_device("matmul", {a, b});
   // A 1-D operand is a row (left) or column (right) vector, removed again from the result.
   if (a.dim() == 1 && b.dim() == 1) {  // a dot product: [1, k] @ [k, 1] -> []
     return matmul_2d_or_batched(a.unsqueeze(0), b.unsqueeze(-1)).squeeze(-1).squeeze(-1);
@@ -130,6 +129,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   check(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
         shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
         " (expected (..., in) and (out, in))");
+  check_same_device("linear", {x, weight, bias});
   check(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
         " and weight dtype ", dtype_name(weight.dtype()), " differ");
   const int64_t in = weight.size(1), out_features = weight.size(0);

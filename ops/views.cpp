@@ -189,6 +189,22 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  // Through the host: packed on the source device, then one transfer each way.
+  const Tensor packed = is_contiguous() ? *this : copy_of(*this, dtype());
+  std::vector<unsigned char> bytes(static_cast<size_t>(numel()) * dtype_size(dtype()));
+  kernels(device()).copy_to_host(packed, bytes.data());
+  Tensor out = empty(shape(), dtype(), target);
+  kernels(target).copy_from_host(bytes.data(), out);
+  if (!is_floating(dtype())) return out;
+  // d to(x, device)/dx = identity, moved back to the input's device
+  record("to_device", {*this}, out, {}, [from = device()](const Tensor& g, const Node&) {
+    return Grads{g.to(from)};
+  });
+  return out;
+}
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   check(!tensors.empty(), "op 'cat': no tensors given");
   const Tensor& first = tensors[0];
@@ -197,7 +213,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   shape[d] = 0;
   for (const Tensor& t : tensors) {
     Shape other = t.shape();
-    check(t.dim() == first.dim() && t.dtype() == first.dtype() && t.device() == first.device(),
+    check_same_device("cat", {first, t});
+    check(t.dim() == first.dim() && t.dtype() == first.dtype(),
           "op 'cat': tensors of shapes ", shape_str(first.shape()), " (", dtype_name(first.dtype()),
           ") and ", shape_str(t.shape()), " (", dtype_name(t.dtype()), ") cannot be joined");
     other[d] = first.shape()[d];

@@ -14,7 +14,7 @@ class GradcheckInvoker : public Catch::ITestInvoker {
  public:
   explicit GradcheckInvoker(GradcheckCase check) : check_(std::move(check)) {}
   void invoke() const override {
-    const GradcheckResult result = check_.run();
+    const GradcheckResult result = check_.run(kCPU);
     INFO(check_.name << " " << check_.shapes << ": " << result.message << " (max abs err "
                      << result.max_abs_err << ", max rel err " << result.max_rel_err << ")");
     CHECK(result.compared > 0);

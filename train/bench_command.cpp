@@ -14,6 +14,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "autograd/profiler.h"
 #include "autograd/rng.h"
 #include "autograd/tape.h"
@@ -187,10 +188,11 @@ struct StepMemory {
   int64_t peak = 0, before = 0;
 };
 StepMemory measure_step_memory(const Workload& w) {
-  reset_allocator_stats();
-  const int64_t before = allocator_stats().current_bytes;
+  const Device device = default_device();  // where the workload's tensors live
+  reset_allocator_stats(device);
+  const int64_t before = allocator_stats(device).current_bytes;
   w.step();
-  return {allocator_stats().peak_bytes, before};
+  return {allocator_stats(device).peak_bytes, before};
 }
 
 double median(std::vector<double> values) {
@@ -209,7 +211,7 @@ std::string mib(int64_t bytes) {
 
 int bench(const Args& args) {
   namespace po = boost::program_options;
-  std::string workload_name, path = "fused", amp = "none";
+  std::string workload_name, path = "fused", amp = "none", device_text = "cpu";
   int threads = 0, steps = 20, warmup = 3;
   po::options_description options(
       "tapegrad bench: median ms per training step (forward + backward + Adam), tokens/s,\n"
@@ -224,6 +226,8 @@ int bench(const Args& args) {
                                  "softmax(QK^T)V, the readable reference)")
       ("amp", po::value(&amp), "mixed precision: none (default) | fp16 | bf16; also reports the "
                                "peak bytes without it")
+      ("device", po::value(&device_text), "cpu (default) | cuda | cuda:N")
+      ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
       ("profile", "print the per-op profile of the timed steps (to stderr with --json)");
   po::variables_map vm;
@@ -233,7 +237,8 @@ int bench(const Args& args) {
               << "\nexamples:\n  tapegrad bench --workload textcls-small\n"
                  "  tapegrad bench --workload attn-long --threads 2 --steps 5\n"
                  "  tapegrad bench --workload textcls-mid --json\n"
-                 "  tapegrad bench --workload timeseries --profile\n";
+                 "  tapegrad bench --workload timeseries --profile\n"
+                 "  tapegrad bench --workload attn-long --device cuda\n";
     return 0;
   }
   po::notify(vm);
@@ -245,6 +250,9 @@ int bench(const Args& args) {
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
 
   set_num_threads(threads);  // 0: all cores
+  const Device device = parse_device(device_text);
+  Kernels& device_kernels = kernels(device);  // an absent device: one clear error here
+  const DefaultDeviceScope on_device(device);  // the models and data are made there
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");
   // Peak bytes in f32 first (the comparison for --amp), then the run in the asked precision.
@@ -263,6 +271,7 @@ int bench(const Args& args) {
     for (int i = 0; i < steps; ++i) {
       const auto start = std::chrono::steady_clock::now();
       w.step();
+      device_kernels.synchronize();  // a GPU step has finished only when its kernels have
       ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
@@ -274,10 +283,13 @@ int bench(const Args& args) {
     nlohmann::json report = {{"workload", workload_name}, {"threads", num_threads()},
                              {"ms_per_step", ms_per_step}, {"tokens_per_s", tokens_per_s},
                              {"gflops", gflops}, {"peak_bytes", memory.peak}, {"path", path},
-                             {"amp", amp}, {"peak_bytes_f32", f32_memory.peak}};
+                             {"amp", amp}, {"peak_bytes_f32", f32_memory.peak},
+                             {"device", device_name(device)}, {"tf32", math_modes().allow_tf32}};
     std::cout << report.dump() << "\n";
   } else {
     std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
+    std::printf("device       %s%s\n", device_name(device).c_str(),
+                math_modes().allow_tf32 ? " (TF32 allowed)" : "");
     std::printf("threads      %d (OpenMP and OpenBLAS)\n", num_threads());
     std::printf("attention    %s path\n", path.c_str());
     std::printf("steps        %d timed after %d warm-up\n", steps, warmup);

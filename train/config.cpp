@@ -1,6 +1,7 @@
 #include "train/config.h"
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 
 namespace tg::train {
 
@@ -20,6 +21,8 @@ DType TrainConfig::amp_dtype() const {
   return DType::f32;
 }
 
+Device TrainConfig::compute_device() const { return parse_device(device); }
+
 void TrainConfig::validate() const {
   check(task == "textcls" || task == "timeseries" || task == "charlm", "--task must be textcls, ",
         "timeseries or charlm, got '", task, "'");
@@ -36,8 +39,7 @@ void TrainConfig::validate() const {
         "--optimizer must be sgd, adam or adamw, got '", optimizer, "'");
   check(warmup >= 0 && clip >= 0 && weight_decay >= 0, "--warmup, --clip and --weight-decay must be >= 0");
   check(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
-  check(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
-  check(device == "cpu", "--device cuda: this build of tapegrad has no CUDA kernels");
+  compute_device();  // a malformed --device is an error here; an absent one when first used
   check(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '",
         amp, "'");
   check(window > 0 && horizon > 0, "--window and --horizon must be positive");

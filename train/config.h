@@ -23,7 +23,7 @@ struct TrainConfig {
   int64_t warmup = 0;
   uint64_t seed = 0;
   int threads = 0;
-  std::string device = "cpu";
+  std::string device = "cpu";  // cpu | cuda | cuda:N (a setting of the run, not of the model)
   bool checkpoint_activations = false;
   bool shuffle = true;
   int64_t eval_every = 0;  // steps between validations; 0: at the end of each epoch
@@ -39,6 +39,7 @@ struct TrainConfig {
   nn::ModelConfig model_config() const;
   // The autocast dtype of --amp: f16, bf16, or f32 for none (Autocast(f32) is autocast off).
   DType amp_dtype() const;
+  Device compute_device() const;  // --device, parsed
   // Throws tg::Error for impossible settings (heads not dividing dim, sizes <= 0, ...).
   void validate() const;
 };

@@ -147,8 +147,8 @@ Table read_csv(const std::string& path) {
 std::pair<Tensor, Tensor> make_windows(const Table& table, int64_t first, int64_t count, int64_t window,
                                        int64_t horizon, int64_t target, const Normalization& norm) {
   const int64_t width = static_cast<int64_t>(table.columns.size());
-  Tensor x = empty({count, window, width});
-  Tensor y = empty({count, horizon});
+  Tensor x = empty({count, window, width}, DType::f32, kCPU);  // filled here on the host
+  Tensor y = empty({count, horizon}, DType::f32, kCPU);
   float* xs = x.data_as<float>();
   float* ys = y.data_as<float>();
   auto normalised = [&](int64_t row, int64_t column) {

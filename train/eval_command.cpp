@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "autograd/threads.h"
 #include "train/checkpoint_file.h"
 #include "train/cli.h"
@@ -12,7 +13,7 @@ namespace tg::cli {
 
 int eval(const Args& args) {
   namespace po = boost::program_options;
-  std::string load, data;
+  std::string load, data, device = "cpu";
   int threads = 0;
   int64_t batch = 0;
   po::options_description options("tapegrad eval: a checkpoint's loss (and accuracy) on every example of a file");
@@ -21,17 +22,22 @@ int eval(const Args& args) {
       ("data", po::value(&data), "data file in the checkpoint task's format")
       ("batch", po::value(&batch), "examples per forward (default: the training batch)")
       ("threads", po::value(&threads)->default_value(0), "threads (0: all cores)")
+      ("device", po::value(&device)->default_value(device), "cpu | cuda | cuda:N")
+      ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("json", "print one JSON object");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << options << "\nexample:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n";
+    std::cout << options << "\nexamples:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n"
+                 "  tapegrad eval --load cls.safetensors --data data/fortunes.tsv --device cuda\n";
     return 0;
   }
   check(!load.empty() && !data.empty(), "--load and --data are required");
   set_num_threads(threads);
-  const train::Checkpoint checkpoint = train::load_checkpoint(load);
+  train::Checkpoint checkpoint = train::load_checkpoint(load);
+  checkpoint.config.device = device;  // wherever it was trained
+  checkpoint.config.validate();
   auto task = train::make_task(checkpoint.config, data, &checkpoint.data_state, /*whole_file=*/true);
   task->model().load_state_dict(checkpoint.model);
   const train::Metrics metrics = task->evaluate(true, batch > 0 ? batch : checkpoint.config.batch);

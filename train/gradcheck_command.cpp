@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "nn/gradcheck_cases.h"
 #include "ops/gradcheck_cases.h"
 #include "train/cli.h"
@@ -21,9 +22,11 @@ std::vector<GradcheckCase> all_gradcheck_cases() {
 int gradcheck(const Args& args) {
   namespace po = boost::program_options;
   std::string filter;
+  std::string device_text = "cpu";
   po::options_description options("tapegrad gradcheck: f64 central differences vs backward()");
   options.add_options()("help,h", "show this help")
       ("filter", po::value(&filter), "run only the checks whose name contains this text")
+      ("device", po::value(&device_text), "run every check on this device: cpu, cuda, cuda:N")
       ("json", "print one JSON object instead of the table")
       ("list", "list the check names and exit");
   po::variables_map vm;
@@ -32,7 +35,7 @@ int gradcheck(const Args& args) {
   if (vm.count("help")) {
     std::cout << options
               << "\nexamples:\n  tapegrad gradcheck\n  tapegrad gradcheck --filter matmul\n"
-                 "  tapegrad gradcheck --json\n";
+                 "  tapegrad gradcheck --json\n  tapegrad gradcheck --device cuda\n";
     return 0;
   }
   std::vector<GradcheckCase> selected;
@@ -44,13 +47,15 @@ int gradcheck(const Args& args) {
     return 0;
   }
   check(!selected.empty(), "no check matches --filter '", filter, "'");
+  const Device device = parse_device(device_text);
+  kernels(device);  // a missing device is one clear error before any check runs
 
   const bool json = vm.count("json") > 0;
   nlohmann::json report = {{"checks", nlohmann::json::array()}};
   int failures = 0;
   if (!json) std::printf("%-40s %-44s %12s %12s  %s\n", "check", "shapes", "max abs err", "max rel err", "pass");
   for (const GradcheckCase& check : selected) {
-    const GradcheckResult result = check.run();
+    const GradcheckResult result = check.run(device);
     failures += result.passed ? 0 : 1;
     report["checks"].push_back({{"name", check.name}, {"shapes", check.shapes},
                                 {"passed", result.passed}, {"max_abs_err", result.max_abs_err},
@@ -62,6 +67,7 @@ int gradcheck(const Args& args) {
     }
   }
   report["passed"] = failures == 0;
+  report["device"] = device_name(device);
   if (json) {
     std::cout << report.dump() << "\n";
   } else {

@@ -27,7 +27,15 @@ int info(const Args& args) {
             << "kernels:  " << openblas_get_corename() << "\n"
             << "threads:  " << num_threads() << " (OpenMP), " << openblas_get_num_threads()
             << " (OpenBLAS)\n"
-            << "devices:  cpu" << "\n";
+            << "devices:  cpu\n";
+  const Backend* cuda = find_backend(DeviceType::cuda);
+  if (cuda == nullptr) {
+    std::cout << "cuda:     built without CUDA\n";
+  } else if (cuda->device_count() == 0) {
+    std::cout << "cuda:     no CUDA device\n";
+  } else {
+    for (const std::string& line : cuda->describe()) std::cout << "          " << line << "\n";
+  }
   return 0;
 }
 

@@ -39,9 +39,10 @@ int64_t draw(std::vector<double> logits, double temperature, int64_t top_k, floa
 }
 
 int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt, int64_t tokens,
-                  double temperature, int64_t top_k, uint64_t seed) {
+                  double temperature, int64_t top_k, uint64_t seed, Device device) {
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   nn::CharLM model(vocab.size(), checkpoint.config.model_config());
+  model.to(device);
   model.load_state_dict(checkpoint.model);
   model.eval();
   std::vector<int64_t> ids;
@@ -53,7 +54,8 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   for (int64_t n = 0; n < tokens; ++n) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - window);
     const std::vector<int64_t> context(ids.begin() + start, ids.end());
-    const Tensor logits = model.forward(from_indices(context, {1, static_cast<int64_t>(context.size())}));
+    const Tensor logits =
+        model.forward(from_indices(context, {1, static_cast<int64_t>(context.size())}, device));
     const Tensor last = logits.narrow(1, logits.size(1) - 1, 1).reshape({-1});
     const int64_t next = draw(last.values(), temperature, top_k, philox_uniform(seed, 0, n));
     ids.push_back(next);
@@ -63,10 +65,11 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   return 0;
 }
 
-int classify(const train::Checkpoint& checkpoint, const std::string& prompt) {
+int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Device device) {
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   const auto labels = checkpoint.data_state.at("labels").get<std::vector<std::string>>();
   nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), checkpoint.config.model_config());
+  model.to(device);
   model.load_state_dict(checkpoint.model);
   model.eval();
   std::vector<int64_t> ids;
@@ -76,7 +79,8 @@ int classify(const train::Checkpoint& checkpoint, const std::string& prompt) {
   check(!ids.empty(), "--prompt has no tokens");
   NoGrad no_grad;
   const int64_t length = static_cast<int64_t>(ids.size());
-  const auto probs = softmax(model.forward(from_indices(ids, {1, length}), {length}), -1).values();
+  const auto probs =
+      softmax(model.forward(from_indices(ids, {1, length}, device), {length}), -1).values();
   const int64_t best = std::max_element(probs.begin(), probs.end()) - probs.begin();
   std::cout << labels[best] << "\n";
   for (size_t i = 0; i < labels.size(); ++i) std::cout << "  " << labels[i] << ": " << probs[i] << "\n";
@@ -91,6 +95,7 @@ int sample(const Args& args) {
   int64_t tokens = 200, top_k = 0;
   double temperature = 1.0;
   uint64_t seed = 0;
+  std::string device_text = "cpu";
   po::options_description options("tapegrad sample: generate from a charlm checkpoint (textcls: classify the prompt)");
   options.add_options()("help,h", "show this help")
       ("load", po::value(&load), "checkpoint written by tapegrad train --save")
@@ -98,7 +103,8 @@ int sample(const Args& args) {
       ("tokens", po::value(&tokens)->default_value(tokens), "characters to generate")
       ("temperature", po::value(&temperature)->default_value(temperature), "softmax temperature (> 0)")
       ("top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely (0: all)")
-      ("seed", po::value(&seed)->default_value(seed), "random seed");
+      ("seed", po::value(&seed)->default_value(seed), "random seed")
+      ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
@@ -110,9 +116,12 @@ int sample(const Args& args) {
   check(!load.empty(), "--load is required");
   check(temperature > 0, "--temperature must be positive, got ", temperature);
   check(tokens >= 0 && top_k >= 0, "--tokens and --top-k must be >= 0");
+  const Device device = parse_device(device_text);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
-  if (checkpoint.config.task == "charlm") return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed);
-  if (checkpoint.config.task == "textcls") return classify(checkpoint, prompt);
+  if (checkpoint.config.task == "charlm") {
+    return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed, device);
+  }
+  if (checkpoint.config.task == "textcls") return classify(checkpoint, prompt, device);
   fail("sample needs a charlm or textcls checkpoint; ", load, " is a ", checkpoint.config.task, " model");
 }
 

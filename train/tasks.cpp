@@ -23,7 +23,7 @@ nlohmann::json vocab_json(const Vocabulary& vocab) { return vocab.tokens; }
 class TextClsTask : public Task {
  public:
   TextClsTask(const TrainConfig& config, const std::string& path, const nlohmann::json* state,
-              bool whole_file) {
+              bool whole_file) : device_(config.compute_device()) {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     const Tokenizer tokenizer = parse_tokenizer(config.tokenizer);
     if (state) {
@@ -37,6 +37,7 @@ class TextClsTask : public Task {
                                                   static_cast<int64_t>(data_.labels.size()),
                                                   config.model_config());
     model_->checkpoint_layers = config.checkpoint_activations;
+    model_->to(device_);
     int64_t tokens = 0;
     for (const auto& example : data_.train) tokens += static_cast<int64_t>(example.tokens.size());
     mean_tokens_ = std::max<int64_t>(1, tokens / std::max<int64_t>(1, data_.train.size()));
@@ -47,9 +48,10 @@ class TextClsTask : public Task {
   }
   Tensor loss(const std::vector<int64_t>& ids, bool train, int64_t* correct) override {
     const TextBatch batch = make_text_batch(train ? data_.train : data_.val, ids);
-    const Tensor logits = model_->forward(batch.tokens, batch.lengths);
-    if (correct) *correct += count_correct(logits, batch.labels);
-    return cross_entropy(logits, batch.labels);
+    const Tensor labels = batch.labels.to(device_);
+    const Tensor logits = model_->forward(batch.tokens.to(device_), batch.lengths);
+    if (correct) *correct += count_correct(logits, labels);
+    return cross_entropy(logits, labels);
   }
   int64_t tokens_per_example() const override { return mean_tokens_; }
   bool classification() const override { return true; }
@@ -59,6 +61,7 @@ class TextClsTask : public Task {
   const TextClsData& data() const { return data_; }
 
  private:
+  Device device_;
   TextClsData data_;
   std::shared_ptr<nn::TextClassifier> model_;
   int64_t mean_tokens_ = 1;
@@ -67,7 +70,7 @@ class TextClsTask : public Task {
 class TimeSeriesTask : public Task {
  public:
   TimeSeriesTask(const TrainConfig& config, const std::string& path, const nlohmann::json* state,
-                 bool whole_file) {
+                 bool whole_file) : device_(config.compute_device()) {
     TimeSeriesSpec spec;
     spec.window = config.window;
     spec.horizon = config.horizon;
@@ -85,6 +88,10 @@ class TimeSeriesTask : public Task {
     model_ = std::make_shared<nn::TimeSeriesModel>(static_cast<int64_t>(data_.columns.size()),
                                                    config.horizon, config.model_config());
     model_->checkpoint_layers = config.checkpoint_activations;
+    model_->to(device_);
+    for (Tensor* split : {&data_.train_x, &data_.train_y, &data_.val_x, &data_.val_y}) {
+      if (split->defined()) *split = split->to(device_);  // the windows live on the device
+    }
     window_ = config.window;
   }
   nn::Module& model() override { return *model_; }
@@ -95,7 +102,7 @@ class TimeSeriesTask : public Task {
   Tensor loss(const std::vector<int64_t>& ids, bool train, int64_t*) override {
     const Tensor& x = train ? data_.train_x : data_.val_x;
     const Tensor& y = train ? data_.train_y : data_.val_y;
-    const Tensor index = from_indices(ids, {static_cast<int64_t>(ids.size())});
+    const Tensor index = from_indices(ids, {static_cast<int64_t>(ids.size())}, device_);
     // Rows ids of x [N, T, D] and y [N, P], gathered as embedding rows.
     const Tensor batch_x = embedding(index, x.view({x.size(0), -1})).view({-1, x.size(1), x.size(2)});
     const Tensor batch_y = embedding(index, y);
@@ -108,6 +115,7 @@ class TimeSeriesTask : public Task {
   }
 
  private:
+  Device device_;
   TimeSeriesData data_;
   std::shared_ptr<nn::TimeSeriesModel> model_;
   int64_t window_ = 1;
@@ -116,7 +124,7 @@ class TimeSeriesTask : public Task {
 class CharLMTask : public Task {
  public:
   CharLMTask(const TrainConfig& config, const std::string& path, const nlohmann::json* state,
-             bool whole_file) : context_(config.context) {
+             bool whole_file) : device_(config.compute_device()), context_(config.context) {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     if (state) {
       const Vocabulary vocab = vocabulary_from_json(state->at("vocab"));
@@ -128,6 +136,7 @@ class CharLMTask : public Task {
           data_.train.size(), " training characters, fewer than --context + 1 = ", context_ + 1);
     model_ = std::make_shared<nn::CharLM>(data_.vocab.size(), config.model_config());
     model_->checkpoint_layers = config.checkpoint_activations;
+    model_->to(device_);
   }
   nn::Module& model() override { return *model_; }
   int64_t examples(bool train) const override {
@@ -135,12 +144,13 @@ class CharLMTask : public Task {
   }
   Tensor loss(const std::vector<int64_t>& ids, bool train, int64_t*) override {
     const auto [inputs, targets] = make_charlm_batch(train ? data_.train : data_.val, context_, ids);
-    return cross_entropy(model_->forward(inputs), targets);
+    return cross_entropy(model_->forward(inputs.to(device_)), targets.to(device_));
   }
   int64_t tokens_per_example() const override { return context_; }
   nlohmann::json data_state() const override { return {{"vocab", vocab_json(data_.vocab)}}; }
 
  private:
+  Device device_;
   CharLMData data_;
   std::shared_ptr<nn::CharLM> model_;
   int64_t context_;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "train/cli.h"
 #include "train/trainer.h"
 
@@ -36,7 +37,8 @@ int train(const Args& args) {
       ("clip", po::value(&c.clip)->default_value(c.clip), "clip the global gradient norm (0: off)")
       ("seed", po::value(&c.seed)->default_value(c.seed), "seed for weights, shuffling and dropout")
       ("threads", po::value(&c.threads)->default_value(c.threads), "threads (0: all cores)")
-      ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")
+      ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cuda:N")
+      ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations), "recompute each layer in backward (less memory)")
       ("amp", po::value(&c.amp)->default_value(c.amp),
        "mixed precision: none | fp16 (with dynamic loss scaling) | bf16 (f32 master weights)")
@@ -71,7 +73,8 @@ int train(const Args& args) {
                  "  tapegrad train --task timeseries --data data/sunspots.csv --window 32 --horizon 4 --epochs 20\n"
                  "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --epochs 5 --save cls.safetensors\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --context 64 --layers 2 --steps 500 --log lm.csv\n"
-                 "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --amp bf16\n";
+                 "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --amp bf16\n"
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n";
     return 0;
   }
   check(vm.count("resume") || (vm.count("task") && vm.count("data")),

@@ -53,6 +53,7 @@ int train(const TrainRun& run) {
     resumed = load_checkpoint(run.resume);
     const int64_t steps = config.steps, epochs = config.epochs;
     config = resumed.config;  // the model and data pipeline must be the ones that were saved
+    config.device = run.config.device;  // ... but the device is this run's choice
     if (steps > 0 || epochs > 0) {
       config.steps = steps;
       config.epochs = epochs;
