@@ -56,21 +56,23 @@ void add_attention_cases(std::vector<GradcheckCase>& cases, bool fused) {
     return m;
   };
   using MHA = nn::MultiHeadAttention;
-  auto self = [](Tensor mask, bool causal) {
-    return [mask, causal](const MHA& m, const Inputs& x) {
-      return m.forward(x[0], x[0], x[0], mask, false, causal).output;
+  // The mask is made when the case runs, on the device it runs on.
+  auto self = [](std::function<Tensor()> make_mask, bool causal) {
+    return [make_mask, causal](const MHA& m, const Inputs& x) {
+      return m.forward(x[0], x[0], x[0], make_mask(), false, causal).output;
     };
   };
+  const auto no_mask = [] { return Tensor(); };
   cases.push_back(module_case<MHA>("mha/" + path + "/self-no-mask", "x [2, 3, 8], 2 heads", mha,
-                                   [] { return leaves({{2, 3, 8}}); }, self(Tensor(), false)));
+                                   [] { return leaves({{2, 3, 8}}); }, self(no_mask, false)));
   cases.push_back(module_case<MHA>("mha/" + path + "/causal", "x [2, 4, 8], causal", mha,
-                                   [] { return leaves({{2, 4, 8}}); }, self(Tensor(), true)));
+                                   [] { return leaves({{2, 4, 8}}); }, self(no_mask, true)));
   cases.push_back(module_case<MHA>("mha/" + path + "/padding", "x [2, 4, 8], lengths 4, 2", mha,
-                                   [] { return leaves({{2, 4, 8}}); }, self(nn::padding_mask({4, 2}, 4), false)));
+                                   [] { return leaves({{2, 4, 8}}); }, self([] { return nn::padding_mask({4, 2}, 4); }, false)));
   cases.push_back(module_case<MHA>("mha/" + path + "/causal+padding", "x [2, 4, 8], lengths 3, 2", mha,
-                                   [] { return leaves({{2, 4, 8}}); }, self(nn::padding_mask({3, 2}, 4), true)));
+                                   [] { return leaves({{2, 4, 8}}); }, self([] { return nn::padding_mask({3, 2}, 4); }, true)));
   cases.push_back(module_case<MHA>("mha/" + path + "/fully-masked-row", "x [2, 3, 8], row 1 empty", mha,
-                                   [] { return leaves({{2, 3, 8}}); }, self(mask_with_empty_row(3, 3), false)));
+                                   [] { return leaves({{2, 3, 8}}); }, self([] { return mask_with_empty_row(3, 3); }, false)));
   cases.push_back(module_case<MHA>("mha/" + path + "/cross-attention", "q [2, 3, 8], kv [2, 5, 8]", mha,
                                    [] { return leaves({{2, 3, 8}, {2, 5, 8}}); },
                                    [](const MHA& m, const Inputs& x) { return m.forward(x[0], x[1], x[1]).output; }));

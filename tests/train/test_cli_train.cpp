@@ -179,6 +179,14 @@ TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
     require_one_line_error(run_cli("train --task timeseries --bogus-flag" + series, dir), "bogus");
     require_one_line_error(run_cli("nonsense", dir), "nonsense");
   }
+  SECTION("devices that are malformed or absent (this machine has no GPU)") {
+    require_one_line_error(run_cli("train --task timeseries --device gpu" + series, dir), "'gpu'");
+    require_one_line_error(run_cli("train --task timeseries --device cuda:99" + series, dir), "cuda:99");
+    const CliResult absent = run_cli("train --task timeseries --device cuda" + series + kTiny, dir);
+    if (absent.exit_code != 0) require_one_line_error(absent, "cuda:0");  // passes on a GPU
+    require_one_line_error(run_cli("gradcheck --device cuda:3 --filter matmul", dir), "cuda:3");
+    require_one_line_error(run_cli("bench --workload textcls-small --device tpu", dir), "'tpu'");
+  }
   SECTION("corrupt or mismatched checkpoints, and no good checkpoint overwritten") {
     const std::string good = dir.file("good.st");
     REQUIRE(run_cli("train --task timeseries --window 6 --steps 2 --save " + good + series + kTiny, dir).exit_code == 0);

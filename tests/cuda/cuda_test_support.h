@@ -1,0 +1,52 @@
+#pragma once
+// What the CUDA tests share: the device under test, moving tensors there and back, and comparing
+// a CUDA result with the CPU kernel's result on the same inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/kernels.h"
+#include "autograd/tensor.h"
+
+namespace tg::testing {
+
+inline constexpr Device kCuda{DeviceType::cuda, 0};
+
+// A contiguous copy of t on `device` (through the host), same dtype and shape.
+inline Tensor copy_to(const Tensor& t, Device device) {
+  const Tensor source = t.contiguous();
+  std::vector<unsigned char> bytes(source.numel() * dtype_size(source.dtype()));
+  kernels(source.device()).copy_to_host(source, bytes.data());
+  Tensor result = empty(source.shape(), source.dtype(), device);
+  kernels(device).copy_from_host(bytes.data(), result);
+  return result;
+}
+inline Tensor on_cuda(const Tensor& t) { return copy_to(t, kCuda); }
+inline Tensor on_cpu(const Tensor& t) { return copy_to(t, kCPU); }
+
+// Every element of the CUDA tensor equals the CPU one within atol + rtol * |expected| (NaN
+// matches NaN, inf matches the same inf).
+inline void require_close(const Tensor& cuda_result, const Tensor& cpu_result, double rtol = 0,
+                          double atol = 0) {
+  REQUIRE(cuda_result.shape() == cpu_result.shape());
+  REQUIRE(cuda_result.dtype() == cpu_result.dtype());
+  const std::vector<double> got = on_cpu(cuda_result).values();
+  const std::vector<double> expected = cpu_result.values();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      INFO("element " << i);
+      REQUIRE(std::isnan(got[i]));
+      continue;
+    }
+    if (std::isinf(expected[i])) {
+      INFO("element " << i);
+      REQUIRE(got[i] == expected[i]);
+      continue;
+    }
+    INFO("element " << i << ": cuda " << got[i] << ", cpu " << expected[i]);
+    REQUIRE(std::abs(got[i] - expected[i]) <= atol + rtol * std::abs(expected[i]));
+  }
+}
+
+}  // namespace tg::testing

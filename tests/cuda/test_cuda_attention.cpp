@@ -1,0 +1,328 @@
+// The CUDA fused attention kernels (cuda/cuda_attention.cu) against their CPU twins
+// (ops/cpu_attention.cpp) on identical inputs: outputs, log-sum-exps and gradients, for every
+// mask layout (shared over heads, padding, row masks with column stride 0), causal attention with
+// Sq != Sk, d != dv, dropout with the same Philox numbering, several key tiles, and f16/bf16.
+// Sizes stay small: the emulated device runs every GPU thread as an OS thread.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tensor.h"
+#include "cuda_test_support.h"
+
+using namespace tg;
+using tg::testing::kCuda;
+using tg::testing::on_cpu;
+using tg::testing::on_cuda;
+using tg::testing::require_close;
+
+namespace {
+
+// A bool mask as the op passes it: a contiguous tensor (built on the CPU) and where element
+// (n, i, j) lives in it, mask_offsets[n] + i * row_stride + j * col_stride.
+struct Mask {
+  Tensor values;  // undefined: no mask
+  std::vector<int64_t> offsets;
+  int64_t row_stride = 0, col_stride = 0;
+};
+
+// One attention problem: sizes, settings and the mask.
+struct Case {
+  int64_t n = 1, sq = 1, sk = 1, d = 4, dv = 4;
+  DType dtype = DType::f32;
+  bool causal = false;
+  double dropout_p = 0;
+  double scale = 0;  // 0: 1 / sqrt(d)
+  Mask mask = {};
+  uint64_t seed = 1234, offset = 17;
+};
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+Tolerance tolerance_for(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return {1e-10, 1e-12};
+    case DType::f32: return {2e-5, 2e-6};
+    case DType::f16: return {1e-2, 2e-3};
+    default: return {4e-2, 1e-2};  // bf16: 8 mantissa bits
+  }
+}
+
+// A CPU tensor of uniform values in [-1.5, 1.5), rounded to dtype; `salt` varies the stream.
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t salt) {
+  std::mt19937_64 engine(0x5eed + salt);
+  std::uniform_real_distribution<double> uniform(-1.5, 1.5);
+  std::vector<double> values(numel(shape));
+  for (double& value : values) value = uniform(engine);
+  return from_values(values, shape, dtype, kCPU);  // built on the host
+}
+
+// A CPU bool tensor from 0/1 entries.
+Tensor bools(const std::vector<int>& entries, const Shape& shape) {
+  std::vector<bool> values(entries.begin(), entries.end());
+  return from_bools(values, shape, kCPU);
+}
+
+// A [sq, sk] mask shared by every item (offsets all 0), about `keep` of the entries true.
+Mask shared_mask(int64_t n, int64_t sq, int64_t sk, double keep, uint64_t salt) {
+  std::mt19937_64 engine(salt);
+  std::bernoulli_distribution kept(keep);
+  std::vector<int> entries(sq * sk);
+  for (int& entry : entries) entry = kept(engine);
+  return {bools(entries, {sq, sk}), std::vector<int64_t>(n, 0), sk, 1};
+}
+
+// A padding mask [batch, sk] (key j of batch item b visible when j < lengths[b]) broadcast over
+// `heads` heads and every query row: item n = b * heads + h, row stride 0.
+Mask padding_mask(const std::vector<int64_t>& lengths, int64_t heads, int64_t sk) {
+  const int64_t batch = static_cast<int64_t>(lengths.size());
+  std::vector<int> entries(batch * sk);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < sk; ++j) entries[b * sk + j] = j < lengths[b];
+  }
+  Mask mask{bools(entries, {batch, sk}), {}, 0, 1};
+  for (int64_t n = 0; n < batch * heads; ++n) mask.offsets.push_back(n / heads * sk);
+  return mask;
+}
+
+// A row mask [sq] (query i sees every key or none) read with column stride 0.
+Mask row_mask(int64_t n, const std::vector<int>& rows) {
+  return {bools(rows, {static_cast<int64_t>(rows.size())}), std::vector<int64_t>(n, 0), 1, 0};
+}
+
+// The problem with q, k, v (and the mask) on `device`.
+AttentionProblem problem_on(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                            bool cuda) {
+  AttentionProblem p;
+  p.q = cuda ? on_cuda(q) : q;
+  p.k = cuda ? on_cuda(k) : k;
+  p.v = cuda ? on_cuda(v) : v;
+  p.scale = c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.d));
+  p.causal = c.causal;
+  if (c.mask.values.defined()) {
+    p.mask = cuda ? on_cuda(c.mask.values) : c.mask.values;
+    p.mask_offsets = c.mask.offsets;
+    p.mask_row_stride = c.mask.row_stride;
+    p.mask_col_stride = c.mask.col_stride;
+  }
+  p.dropout_p = c.dropout_p;
+  p.seed = c.seed;
+  p.offset = c.offset;
+  return p;
+}
+
+// What one device computed: forward results and the gradients after one backward.
+struct Results {
+  Tensor out, lse, dq, dk, dv;
+};
+
+// Forward then backward on one device. The gradients start from the same nonzero values on both
+// devices (the kernels accumulate into them).
+Results run(const Case& c, bool cuda) {
+  const Tensor q = random_tensor({c.n, c.sq, c.d}, c.dtype, 1);
+  const Tensor k = random_tensor({c.n, c.sk, c.d}, c.dtype, 2);
+  const Tensor v = random_tensor({c.n, c.sk, c.dv}, c.dtype, 3);
+  const Tensor grad_out = random_tensor({c.n, c.sq, c.dv}, c.dtype, 4);
+  const AttentionProblem p = problem_on(c, q, k, v, cuda);
+  const Device device = cuda ? kCuda : kCPU;
+  Kernels& kernels = tg::kernels(device);
+  auto here = [&](const Tensor& t) { return cuda ? on_cuda(t) : t; };
+
+  Results r;
+  r.out = empty({c.n, c.sq, c.dv}, c.dtype, device);
+  r.lse = empty({c.n, c.sq}, is_half(c.dtype) ? DType::f32 : c.dtype, device);
+  kernels.attention_forward(p, r.out, r.lse);
+  r.dq = here(random_tensor(p.q.shape(), c.dtype, 5));
+  r.dk = here(random_tensor(p.k.shape(), c.dtype, 6));
+  r.dv = here(random_tensor(p.v.shape(), c.dtype, 7));
+  kernels.attention_backward(p, r.out, r.lse, here(grad_out), r.dq, r.dk, r.dv);
+  return r;
+}
+
+// No NaN anywhere and no infinity except a fully masked row's log-sum-exp.
+void require_finite(const Tensor& t) {
+  for (double value : on_cpu(t).values()) REQUIRE(std::isfinite(value));
+}
+
+// Runs the case on both devices and compares everything the kernels write.
+Results require_match(const Case& c) {
+  INFO("n " << c.n << ", sq " << c.sq << ", sk " << c.sk << ", d " << c.d << ", dv " << c.dv
+            << ", " << dtype_name(c.dtype) << (c.causal ? ", causal" : "")
+            << (c.mask.values.defined() ? ", masked" : "") << ", dropout " << c.dropout_p);
+  const Results cpu = run(c, false);
+  const Results cuda = run(c, true);
+  const Tolerance tol = tolerance_for(c.dtype);
+  const Tolerance lse_tol = tolerance_for(is_half(c.dtype) ? DType::f32 : c.dtype);
+  {
+    INFO("out");
+    require_close(cuda.out, cpu.out, tol.rtol, tol.atol);
+  }
+  {
+    INFO("logsumexp");
+    require_close(cuda.lse, cpu.lse, lse_tol.rtol, lse_tol.atol);
+  }
+  {
+    INFO("grad q");
+    require_close(cuda.dq, cpu.dq, tol.rtol, tol.atol);
+  }
+  {
+    INFO("grad k");
+    require_close(cuda.dk, cpu.dk, tol.rtol, tol.atol);
+  }
+  {
+    INFO("grad v");
+    require_close(cuda.dv, cpu.dv, tol.rtol, tol.atol);
+  }
+  require_finite(cuda.out);
+  require_finite(cuda.dq);
+  require_finite(cuda.dk);
+  require_finite(cuda.dv);
+  return cuda;
+}
+
+const std::vector<DType> kExact = {DType::f32, DType::f64};
+
+}  // namespace
+
+TEST_CASE("cuda attention matches the cpu without a mask", "[cuda]") {
+  for (DType dtype : kExact) {
+    require_match({.n = 3, .sq = 13, .sk = 13, .d = 8, .dv = 8, .dtype = dtype});
+    require_match({.n = 2, .sq = 7, .sk = 7, .d = 5, .dv = 11, .dtype = dtype});   // d != dv
+    require_match({.n = 1, .sq = 4, .sk = 9, .d = 12, .dv = 3, .dtype = dtype, .scale = 0.37});
+  }
+}
+
+TEST_CASE("cuda attention matches the cpu when causal", "[cuda]") {
+  for (DType dtype : kExact) {
+    require_match({.n = 2, .sq = 17, .sk = 17, .d = 6, .dv = 6, .dtype = dtype, .causal = true});
+    require_match({.n = 2, .sq = 6, .sk = 9, .d = 4, .dv = 5, .dtype = dtype, .causal = true});
+    require_match({.n = 2, .sq = 9, .sk = 6, .d = 4, .dv = 5, .dtype = dtype, .causal = true});
+  }
+}
+
+TEST_CASE("cuda attention matches the cpu for cross attention", "[cuda]") {
+  for (DType dtype : kExact) {
+    require_match({.n = 2, .sq = 5, .sk = 37, .d = 6, .dv = 10, .dtype = dtype});
+    require_match({.n = 2, .sq = 31, .sk = 3, .d = 7, .dv = 2, .dtype = dtype});
+  }
+}
+
+TEST_CASE("cuda attention matches the cpu with a mask shared by the heads", "[cuda]") {
+  for (DType dtype : kExact) {
+    // [Sq, Sk] broadcast over 3 items: offsets all 0, row stride Sk, column stride 1.
+    require_match({.n = 3, .sq = 11, .sk = 14, .d = 4, .dv = 6, .dtype = dtype,
+                   .mask = shared_mask(3, 11, 14, 0.6, 99)});
+    // the same with causal on top
+    require_match({.n = 3, .sq = 12, .sk = 12, .d = 4, .dv = 6, .dtype = dtype, .causal = true,
+                   .mask = shared_mask(3, 12, 12, 0.7, 5)});
+    // a row mask [Sq] with column stride 0: rows 1 and 4 see nothing
+    require_match({.n = 2, .sq = 6, .sk = 8, .d = 3, .dv = 5, .dtype = dtype,
+                   .mask = row_mask(2, {1, 0, 1, 1, 0, 1})});
+  }
+}
+
+TEST_CASE("cuda attention matches the cpu with padding masks and fully masked rows", "[cuda]") {
+  for (DType dtype : kExact) {
+    // 2 batch items x 2 heads; the second batch item has no visible key at all.
+    const Case padded{.n = 4, .sq = 7, .sk = 9, .d = 4, .dv = 5, .dtype = dtype,
+                      .mask = padding_mask({6, 0}, 2, 9)};
+    const Results cuda = require_match(padded);
+    // Items 2 and 3 are fully masked: output 0, gradients unchanged (the initial values), and the
+    // log-sum-exp the CPU writes (-inf).
+    const std::vector<double> out = on_cpu(cuda.out).values();
+    for (int64_t e = 2 * 7 * 5; e < 4 * 7 * 5; ++e) REQUIRE(out[e] == 0.0);
+    const std::vector<double> lse = on_cpu(cuda.lse).values();
+    for (int64_t row = 2 * 7; row < 4 * 7; ++row) REQUIRE(lse[row] == -INFINITY);
+    // A shared mask with one fully masked query row (row 3), causal on top.
+    Mask mask = shared_mask(2, 8, 8, 0.8, 7);
+    const std::vector<double> allowed = mask.values.values();
+    std::vector<int> entries(64);
+    for (int e = 0; e < 64; ++e) entries[e] = allowed[e] != 0 && e / 8 != 3;
+    mask.values = bools(entries, {8, 8});
+    require_match({.n = 2, .sq = 8, .sk = 8, .d = 4, .dv = 4, .dtype = dtype, .causal = true,
+                   .mask = mask});
+    // Per-item masks [N, Sq, Sk] (offsets n Sq Sk), no broadcast at all.
+    Mask per_item = shared_mask(1, 3 * 5, 6, 0.5, 11);
+    per_item.values = per_item.values.view({3, 5, 6});
+    per_item.offsets = {0, 30, 60};
+    per_item.row_stride = 6;
+    require_match({.n = 3, .sq = 5, .sk = 6, .d = 4, .dv = 4, .dtype = dtype, .mask = per_item});
+  }
+}
+
+TEST_CASE("cuda attention matches the cpu with dropout", "[cuda]") {
+  for (DType dtype : kExact) {
+    require_match({.n = 2, .sq = 9, .sk = 13, .d = 4, .dv = 6, .dtype = dtype, .dropout_p = 0.3});
+    require_match({.n = 2, .sq = 10, .sk = 10, .d = 4, .dv = 6, .dtype = dtype, .causal = true,
+                   .dropout_p = 0.5, .seed = 42, .offset = 1001});
+    require_match({.n = 4, .sq = 6, .sk = 7, .d = 3, .dv = 3, .dtype = dtype, .dropout_p = 0.2,
+                   .mask = padding_mask({5, 2}, 2, 7)});
+  }
+  // Dropout really changes the result (the same case without it differs).
+  const Case with{.n = 1, .sq = 5, .sk = 6, .d = 4, .dv = 4, .dtype = DType::f64, .dropout_p = 0.4};
+  Case without = with;
+  without.dropout_p = 0;
+  const std::vector<double> dropped = on_cpu(run(with, true).out).values();
+  const std::vector<double> kept = on_cpu(run(without, true).out).values();
+  REQUIRE(dropped != kept);
+}
+
+TEST_CASE("cuda attention matches the cpu across several key tiles", "[cuda]") {
+  for (DType dtype : kExact) {
+    // 150 keys: tiles of 64, 64 and 22 (the online softmax rescales between them).
+    require_match({.n = 2, .sq = 3, .sk = 150, .d = 4, .dv = 5, .dtype = dtype});
+    // causal: rows from 64 on span two tiles; a mask and dropout on top
+    require_match({.n = 1, .sq = 70, .sk = 70, .d = 3, .dv = 4, .dtype = dtype, .causal = true,
+                   .dropout_p = 0.25, .mask = shared_mask(1, 70, 70, 0.8, 3)});
+  }
+}
+
+TEST_CASE("cuda attention matches the cpu in f16 and bf16", "[cuda]") {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    require_match({.n = 2, .sq = 9, .sk = 11, .d = 8, .dv = 6, .dtype = dtype});
+    require_match({.n = 4, .sq = 8, .sk = 8, .d = 4, .dv = 5, .dtype = dtype, .causal = true,
+                   .dropout_p = 0.3, .mask = padding_mask({8, 0}, 2, 8)});
+    require_match({.n = 1, .sq = 5, .sk = 70, .d = 4, .dv = 4, .dtype = dtype,
+                   .mask = shared_mask(1, 5, 70, 0.7, 8)});
+  }
+}
+
+TEST_CASE("cuda attention with no keys gives zero output", "[cuda]") {
+  const Results cuda = require_match({.n = 2, .sq = 3, .sk = 0, .d = 4, .dv = 4,
+                                      .dtype = DType::f32});
+  for (double value : on_cpu(cuda.out).values()) REQUIRE(value == 0.0);
+}
+
+TEST_CASE("cuda attention takes large heads past 48 KiB of shared memory", "[cuda]") {
+  // f64, d = 7000: forward needs 56 KiB of shared memory per block, backward 113 KiB (opt-in).
+  require_match({.n = 1, .sq = 3, .sk = 5, .d = 7000, .dv = 5, .dtype = DType::f64});
+}
+
+TEST_CASE("cuda attention rejects head sizes beyond shared memory", "[cuda]") {
+  const int64_t d = 30000;  // 30000 f64 values of q alone need 240000 bytes per block
+  AttentionProblem p;
+  p.q = on_cuda(random_tensor({1, 2, d}, DType::f64, 1));
+  p.k = on_cuda(random_tensor({1, 2, d}, DType::f64, 2));
+  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f64, 3));
+  const Tensor out = empty({1, 2, 4}, DType::f64, kCuda);
+  const Tensor lse = empty({1, 2}, DType::f64, kCuda);
+  REQUIRE_THROWS_WITH(kernels(kCuda).attention_forward(p, out, lse),
+                      Catch::Contains("shared memory") && Catch::Contains("d = 30000"));
+}
+
+TEST_CASE("cuda attention rejects inputs on another device", "[cuda]") {
+  AttentionProblem p;
+  p.q = random_tensor({1, 2, 4}, DType::f32, 1);  // on the CPU
+  p.k = on_cuda(random_tensor({1, 2, 4}, DType::f32, 2));
+  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f32, 3));
+  const Tensor out = empty({1, 2, 4}, DType::f32, kCuda);
+  const Tensor lse = empty({1, 2}, DType::f32, kCuda);
+  REQUIRE_THROWS_AS(kernels(kCuda).attention_forward(p, out, lse), tg::Error);
+}

@@ -1,0 +1,60 @@
+// The CUDA backend's registration and device information (cuda/cuda_info.cu): the registry
+// finds it, describe_devices() gives one line a device, kernels() checks device indices, and the
+// TF32 switch is the one math_modes() holds.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda_test_support.h"
+
+using namespace tg;
+using tg::testing::kCuda;
+
+TEST_CASE("cuda backend is registered", "[cuda]") {
+  const Backend* backend = find_backend(DeviceType::cuda);
+  REQUIRE(backend != nullptr);
+  REQUIRE(std::string(backend->name) == "cuda");
+  REQUIRE(backend->device_count() == cuda::device_count());
+  REQUIRE(cuda::device_count() >= 1);
+#if !defined(TAPEGRAD_CUDA_REAL_DEVICE)
+  REQUIRE(cuda::device_count() == 1);  // the emulated device
+#endif
+  Kernels& device_kernels = kernels(kCuda);
+  REQUIRE(std::string(device_kernels.name()) == "cuda");
+  REQUIRE(&device_kernels == &backend->kernels_for(0));
+  REQUIRE(&device_kernels == &cuda::kernels_for(0));  // one instance per device
+}
+
+TEST_CASE("cuda describe devices gives one line a device", "[cuda]") {
+  const std::vector<std::string> lines = cuda::describe_devices();
+  REQUIRE(static_cast<int>(lines.size()) == cuda::device_count());
+  for (size_t index = 0; index < lines.size(); ++index) {
+    INFO(lines[index]);
+    REQUIRE(lines[index].rfind("cuda:" + std::to_string(index) + "  ", 0) == 0);
+    REQUIRE(lines[index].find("GiB, compute capability ") != std::string::npos);
+    REQUIRE(lines[index].find(", driver ") != std::string::npos);
+    REQUIRE(lines[index].find(", runtime ") != std::string::npos);
+    REQUIRE(lines[index].find(", cuBLAS ") != std::string::npos);
+  }
+  REQUIRE(find_backend(DeviceType::cuda)->describe() == lines);
+}
+
+TEST_CASE("cuda kernels for a missing device index is an error naming it", "[cuda]") {
+  if (cuda::device_count() > 5) return;  // a machine with six GPUs has cuda:5
+  REQUIRE_THROWS_AS(kernels(Device{DeviceType::cuda, 5}), tg::Error);
+  REQUIRE_THROWS_WITH(kernels(Device{DeviceType::cuda, 5}), Catch::Contains("cuda:5"));
+  REQUIRE_THROWS_WITH(kernels(Device{DeviceType::cuda, -1}), Catch::Contains("cuda:-1"));
+}
+
+TEST_CASE("cuda allow tf32 sets the math mode", "[cuda]") {
+  const bool before = math_modes().allow_tf32;
+  cuda::allow_tf32(true);
+  REQUIRE(math_modes().allow_tf32);
+  cuda::allow_tf32(false);
+  REQUIRE_FALSE(math_modes().allow_tf32);
+  cuda::allow_tf32(before);
+}

@@ -1,0 +1,265 @@
+// CUDA reductions (cuda/cuda_reduce.cu) against the CPU kernels on the same inputs: sum_dim,
+// max_dim, gather_dim, scatter_add_dim, softmax_dim and normalize_rows, for every dtype each one
+// supports and for odd splits (rows of 1, 3 and 257 elements, inner > 1).
+//
+// Sums run in another order on the device, so they are compared with tolerances; max, gather and
+// scatter-add (one addition per destination) are exact.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "autograd/error.h"
+#include "autograd/kernels.h"
+#include "autograd/tensor.h"
+#include "tests/cuda/cuda_test_support.h"
+
+using namespace tg;
+using tg::testing::kCuda;
+using tg::testing::on_cpu;
+using tg::testing::on_cuda;
+using tg::testing::require_close;
+
+namespace {
+
+Kernels& cpu() { return kernels(kCPU); }
+Kernels& gpu() { return kernels(kCuda); }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> random_values(int64_t count, uint32_t seed, double lo = -2, double hi = 2) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<double> uniform(lo, hi);
+  std::vector<double> values(static_cast<size_t>(count));
+  for (double& v : values) v = uniform(engine);
+  return values;
+}
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint32_t seed) {
+  return from_values(random_values(numel(shape), seed), shape, dtype);
+}
+
+// Row lengths of 1, 3, 257 (more than one block of threads), with inner 1 and inner > 1.
+const std::vector<DimSplit> kSplits = {
+    {1, 1, 1}, {3, 1, 1}, {1, 3, 1}, {2, 257, 1}, {4, 33, 1}, {2, 3, 5}, {3, 257, 2}, {1, 1, 7},
+};
+
+Shape split_shape(const DimSplit& s) { return {s.outer, s.n, s.inner}; }
+Shape kept_shape(const DimSplit& s) { return {s.outer, s.inner}; }
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+// Sums of up to 257 values in [-2, 2]: the order of the additions moves the last bits.
+Tolerance sum_tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return {1e-12, 1e-12};
+    case DType::f16: return {2e-3, 1e-3};   // both round the f32 sum once: at most an ulp apart
+    case DType::bf16: return {1e-2, 1e-2};
+    default: return {1e-5, 1e-4};
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda sum over a dim matches the cpu in every dtype", "[cuda]") {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (const DimSplit& split : kSplits) {
+      INFO("dtype " << dtype_name(dtype) << ", split [" << split.outer << ", " << split.n << ", "
+                    << split.inner << "]");
+      const Tensor x = random_tensor(split_shape(split), dtype, 11);
+      Tensor expected = empty(kept_shape(split), dtype);
+      cpu().sum_dim(x, split, expected);
+      Tensor got = empty(kept_shape(split), dtype, kCuda);
+      gpu().sum_dim(on_cuda(x), split, got);
+      const Tolerance tol = sum_tolerance(dtype);
+      require_close(got, expected, tol.rtol, tol.atol);
+    }
+  }
+}
+
+TEST_CASE("cuda sum over an empty dim gives zeros", "[cuda]") {
+  const DimSplit split{2, 0, 3};
+  Tensor got = full({2, 3}, 5.0, DType::f32, kCuda);
+  gpu().sum_dim(empty({2, 0, 3}, DType::f32, kCuda), split, got);
+  require_close(got, zeros({2, 3}));
+}
+
+TEST_CASE("cuda max over a dim matches the cpu with ties", "[cuda]") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const DimSplit& split : kSplits) {
+      INFO("dtype " << dtype_name(dtype) << ", split [" << split.outer << ", " << split.n << ", "
+                    << split.inner << "]");
+      // Whole numbers from a small range: many ties, which the first index must win.
+      std::vector<double> values = random_values(split.outer * split.n * split.inner, 5, -3, 3);
+      for (double& v : values) v = std::floor(v);
+      for (const bool with_ties : {true, false}) {
+        const Tensor x = with_ties ? from_values(values, split_shape(split), dtype)
+                                   : random_tensor(split_shape(split), dtype, 6);
+        Tensor expected_values = empty(kept_shape(split), dtype);
+        Tensor expected_indices = empty(kept_shape(split), DType::i64);
+        cpu().max_dim(x, split, expected_values, expected_indices);
+        Tensor got_values = empty(kept_shape(split), dtype, kCuda);
+        Tensor got_indices = empty(kept_shape(split), DType::i64, kCuda);
+        gpu().max_dim(on_cuda(x), split, got_values, got_indices);
+        require_close(got_values, expected_values);
+        REQUIRE(on_cpu(got_indices).indices() == expected_indices.indices());
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda max over a dim treats NaN, infinities and signed zeros as the cpu does", "[cuda]") {
+  // Rows of 4 (inner 1): NaN first (it stays), NaN later (never picked), all NaN but the first,
+  // all -inf, +inf, -0 before +0 (equal: the first wins), and a NaN between equal maxima.
+  const std::vector<std::vector<double>> rows = {
+      {kNaN, 5, 7, 1},    {1, kNaN, 7, 2},      {3, kNaN, kNaN, kNaN}, {-kInf, -kInf, -kInf, -kInf},
+      {1, kInf, 2, kInf}, {-0.0, 0.0, -1, -0.0}, {4, kNaN, 4, 3},       {kNaN, kNaN, kNaN, kNaN},
+  };
+  std::vector<double> flat;
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  const int64_t count = static_cast<int64_t>(rows.size());
+  for (DType dtype : {DType::f32, DType::f64}) {
+    INFO("dtype " << dtype_name(dtype));
+    for (const DimSplit split : {DimSplit{count, 4, 1}, DimSplit{1, 4, count}}) {
+      // inner = count: the same numbers read as columns of a [1, 4, count] tensor instead.
+      const Tensor x = from_values(flat, split_shape(split), dtype);
+      Tensor expected_values = empty(kept_shape(split), dtype);
+      Tensor expected_indices = empty(kept_shape(split), DType::i64);
+      cpu().max_dim(x, split, expected_values, expected_indices);
+      Tensor got_values = empty(kept_shape(split), dtype, kCuda);
+      Tensor got_indices = empty(kept_shape(split), DType::i64, kCuda);
+      gpu().max_dim(on_cuda(x), split, got_values, got_indices);
+      require_close(got_values, expected_values);
+      REQUIRE(on_cpu(got_indices).indices() == expected_indices.indices());
+    }
+  }
+  // Spot checks of the rule itself (rows as given, inner 1).
+  const Tensor x = from_values(flat, {count, 4, 1}, DType::f32);
+  Tensor values = empty({count, 1}, DType::f32, kCuda);
+  Tensor indices = empty({count, 1}, DType::i64, kCuda);
+  gpu().max_dim(on_cuda(x), DimSplit{count, 4, 1}, values, indices);
+  REQUIRE(on_cpu(indices).indices() == std::vector<int64_t>{0, 2, 0, 0, 1, 0, 0, 0});
+}
+
+TEST_CASE("cuda gather and scatter add over a dim match the cpu exactly", "[cuda]") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const DimSplit& split : kSplits) {
+      INFO("dtype " << dtype_name(dtype) << ", split [" << split.outer << ", " << split.n << ", "
+                    << split.inner << "]");
+      std::mt19937 engine(7);
+      std::uniform_int_distribution<int64_t> pick(0, split.n - 1);
+      std::vector<int64_t> picked(static_cast<size_t>(split.outer * split.inner));
+      for (int64_t& p : picked) p = pick(engine);
+      const Tensor index = from_indices(picked, kept_shape(split));
+
+      const Tensor x = random_tensor(split_shape(split), dtype, 8);
+      Tensor expected = empty(kept_shape(split), dtype);
+      cpu().gather_dim(x, split, index, expected);
+      Tensor got = empty(kept_shape(split), dtype, kCuda);
+      gpu().gather_dim(on_cuda(x), split, on_cuda(index), got);
+      require_close(got, expected);
+
+      const Tensor src = random_tensor(kept_shape(split), dtype, 9);
+      Tensor expected_out = random_tensor(split_shape(split), dtype, 10);
+      Tensor got_out = on_cuda(expected_out);
+      cpu().scatter_add_dim(src, split, index, expected_out);
+      gpu().scatter_add_dim(on_cuda(src), split, on_cuda(index), got_out);
+      require_close(got_out, expected_out);
+    }
+  }
+}
+
+TEST_CASE("cuda softmax and log softmax over a dim match the cpu", "[cuda]") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tolerance tol = dtype == DType::f64 ? Tolerance{1e-12, 1e-14} : Tolerance{1e-5, 1e-6};
+    for (const DimSplit& split : kSplits) {
+      for (const bool log : {false, true}) {
+        INFO("dtype " << dtype_name(dtype) << ", log " << log << ", split [" << split.outer << ", "
+                      << split.n << ", " << split.inner << "]");
+        // Large values: without subtracting the maximum, exp would overflow.
+        std::vector<double> values = random_values(split.outer * split.n * split.inner, 12, -8, 8);
+        values[0] += 100;
+        const Tensor x = from_values(values, split_shape(split), dtype);
+        Tensor expected = empty(split_shape(split), dtype);
+        cpu().softmax_dim(x, split, log, expected);
+        Tensor got = empty(split_shape(split), dtype, kCuda);
+        gpu().softmax_dim(on_cuda(x), split, log, got);
+        require_close(got, expected, tol.rtol, tol.atol);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda softmax of masked rows matches the cpu", "[cuda]") {
+  // Rows of 5: fully masked (-inf everywhere: 0, or -inf for log), partly masked, one entry
+  // left, constant, with a NaN (the maximum skips it, the sum does not: all NaN), all NaN (the
+  // maximum is -inf, as for a masked row), and +inf (inf - inf: NaN).
+  const std::vector<double> flat = {-kInf, -kInf, -kInf, -kInf, -kInf,  //
+                                    1.5,   -kInf, 0.25,  -kInf, -3,     //
+                                    -kInf, -kInf, -kInf, 2,     -kInf,  //
+                                    0,     0,     0,     0,     0,      //
+                                    1,     kNaN,  2,     -kInf, 0,      //
+                                    kNaN,  kNaN,  kNaN,  kNaN,  kNaN,   //
+                                    1,     kInf,  2,     3,     -kInf};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const bool log : {false, true}) {
+      for (const DimSplit split : {DimSplit{7, 5, 1}, DimSplit{1, 5, 7}}) {
+        INFO("dtype " << dtype_name(dtype) << ", log " << log << ", inner " << split.inner);
+        const Tensor x = from_values(flat, split_shape(split), dtype);
+        Tensor expected = empty(split_shape(split), dtype);
+        cpu().softmax_dim(x, split, log, expected);
+        Tensor got = empty(split_shape(split), dtype, kCuda);
+        gpu().softmax_dim(on_cuda(x), split, log, got);
+        require_close(got, expected, 1e-6, 1e-7);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda row normalisation matches the cpu", "[cuda]") {
+  const std::vector<Shape> shapes = {{1, 1}, {3, 1}, {1, 3}, {2, 257}, {5, 33}, {2, 3, 7}};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tolerance tol = dtype == DType::f64 ? Tolerance{1e-12, 1e-12} : Tolerance{1e-5, 1e-5};
+    for (const Shape& shape : shapes) {
+      INFO("dtype " << dtype_name(dtype) << ", shape " << shape_str(shape));
+      // Rows with an offset (mean about 10) and one constant row (variance 0: rstd = 1/sqrt(eps)).
+      std::vector<double> values = random_values(numel(shape), 13, 8, 12);
+      const int64_t width = shape.back();
+      for (int64_t k = 0; k < width; ++k) values[static_cast<size_t>(k)] = 3.0;
+      const Tensor x = from_values(values, shape, dtype);
+      const int64_t rows = numel(shape) / width;
+      for (const double eps : {1e-5, 0.5}) {
+        Tensor out = empty(shape, dtype), mean = empty({rows}, dtype), rstd = empty({rows}, dtype);
+        cpu().normalize_rows(x, eps, out, mean, rstd);
+        Tensor got_out = empty(shape, dtype, kCuda), got_mean = empty({rows}, dtype, kCuda),
+               got_rstd = empty({rows}, dtype, kCuda);
+        gpu().normalize_rows(on_cuda(x), eps, got_out, got_mean, got_rstd);
+        require_close(got_out, out, tol.rtol, tol.atol);
+        require_close(got_mean, mean, tol.rtol, tol.atol);
+        require_close(got_rstd, rstd, tol.rtol, tol.atol);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda reductions reject the dtypes the cpu rejects", "[cuda]") {
+  const DimSplit split{2, 3, 1};
+  const Tensor half = empty({2, 3, 1}, DType::f16, kCuda);
+  const Tensor half_out = empty({2, 1}, DType::f16, kCuda);
+  const Tensor whole = empty({2, 3, 1}, DType::i64, kCuda);
+  const Tensor whole_out = empty({2, 1}, DType::i64, kCuda);
+  const Tensor index = zeros({2, 1}, DType::i64, kCuda);
+  REQUIRE_THROWS_AS(gpu().sum_dim(whole, split, whole_out), Error);
+  REQUIRE_THROWS_AS(gpu().max_dim(half, split, half_out, index), Error);
+  REQUIRE_THROWS_AS(gpu().gather_dim(half, split, index, half_out), Error);
+  REQUIRE_THROWS_AS(gpu().scatter_add_dim(half_out, split, index, half), Error);
+  REQUIRE_THROWS_AS(gpu().softmax_dim(half, split, false, half), Error);
+  const Tensor rows = empty({2}, DType::f16, kCuda);
+  REQUIRE_THROWS_AS(gpu().normalize_rows(half, 1e-5, half, rows, rows), Error);
+}
