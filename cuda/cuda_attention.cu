@@ -22,6 +22,7 @@
 
 #include "autograd/philox.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/device_math.h"
 #include "cuda/device_types.h"
 
 namespace tg::cuda {
@@ -60,18 +61,6 @@ __device__ inline C negative_infinity() {
   return -std::numeric_limits<C>::infinity();
 }
 
-// e^x and log x in the compute type.
-__device__ inline float exp_of(float x) { return expf(x); }
-__device__ inline double exp_of(double x) { return exp(x); }
-__device__ inline float log_of(float x) { return logf(x); }
-__device__ inline double log_of(double x) { return log(x); }
-
-// The larger of a and b (b is taken only when larger, so a NaN b is skipped).
-template <typename C>
-__device__ inline C larger(C a, C b) {
-  return b > a ? b : a;
-}
-
 // The sum of `value` over the 32 lanes of a warp, in every lane (all lanes must call it).
 template <typename C>
 __device__ inline C warp_sum(C value) {
@@ -85,7 +74,7 @@ __device__ inline C warp_sum(C value) {
 template <typename C>
 __device__ inline C warp_max(C value) {
   for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
-    value = larger(value, __shfl_xor_sync(0xffffffffu, value, delta));
+    value = max_of(value, __shfl_xor_sync(0xffffffffu, value, delta));
   }
   return value;
 }
@@ -113,7 +102,7 @@ __device__ C block_max(C value, C* scratch) {
   if (lane == 0) scratch[warp] = value;
   __syncthreads();
   C best = negative_infinity<C>();
-  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) best = larger(best, scratch[w]);
+  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) best = max_of(best, scratch[w]);
   __syncthreads();
   return best;
 }
@@ -122,7 +111,7 @@ __device__ C block_max(C value, C* scratch) {
 template <typename C, typename T>
 __device__ inline C dot_row(const C* shared_row, const T* global_row, int64_t length) {
   C sum = 0;
-  for (int64_t c = 0; c < length; ++c) sum += shared_row[c] * load_as<C>(global_row[c]);
+  for (int64_t c = 0; c < length; ++c) sum += shared_row[c] * convert<C>(global_row[c]);
   return sum;
 }
 
@@ -175,7 +164,7 @@ __global__ void attention_forward_kernel(AttentionArgs<T, C> a, T* out, C* lse) 
   C* probs = acc + a.dv;
   C* scratch = probs + threads;
 
-  for (int64_t c = tid; c < a.d; c += threads) q_row[c] = load_as<C>(a.q[row * a.d + c]);
+  for (int64_t c = tid; c < a.d; c += threads) q_row[c] = convert<C>(a.q[row * a.d + c]);
   for (int64_t c = tid; c < a.dv; c += threads) acc[c] = 0;
   __syncthreads();
 
@@ -185,7 +174,7 @@ __global__ void attention_forward_kernel(AttentionArgs<T, C> a, T* out, C* lse) 
   for (int64_t j0 = 0; j0 < end; j0 += threads) {
     const int64_t j = j0 + tid;
     const C score = score_of(a, q_row, n, i, j, end);
-    const C new_max = larger(row_max, block_max(score, scratch));
+    const C new_max = max_of(row_max, block_max(score, scratch));
     if (new_max == negative_infinity<C>()) continue;  // nothing visible yet (the whole block agrees)
 
     const C correction = exp_of(row_max - new_max);  // e^(m - m'); 0 on the first visible tile
@@ -199,7 +188,7 @@ __global__ void attention_forward_kernel(AttentionArgs<T, C> a, T* out, C* lse) 
     const T* v_tile = a.v + (n * a.sk + j0) * a.dv;
     for (int64_t c = tid; c < a.dv; c += threads) {
       C sum = acc[c] * correction;
-      for (int64_t t = 0; t < cols; ++t) sum += probs[t] * load_as<C>(v_tile[t * a.dv + c]);
+      for (int64_t t = 0; t < cols; ++t) sum += probs[t] * convert<C>(v_tile[t * a.dv + c]);
       acc[c] = sum;
     }
     __syncthreads();  // probs is rewritten by the next tile
@@ -209,7 +198,7 @@ __global__ void attention_forward_kernel(AttentionArgs<T, C> a, T* out, C* lse) 
   // O_i = acc / l and lse_i = m + log l; a fully masked row (l = 0) gives O_i = 0, lse_i = -inf.
   const bool empty = row_sum == C(0);
   for (int64_t c = tid; c < a.dv; c += threads) {
-    out[row * a.dv + c] = store_as<T>(empty ? C(0) : acc[c] / row_sum);
+    out[row * a.dv + c] = convert<T>(empty ? C(0) : acc[c] / row_sum);
   }
   if (tid == 0) lse[row] = empty ? negative_infinity<C>() : row_max + log_of(row_sum);
 }
@@ -238,12 +227,12 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
   // D_i = dO_i . O_i (= sum_j P_ij dP_ij), and the rows of q and dO this block reuses.
   C partial = 0;
   for (int64_t c = tid; c < a.d; c += threads) {
-    q_row[c] = load_as<C>(a.q[row * a.d + c]);
+    q_row[c] = convert<C>(a.q[row * a.d + c]);
     dq_acc[c] = 0;
   }
   for (int64_t c = tid; c < a.dv; c += threads) {
-    d_out_row[c] = load_as<C>(grad_out[row * a.dv + c]);
-    partial += d_out_row[c] * load_as<C>(out[row * a.dv + c]);
+    d_out_row[c] = convert<C>(grad_out[row * a.dv + c]);
+    partial += d_out_row[c] * convert<C>(out[row * a.dv + c]);
   }
   const C row_dot = block_sum(partial, scratch);  // its barrier also publishes q_row, d_out_row
 
@@ -268,7 +257,7 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
     const T* k_tile = a.k + (n * a.sk + j0) * a.d;
     for (int64_t c = tid; c < a.d; c += threads) {
       C sum = dq_acc[c];
-      for (int64_t t = 0; t < cols; ++t) sum += d_scores[t] * load_as<C>(k_tile[t * a.d + c]);
+      for (int64_t t = 0; t < cols; ++t) sum += d_scores[t] * convert<C>(k_tile[t * a.d + c]);
       dq_acc[c] = sum;
     }
     // grad_k[j0 + t] += scale dS_it q_i, grad_v[j0 + t] += P~_it dO_i: the threads share a key's

@@ -5,27 +5,13 @@
 #include <numbers>
 
 #include "cuda/cuda_kernels.h"
+#include "cuda/device_math.h"
 #include "cuda/device_types.h"
 
 namespace tg::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-
-// The C math functions for float and for double (the CPU's std:: overloads call the same ones:
-// expf for float, exp for double, ...).
-__device__ inline float exp_of(float x) { return expf(x); }
-__device__ inline double exp_of(double x) { return exp(x); }
-__device__ inline float log_of(float x) { return logf(x); }
-__device__ inline double log_of(double x) { return log(x); }
-__device__ inline float sqrt_of(float x) { return sqrtf(x); }
-__device__ inline double sqrt_of(double x) { return sqrt(x); }
-__device__ inline float tanh_of(float x) { return tanhf(x); }
-__device__ inline double tanh_of(double x) { return tanh(x); }
-__device__ inline float erf_of(float x) { return erff(x); }
-__device__ inline double erf_of(double x) { return erf(x); }
-__device__ inline float pow_of(float x, float y) { return powf(x, y); }
-__device__ inline double pow_of(double x, double y) { return pow(x, y); }
 
 // op(x) in the compute type C (float or double), as the CPU's apply_unary.
 template <typename C>
@@ -72,7 +58,7 @@ __global__ void unary_contiguous_kernel(UnaryOp op, const T* x, compute_t<T> sca
                                         int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = store_as<T>(apply_unary(op, load_as<compute_t<T>>(x[i]), scalar));
+    out[i] = convert<T>(apply_unary(op, convert<compute_t<T>>(x[i]), scalar));
   }
 }
 
@@ -84,7 +70,7 @@ __global__ void unary_kernel(UnaryOp op, const T* x, compute_t<T> scalar, T* out
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t at[2];
     layout.offsets(i, at);
-    out[at[1]] = store_as<T>(apply_unary(op, load_as<compute_t<T>>(x[at[0]]), scalar));
+    out[at[1]] = convert<T>(apply_unary(op, convert<compute_t<T>>(x[at[0]]), scalar));
   }
 }
 
@@ -94,7 +80,7 @@ __global__ void binary_contiguous_kernel(BinaryOp op, const T* a, const T* b, T*
   using C = compute_t<T>;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = store_as<T>(apply_binary(op, load_as<C>(a[i]), load_as<C>(b[i])));
+    out[i] = convert<T>(apply_binary(op, convert<C>(a[i]), convert<C>(b[i])));
   }
 }
 
@@ -107,7 +93,7 @@ __global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* out, Strid
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t at[3];
     layout.offsets(i, at);
-    out[at[2]] = store_as<T>(apply_binary(op, load_as<C>(a[at[0]]), load_as<C>(b[at[1]])));
+    out[at[2]] = convert<T>(apply_binary(op, convert<C>(a[at[0]]), convert<C>(b[at[1]])));
   }
 }
 
@@ -120,7 +106,7 @@ __global__ void where_kernel(const bool* condition, const T* a, const T* b, T* o
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t at[4];
     layout.offsets(i, at);
-    out[at[3]] = load_as<bool>(condition[at[0]]) ? a[at[1]] : b[at[2]];
+    out[at[3]] = convert<bool>(condition[at[0]]) ? a[at[1]] : b[at[2]];
   }
 }
 

@@ -147,7 +147,7 @@ constexpr unsigned kThreads = 256;
 template <typename D, typename S>
 __device__ inline D convert_element(S value) {
   if constexpr (std::is_same_v<S, D>) return value;
-  else return store_as<D>(load_as<compute_t<S>>(value));
+  else return convert<D>(convert<compute_t<S>>(value));
 }
 
 // dst = src, element by element over a strided layout (operand 0: src, 1: dst), converting dtype.
@@ -176,9 +176,9 @@ __global__ void fill_kernel(T* dst, T value, StridedShape<1> layout, int64_t n) 
 // below 1 instead (its bit pattern minus one), as the CPU does.
 template <typename T>
 __device__ inline T uniform_as(float u) {
-  T value = store_as<T>(u);
+  T value = convert<T>(u);
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    const T one = store_as<T>(1.0f);
+    const T one = convert<T>(1.0f);
     if (value.bits == one.bits) value.bits = static_cast<uint16_t>(one.bits - 1);
   }
   return value;
@@ -324,7 +324,7 @@ void CudaKernels::fill(const Tensor& dst, double value) {
   const LaunchShape shape{dim3(blocks_for(n, kThreads)), dim3(kThreads), 0};
   dispatch_any(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    launch("fill", fill_kernel<T>, shape, dst.data_as<T>(), store_as<T>(value), layout, n);
+    launch("fill", fill_kernel<T>, shape, dst.data_as<T>(), convert<T>(value), layout, n);
   });
 }
 

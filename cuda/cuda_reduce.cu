@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "cuda/cuda_kernels.h"
+#include "cuda/device_math.h"
 #include "cuda/device_types.h"
 
 namespace tg::cuda {
@@ -44,20 +45,6 @@ LaunchShape row_launch(int64_t rows, int64_t n, size_t shared_per_thread) {
 __device__ inline int64_t row_start(const DimSplit& split, int64_t row) {
   const int64_t o = row / split.inner, i = row % split.inner;
   return o * split.n * split.inner + i;
-}
-
-// Math for float and double: the C functions by name, so nvcc and the emulation pick the same.
-__device__ inline float exp_of(float x) { return expf(x); }
-__device__ inline double exp_of(double x) { return exp(x); }
-__device__ inline float log_of(float x) { return logf(x); }
-__device__ inline double log_of(double x) { return log(x); }
-__device__ inline float sqrt_of(float x) { return sqrtf(x); }
-__device__ inline double sqrt_of(double x) { return sqrt(x); }
-
-// The larger of a and b as std::max computes it (a < b ? b : a): a NaN b is never taken.
-template <typename T>
-__device__ inline T max_of(T a, T b) {
-  return a < b ? b : a;
 }
 
 // The sum of every thread's `value` over the block (blockDim.x a power of two, scratch one
@@ -103,10 +90,10 @@ __global__ void sum_dim_kernel(const T* x, DimSplit split, T* out) {
     const T* first = x + row_start(split, row);
     C partial = 0;
     for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
-      partial += load_as<C>(first[k * split.inner]);
+      partial += convert<C>(first[k * split.inner]);
     }
     const C total = block_sum(partial, scratch);
-    if (threadIdx.x == 0) out[row] = store_as<T>(total);
+    if (threadIdx.x == 0) out[row] = convert<T>(total);
   }
 }
 

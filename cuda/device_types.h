@@ -1,60 +1,31 @@
 #pragma once
-// What the CUDA kernels share: the element types as the device sees them, loads and stores that
-// convert through f32/f64 exactly as the CPU kernels do (autograd/dtype.h's bit conversions, so
-// both devices round identically), host-side dtype dispatch, and tensor layouts passed by value.
+// What the CUDA kernels share: the element types and convert<To>() (the CPU's, so both devices round
+// identically), the compute type of each element type, host-side dtype dispatch, and tensor
+// layouts passed by value.
 #include <array>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "autograd/dtype.h"
+#include "autograd/element_types.h"
 #include "autograd/error.h"
 #include "autograd/tensor.h"
 #include "cuda/device_code.h"
 
 namespace tg::cuda {
 
-// 16-bit storage types; arithmetic goes through f32.
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
+// The element types and convert<To>(value), the same as the CPU kernels' (so both round alike).
+using tg::BFloat16;
+using tg::convert;
+using tg::dispatch_any;
+using tg::Half;
 
 // The type a kernel computes in for element type T: f32 for the half types, else T itself.
 template <typename T> struct ComputeOf { using type = T; };
 template <> struct ComputeOf<Half> { using type = float; };
 template <> struct ComputeOf<BFloat16> { using type = float; };
 template <typename T> using compute_t = typename ComputeOf<T>::type;
-
-// Loads an element as type To (float or double, or int64_t / bool for indices and masks).
-template <typename To, typename From>
-TG_HOST_DEVICE inline To load_as(From value) {
-  if constexpr (std::is_same_v<From, Half>) return static_cast<To>(f16_to_f32(value.bits));
-  else if constexpr (std::is_same_v<From, BFloat16>) return static_cast<To>(bf16_to_f32(value.bits));
-  else if constexpr (std::is_same_v<To, bool>) return value != From{};
-  else return static_cast<To>(value);
-}
-
-// Stores a computed value as element type To, rounding once (half types round from f32, as the
-// CPU kernels do: a double is first rounded to f32).
-template <typename To, typename From>
-TG_HOST_DEVICE inline To store_as(From value) {
-  if constexpr (std::is_same_v<To, Half>) return Half{f32_to_f16(static_cast<float>(value))};
-  else if constexpr (std::is_same_v<To, BFloat16>) return BFloat16{f32_to_bf16(static_cast<float>(value))};
-  else if constexpr (std::is_same_v<To, bool>) return value != From{};
-  else return static_cast<To>(value);
-}
-
-// Host side: calls body(T{}) with T the element type stored for dtype.
-template <typename Body>
-void dispatch_any(DType dtype, Body&& body) {
-  switch (dtype) {
-    case DType::f32: body(float{}); return;
-    case DType::f64: body(double{}); return;
-    case DType::f16: body(Half{}); return;
-    case DType::bf16: body(BFloat16{}); return;
-    case DType::i64: body(int64_t{}); return;
-    case DType::b8: body(bool{}); return;
-  }
-}
 
 // Host side: body(float{}) or body(double{}); other dtypes are an error naming the kernel.
 template <typename Body>

@@ -4,38 +4,18 @@
 #include <array>
 #include <cstdint>
 
+#include "autograd/element_types.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "autograd/tensor.h"
 
 namespace tg::cpu {
 
-// 16-bit storage types, converted through f32.
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-
-template <typename To, typename From>
-inline To convert(From value) {
-  if constexpr (std::is_same_v<From, Half>) return convert<To>(f16_to_f32(value.bits));
-  else if constexpr (std::is_same_v<From, BFloat16>) return convert<To>(bf16_to_f32(value.bits));
-  else if constexpr (std::is_same_v<To, Half>) return Half{f32_to_f16(static_cast<float>(value))};
-  else if constexpr (std::is_same_v<To, BFloat16>) return BFloat16{f32_to_bf16(static_cast<float>(value))};
-  else if constexpr (std::is_same_v<To, bool>) return value != From{};
-  else return static_cast<To>(value);
-}
-
-// Calls body(T{}) with T the C++ type stored for dtype.
-template <typename Body>
-void dispatch_any(DType dtype, Body&& body) {
-  switch (dtype) {
-    case DType::f32: body(float{}); return;
-    case DType::f64: body(double{}); return;
-    case DType::f16: body(Half{}); return;
-    case DType::bf16: body(BFloat16{}); return;
-    case DType::i64: body(int64_t{}); return;
-    case DType::b8: body(bool{}); return;
-  }
-}
+// The element types and their conversions (autograd/element_types.h), shared with cuda/.
+using tg::BFloat16;
+using tg::convert;
+using tg::dispatch_any;
+using tg::Half;
 
 // Calls body(T{}) for f32 and f64; other dtypes are an error naming the kernel.
 template <typename Body>

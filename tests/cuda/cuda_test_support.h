@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -12,6 +15,27 @@
 namespace tg::testing {
 
 inline constexpr Device kCuda{DeviceType::cuda, 0};
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+inline Kernels& cpu_kernels() { return kernels(kCPU); }
+inline Kernels& cuda_kernels() { return kernels(kCuda); }
+
+// `count` values uniform in [lo, hi) from a seeded engine: the same numbers on every run.
+inline std::vector<double> random_values(int64_t count, uint64_t seed, double lo = -1,
+                                         double hi = 1) {
+  std::mt19937_64 engine(seed);
+  std::uniform_real_distribution<double> uniform(lo, hi);
+  std::vector<double> values(static_cast<size_t>(count));
+  for (double& value : values) value = uniform(engine);
+  return values;
+}
+
+// A CPU tensor of such values, rounded to dtype.
+inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo = -1,
+                            double hi = 1) {
+  return from_values(random_values(numel(shape), seed, lo, hi), shape, dtype, kCPU);
+}
 
 // A contiguous copy of t on `device` (through the host), same dtype and shape.
 inline Tensor copy_to(const Tensor& t, Device device) {

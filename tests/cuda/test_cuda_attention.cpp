@@ -16,10 +16,7 @@
 #include "cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
-using tg::testing::on_cpu;
-using tg::testing::on_cuda;
-using tg::testing::require_close;
+using namespace tg::testing;
 
 namespace {
 
@@ -53,15 +50,6 @@ Tolerance tolerance_for(DType dtype) {
     case DType::f16: return {1e-2, 2e-3};
     default: return {4e-2, 1e-2};  // bf16: 8 mantissa bits
   }
-}
-
-// A CPU tensor of uniform values in [-1.5, 1.5), rounded to dtype; `salt` varies the stream.
-Tensor random_tensor(const Shape& shape, DType dtype, uint64_t salt) {
-  std::mt19937_64 engine(0x5eed + salt);
-  std::uniform_real_distribution<double> uniform(-1.5, 1.5);
-  std::vector<double> values(numel(shape));
-  for (double& value : values) value = uniform(engine);
-  return from_values(values, shape, dtype, kCPU);  // built on the host
 }
 
 // A CPU bool tensor from 0/1 entries.
@@ -126,10 +114,10 @@ struct Results {
 // Forward then backward on one device. The gradients start from the same nonzero values on both
 // devices (the kernels accumulate into them).
 Results run(const Case& c, bool cuda) {
-  const Tensor q = random_tensor({c.n, c.sq, c.d}, c.dtype, 1);
-  const Tensor k = random_tensor({c.n, c.sk, c.d}, c.dtype, 2);
-  const Tensor v = random_tensor({c.n, c.sk, c.dv}, c.dtype, 3);
-  const Tensor grad_out = random_tensor({c.n, c.sq, c.dv}, c.dtype, 4);
+  const Tensor q = random_tensor({c.n, c.sq, c.d}, c.dtype, 0x5eed + 1, -1.5, 1.5);
+  const Tensor k = random_tensor({c.n, c.sk, c.d}, c.dtype, 0x5eed + 2, -1.5, 1.5);
+  const Tensor v = random_tensor({c.n, c.sk, c.dv}, c.dtype, 0x5eed + 3, -1.5, 1.5);
+  const Tensor grad_out = random_tensor({c.n, c.sq, c.dv}, c.dtype, 0x5eed + 4, -1.5, 1.5);
   const AttentionProblem p = problem_on(c, q, k, v, cuda);
   const Device device = cuda ? kCuda : kCPU;
   Kernels& kernels = tg::kernels(device);
@@ -139,9 +127,9 @@ Results run(const Case& c, bool cuda) {
   r.out = empty({c.n, c.sq, c.dv}, c.dtype, device);
   r.lse = empty({c.n, c.sq}, is_half(c.dtype) ? DType::f32 : c.dtype, device);
   kernels.attention_forward(p, r.out, r.lse);
-  r.dq = here(random_tensor(p.q.shape(), c.dtype, 5));
-  r.dk = here(random_tensor(p.k.shape(), c.dtype, 6));
-  r.dv = here(random_tensor(p.v.shape(), c.dtype, 7));
+  r.dq = here(random_tensor(p.q.shape(), c.dtype, 0x5eed + 5, -1.5, 1.5));
+  r.dk = here(random_tensor(p.k.shape(), c.dtype, 0x5eed + 6, -1.5, 1.5));
+  r.dv = here(random_tensor(p.v.shape(), c.dtype, 0x5eed + 7, -1.5, 1.5));
   kernels.attention_backward(p, r.out, r.lse, here(grad_out), r.dq, r.dk, r.dv);
   return r;
 }
@@ -308,9 +296,9 @@ TEST_CASE("cuda attention takes large heads past 48 KiB of shared memory", "[cud
 TEST_CASE("cuda attention rejects head sizes beyond shared memory", "[cuda]") {
   const int64_t d = 30000;  // 30000 f64 values of q alone need 240000 bytes per block
   AttentionProblem p;
-  p.q = on_cuda(random_tensor({1, 2, d}, DType::f64, 1));
-  p.k = on_cuda(random_tensor({1, 2, d}, DType::f64, 2));
-  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f64, 3));
+  p.q = on_cuda(random_tensor({1, 2, d}, DType::f64, 0x5eed + 1, -1.5, 1.5));
+  p.k = on_cuda(random_tensor({1, 2, d}, DType::f64, 0x5eed + 2, -1.5, 1.5));
+  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f64, 0x5eed + 3, -1.5, 1.5));
   const Tensor out = empty({1, 2, 4}, DType::f64, kCuda);
   const Tensor lse = empty({1, 2}, DType::f64, kCuda);
   REQUIRE_THROWS_WITH(kernels(kCuda).attention_forward(p, out, lse),
@@ -319,9 +307,9 @@ TEST_CASE("cuda attention rejects head sizes beyond shared memory", "[cuda]") {
 
 TEST_CASE("cuda attention rejects inputs on another device", "[cuda]") {
   AttentionProblem p;
-  p.q = random_tensor({1, 2, 4}, DType::f32, 1);  // on the CPU
-  p.k = on_cuda(random_tensor({1, 2, 4}, DType::f32, 2));
-  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f32, 3));
+  p.q = random_tensor({1, 2, 4}, DType::f32, 0x5eed + 1, -1.5, 1.5);  // on the CPU
+  p.k = on_cuda(random_tensor({1, 2, 4}, DType::f32, 0x5eed + 2, -1.5, 1.5));
+  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f32, 0x5eed + 3, -1.5, 1.5));
   const Tensor out = empty({1, 2, 4}, DType::f32, kCuda);
   const Tensor lse = empty({1, 2}, DType::f32, kCuda);
   REQUIRE_THROWS_AS(kernels(kCuda).attention_forward(p, out, lse), tg::Error);

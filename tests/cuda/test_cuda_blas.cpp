@@ -20,23 +20,9 @@
 #include "tests/cuda/cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
-using tg::testing::on_cpu;
-using tg::testing::on_cuda;
-using tg::testing::require_close;
+using namespace tg::testing;
 
 namespace {
-
-Kernels& cpu() { return kernels(kCPU); }
-Kernels& gpu() { return kernels(kCuda); }
-
-std::vector<double> random_values(int64_t count, uint32_t seed, double lo = -1, double hi = 1) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<double> uniform(lo, hi);
-  std::vector<double> values(static_cast<size_t>(count));
-  for (double& v : values) v = uniform(engine);
-  return values;
-}
 
 // How the batch items are placed in their buffers.
 enum class Layout {
@@ -135,14 +121,14 @@ void check_gemm(const GemmCase& c, Tolerance tol) {
   on_host.a = a.data();
   on_host.b = b.data();
   on_host.c = expected.data();
-  cpu().gemm(on_host);
+  cpu_kernels().gemm(on_host);
 
   const Tensor a_device = on_cuda(a), b_device = on_cuda(b), got = on_cuda(c_start);
   GemmBatch on_device = batch;
   on_device.a = a_device.data();
   on_device.b = b_device.data();
   on_device.c = got.data();
-  gpu().gemm(on_device);
+  cuda_kernels().gemm(on_device);
 
   require_close(got, expected, tol.rtol, tol.atol);
 }
@@ -240,10 +226,10 @@ TEST_CASE("cuda gemm rejects integer dtypes and mismatched offsets", "[cuda]") {
   batch.m = batch.n = batch.k = batch.lda = batch.ldb = batch.ldc = 2;
   batch.a = batch.b = batch.c = buffer.data();
   batch.a_offsets = batch.b_offsets = batch.c_offsets = {0};
-  REQUIRE_THROWS_AS(gpu().gemm(batch), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().gemm(batch), Error);
   batch.dtype = DType::f32;
   batch.b_offsets = {0, 4};
-  REQUIRE_THROWS_AS(gpu().gemm(batch), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().gemm(batch), Error);
 }
 
 TEST_CASE("cuda embedding rows select and add up as on the cpu", "[cuda]") {
@@ -255,9 +241,9 @@ TEST_CASE("cuda embedding rows select and add up as on the cpu", "[cuda]") {
     const Tensor index = from_indices({3, 0, 6, 3, 3, 1}, {2, 3});
 
     Tensor expected = empty({2, 3, width}, dtype);
-    cpu().index_select_rows(table, index, expected);
+    cpu_kernels().index_select_rows(table, index, expected);
     Tensor got = empty({2, 3, width}, dtype, kCuda);
-    gpu().index_select_rows(on_cuda(table), on_cuda(index), got);
+    cuda_kernels().index_select_rows(on_cuda(table), on_cuda(index), got);
     require_close(got, expected);
 
     // Multiples of 1/8 add up exactly in any order: the atomic adds must match exactly.
@@ -268,8 +254,8 @@ TEST_CASE("cuda embedding rows select and add up as on the cpu", "[cuda]") {
                                : from_values(random_values(6 * width, 6), {2, 3, width}, dtype);
       Tensor expected_table = table.clone();
       Tensor got_table = on_cuda(table);
-      cpu().index_add_rows(src, index, expected_table);
-      gpu().index_add_rows(on_cuda(src), on_cuda(index), got_table);
+      cpu_kernels().index_add_rows(src, index, expected_table);
+      cuda_kernels().index_add_rows(on_cuda(src), on_cuda(index), got_table);
       if (exact) require_close(got_table, expected_table);
       else require_close(got_table, expected_table, dtype == DType::f64 ? 1e-14 : 1e-6, 1e-6);
     }
@@ -278,15 +264,15 @@ TEST_CASE("cuda embedding rows select and add up as on the cpu", "[cuda]") {
   const Tensor wide = from_values(random_values(3 * 300, 7), {3, 300}, DType::f32);
   const Tensor index = from_indices({2, 2, 0, 1, 2}, {5});
   Tensor expected = empty({5, 300});
-  cpu().index_select_rows(wide, index, expected);
+  cpu_kernels().index_select_rows(wide, index, expected);
   Tensor got = empty({5, 300}, DType::f32, kCuda);
-  gpu().index_select_rows(on_cuda(wide), on_cuda(index), got);
+  cuda_kernels().index_select_rows(on_cuda(wide), on_cuda(index), got);
   require_close(got, expected);
   const Tensor src = from_values(random_values(5 * 300, 8), {5, 300}, DType::f32);
   Tensor expected_table = wide.clone();
   Tensor got_table = on_cuda(wide);
-  cpu().index_add_rows(src, index, expected_table);
-  gpu().index_add_rows(on_cuda(src), on_cuda(index), got_table);
+  cpu_kernels().index_add_rows(src, index, expected_table);
+  cuda_kernels().index_add_rows(on_cuda(src), on_cuda(index), got_table);
   require_close(got_table, expected_table, 1e-6, 1e-6);
 }
 
@@ -294,6 +280,6 @@ TEST_CASE("cuda embedding rows reject the dtypes the cpu rejects", "[cuda]") {
   const Tensor table = zeros({4, 3}, DType::f16, kCuda);
   const Tensor index = zeros({2}, DType::i64, kCuda);
   const Tensor rows = zeros({2, 3}, DType::f16, kCuda);
-  REQUIRE_THROWS_AS(gpu().index_select_rows(table, index, rows), Error);
-  REQUIRE_THROWS_AS(gpu().index_add_rows(rows, index, table), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().index_select_rows(table, index, rows), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().index_add_rows(rows, index, table), Error);
 }

@@ -15,9 +15,7 @@
 #include "cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
-using tg::testing::on_cuda;
-using tg::testing::require_close;
+using namespace tg::testing;
 
 namespace {
 

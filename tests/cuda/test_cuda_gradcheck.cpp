@@ -1,42 +1,19 @@
-// The whole f64 gradcheck registry, run with every tensor on the CUDA device: each case is its
-// own test ("gradcheck on cuda: <case>"), as the CPU suite registers them.
-#include <catch2/catch.hpp>
-
-#include "autograd/gradcheck.h"
+// The whole f64 gradcheck registry with every tensor on the CUDA device: each case is its own
+// test ("gradcheck on cuda:0: <case>"), registered as the CPU suite registers them.
 #include "cuda_test_support.h"
 #include "nn/gradcheck_cases.h"
 #include "ops/gradcheck_cases.h"
+#include "tests/gradcheck_registration.h"
 
-namespace tg::testing {
 namespace {
 
-class CudaGradcheckInvoker : public Catch::ITestInvoker {
- public:
-  explicit CudaGradcheckInvoker(GradcheckCase check) : check_(std::move(check)) {}
-  void invoke() const override {
-    const GradcheckResult result = check_.run(kCuda);
-    INFO(check_.name << " " << check_.shapes << " on cuda: " << result.message << " (max abs err "
-                     << result.max_abs_err << ", max rel err " << result.max_rel_err << ")");
-    CHECK(result.compared > 0);
-    REQUIRE(result.passed);
-  }
-
- private:
-  GradcheckCase check_;
-};
-
-bool register_cuda_gradchecks() {
-  std::vector<GradcheckCase> cases = ops_gradcheck_cases();
-  for (GradcheckCase& check : nn_gradcheck_cases()) cases.push_back(std::move(check));
-  for (GradcheckCase& check : cases) {
-    const std::string name = "gradcheck on cuda: " + check.name;
-    Catch::AutoReg(new CudaGradcheckInvoker(std::move(check)), CATCH_INTERNAL_LINEINFO,
-                   Catch::StringRef(), Catch::NameAndTags{name, "[cuda][gradcheck]"});
-  }
-  return true;
+std::vector<tg::GradcheckCase> every_case() {
+  std::vector<tg::GradcheckCase> cases = tg::ops_gradcheck_cases();
+  for (tg::GradcheckCase& check : tg::nn_gradcheck_cases()) cases.push_back(std::move(check));
+  return cases;
 }
 
-const bool registered = register_cuda_gradchecks();
+const bool registered =
+    tg::testing::register_gradcheck_tests(every_case(), tg::testing::kCuda, "[cuda][gradcheck]");
 
 }  // namespace
-}  // namespace tg::testing

@@ -12,7 +12,7 @@
 #include "cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
+using namespace tg::testing;
 
 TEST_CASE("cuda backend is registered", "[cuda]") {
   const Backend* backend = find_backend(DeviceType::cuda);

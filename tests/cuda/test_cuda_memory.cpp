@@ -23,19 +23,13 @@
 #include "cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
-using tg::testing::on_cpu;
-using tg::testing::on_cuda;
-using tg::testing::require_close;
+using namespace tg::testing;
 
 namespace {
 
 const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::f16,
                                        DType::bf16, DType::i64, DType::b8};
 const std::vector<DType> kFloatingDtypes = {DType::f32, DType::f64, DType::f16, DType::bf16};
-
-Kernels& cpu_kernels() { return kernels(kCPU); }
-Kernels& cuda_kernels() { return kernels(kCuda); }
 
 // A CPU tensor of `shape` holding `values` over and over, converted (by the CPU) to dtype.
 Tensor cyclic(const std::vector<double>& values, const Shape& shape, DType dtype) {

@@ -19,26 +19,9 @@
 #include "tests/cuda/cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
-using tg::testing::on_cpu;
-using tg::testing::on_cuda;
-using tg::testing::require_close;
+using namespace tg::testing;
 
 namespace {
-
-Kernels& cpu() { return kernels(kCPU); }
-Kernels& gpu() { return kernels(kCuda); }
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-Tensor random_tensor(const Shape& shape, DType dtype, uint32_t seed, double lo = -1, double hi = 1) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<double> uniform(lo, hi);
-  std::vector<double> values(static_cast<size_t>(numel(shape)));
-  for (double& v : values) v = uniform(engine);
-  return from_values(values, shape, dtype);
-}
 
 // Element counts: one, a partial block, and several blocks of 256 threads.
 const std::vector<Shape> kShapes = {{1}, {3, 7}, {1000}};
@@ -99,8 +82,8 @@ TEST_CASE("cuda sgd steps match the cpu bit for bit", "[cuda]") {
           s.nesterov = c.nesterov;
           s.first_step = step == 0;
           const bool momentum = c.momentum != 0;
-          cpu().sgd_step(s, param.cpu, grad, momentum ? buffer.cpu : Tensor());
-          gpu().sgd_step(s, param.cuda, on_cuda(grad), momentum ? buffer.cuda : Tensor());
+          cpu_kernels().sgd_step(s, param.cpu, grad, momentum ? buffer.cpu : Tensor());
+          cuda_kernels().sgd_step(s, param.cuda, on_cuda(grad), momentum ? buffer.cuda : Tensor());
           param.require_equal();
           buffer.require_equal();
         }
@@ -123,8 +106,8 @@ TEST_CASE("cuda adam and adamw steps match the cpu bit for bit", "[cuda]") {
             // Small gradients, as late in training: sqrt(v) is small next to 1.
             const Tensor grad = random_tensor(shape, dtype, 20 + step, -1e-3, 1e-3);
             const AdamStep s = adam_scalars(step, 1e-2, 0.9, 0.999, 1e-8, weight_decay, decoupled);
-            cpu().adam_step(s, param.cpu, grad, exp_avg.cpu, exp_avg_sq.cpu);
-            gpu().adam_step(s, param.cuda, on_cuda(grad), exp_avg.cuda, exp_avg_sq.cuda);
+            cpu_kernels().adam_step(s, param.cpu, grad, exp_avg.cpu, exp_avg_sq.cpu);
+            cuda_kernels().adam_step(s, param.cuda, on_cuda(grad), exp_avg.cuda, exp_avg_sq.cuda);
             param.require_equal();
             exp_avg.require_equal();
             exp_avg_sq.require_equal();
@@ -141,12 +124,12 @@ TEST_CASE("cuda sum of squares accumulates in f64 like the cpu", "[cuda]") {
     Twin total(scalar(1.5, DType::f64));
     for (const Shape& shape : {Shape{1}, Shape{3, 7}, Shape{3000}}) {
       const Tensor x = random_tensor(shape, dtype, 3, -4, 4);
-      cpu().accumulate_sum_of_squares(x, total.cpu);
-      gpu().accumulate_sum_of_squares(on_cuda(x), total.cuda);
+      cpu_kernels().accumulate_sum_of_squares(x, total.cpu);
+      cuda_kernels().accumulate_sum_of_squares(on_cuda(x), total.cuda);
       require_close(total.cuda, total.cpu, 1e-12);
     }
     // Several blocks, each adding its share atomically: still the whole sum.
-    gpu().accumulate_sum_of_squares(on_cuda(full({2000}, 0.5, dtype)), total.cuda);
+    cuda_kernels().accumulate_sum_of_squares(on_cuda(full({2000}, 0.5, dtype)), total.cuda);
     REQUIRE(on_cpu(total.cuda).item() == Approx(total.cpu.item() + 500).epsilon(1e-12));
   }
 }
@@ -164,9 +147,9 @@ TEST_CASE("cuda unscale multiplies like the cpu and flags inf and NaN", "[cuda]"
         const Tensor grad = from_values(values, {3000}, dtype);
         Twin flag(scalar(flag_before, DType::f32));
         Tensor expected = empty({3000}, dtype);
-        cpu().unscale_and_check(grad, inv_scale, expected, flag.cpu);
+        cpu_kernels().unscale_and_check(grad, inv_scale, expected, flag.cpu);
         Tensor got = empty({3000}, dtype, kCuda);
-        gpu().unscale_and_check(on_cuda(grad), inv_scale, got, flag.cuda);
+        cuda_kernels().unscale_and_check(on_cuda(grad), inv_scale, got, flag.cuda);
         require_close(got, expected);
         flag.require_equal();
         REQUIRE(on_cpu(flag.cuda).item() == (bad == 0.0 ? flag_before : 1.0));
@@ -179,12 +162,12 @@ TEST_CASE("cuda optimizer kernels reject the dtypes the cpu rejects", "[cuda]") 
   const Tensor half = zeros({4}, DType::f16, kCuda);
   const Tensor total = zeros({}, DType::f64, kCuda);
   const Tensor flag = zeros({}, DType::f32, kCuda);
-  REQUIRE_THROWS_AS(gpu().sgd_step(SgdStep{}, half, half, Tensor()), Error);
-  REQUIRE_THROWS_AS(gpu().adam_step(AdamStep{}, half, half, half, half), Error);
-  REQUIRE_THROWS_AS(gpu().accumulate_sum_of_squares(half, total), Error);
-  REQUIRE_THROWS_AS(gpu().unscale_and_check(half, 1.0, half, flag), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().sgd_step(SgdStep{}, half, half, Tensor()), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().adam_step(AdamStep{}, half, half, half, half), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().accumulate_sum_of_squares(half, total), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().unscale_and_check(half, 1.0, half, flag), Error);
   // The total must be an f64 scalar, found_inf an f32 one.
   const Tensor x = zeros({4}, DType::f32, kCuda);
-  REQUIRE_THROWS_AS(gpu().accumulate_sum_of_squares(x, flag), Error);
-  REQUIRE_THROWS_AS(gpu().unscale_and_check(x, 1.0, x, total), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().accumulate_sum_of_squares(x, flag), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().unscale_and_check(x, 1.0, x, total), Error);
 }

@@ -18,30 +18,9 @@
 #include "tests/cuda/cuda_test_support.h"
 
 using namespace tg;
-using tg::testing::kCuda;
-using tg::testing::on_cpu;
-using tg::testing::on_cuda;
-using tg::testing::require_close;
+using namespace tg::testing;
 
 namespace {
-
-Kernels& cpu() { return kernels(kCPU); }
-Kernels& gpu() { return kernels(kCuda); }
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::vector<double> random_values(int64_t count, uint32_t seed, double lo = -2, double hi = 2) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<double> uniform(lo, hi);
-  std::vector<double> values(static_cast<size_t>(count));
-  for (double& v : values) v = uniform(engine);
-  return values;
-}
-
-Tensor random_tensor(const Shape& shape, DType dtype, uint32_t seed) {
-  return from_values(random_values(numel(shape), seed), shape, dtype);
-}
 
 // Row lengths of 1, 3, 257 (more than one block of threads), with inner 1 and inner > 1.
 const std::vector<DimSplit> kSplits = {
@@ -72,11 +51,11 @@ TEST_CASE("cuda sum over a dim matches the cpu in every dtype", "[cuda]") {
     for (const DimSplit& split : kSplits) {
       INFO("dtype " << dtype_name(dtype) << ", split [" << split.outer << ", " << split.n << ", "
                     << split.inner << "]");
-      const Tensor x = random_tensor(split_shape(split), dtype, 11);
+      const Tensor x = random_tensor(split_shape(split), dtype, 11, -2, 2);
       Tensor expected = empty(kept_shape(split), dtype);
-      cpu().sum_dim(x, split, expected);
+      cpu_kernels().sum_dim(x, split, expected);
       Tensor got = empty(kept_shape(split), dtype, kCuda);
-      gpu().sum_dim(on_cuda(x), split, got);
+      cuda_kernels().sum_dim(on_cuda(x), split, got);
       const Tolerance tol = sum_tolerance(dtype);
       require_close(got, expected, tol.rtol, tol.atol);
     }
@@ -86,7 +65,7 @@ TEST_CASE("cuda sum over a dim matches the cpu in every dtype", "[cuda]") {
 TEST_CASE("cuda sum over an empty dim gives zeros", "[cuda]") {
   const DimSplit split{2, 0, 3};
   Tensor got = full({2, 3}, 5.0, DType::f32, kCuda);
-  gpu().sum_dim(empty({2, 0, 3}, DType::f32, kCuda), split, got);
+  cuda_kernels().sum_dim(empty({2, 0, 3}, DType::f32, kCuda), split, got);
   require_close(got, zeros({2, 3}));
 }
 
@@ -100,13 +79,13 @@ TEST_CASE("cuda max over a dim matches the cpu with ties", "[cuda]") {
       for (double& v : values) v = std::floor(v);
       for (const bool with_ties : {true, false}) {
         const Tensor x = with_ties ? from_values(values, split_shape(split), dtype)
-                                   : random_tensor(split_shape(split), dtype, 6);
+                                   : random_tensor(split_shape(split), dtype, 6, -2, 2);
         Tensor expected_values = empty(kept_shape(split), dtype);
         Tensor expected_indices = empty(kept_shape(split), DType::i64);
-        cpu().max_dim(x, split, expected_values, expected_indices);
+        cpu_kernels().max_dim(x, split, expected_values, expected_indices);
         Tensor got_values = empty(kept_shape(split), dtype, kCuda);
         Tensor got_indices = empty(kept_shape(split), DType::i64, kCuda);
-        gpu().max_dim(on_cuda(x), split, got_values, got_indices);
+        cuda_kernels().max_dim(on_cuda(x), split, got_values, got_indices);
         require_close(got_values, expected_values);
         REQUIRE(on_cpu(got_indices).indices() == expected_indices.indices());
       }
@@ -131,10 +110,10 @@ TEST_CASE("cuda max over a dim treats NaN, infinities and signed zeros as the cp
       const Tensor x = from_values(flat, split_shape(split), dtype);
       Tensor expected_values = empty(kept_shape(split), dtype);
       Tensor expected_indices = empty(kept_shape(split), DType::i64);
-      cpu().max_dim(x, split, expected_values, expected_indices);
+      cpu_kernels().max_dim(x, split, expected_values, expected_indices);
       Tensor got_values = empty(kept_shape(split), dtype, kCuda);
       Tensor got_indices = empty(kept_shape(split), DType::i64, kCuda);
-      gpu().max_dim(on_cuda(x), split, got_values, got_indices);
+      cuda_kernels().max_dim(on_cuda(x), split, got_values, got_indices);
       require_close(got_values, expected_values);
       REQUIRE(on_cpu(got_indices).indices() == expected_indices.indices());
     }
@@ -143,7 +122,7 @@ TEST_CASE("cuda max over a dim treats NaN, infinities and signed zeros as the cp
   const Tensor x = from_values(flat, {count, 4, 1}, DType::f32);
   Tensor values = empty({count, 1}, DType::f32, kCuda);
   Tensor indices = empty({count, 1}, DType::i64, kCuda);
-  gpu().max_dim(on_cuda(x), DimSplit{count, 4, 1}, values, indices);
+  cuda_kernels().max_dim(on_cuda(x), DimSplit{count, 4, 1}, values, indices);
   REQUIRE(on_cpu(indices).indices() == std::vector<int64_t>{0, 2, 0, 0, 1, 0, 0, 0});
 }
 
@@ -158,18 +137,18 @@ TEST_CASE("cuda gather and scatter add over a dim match the cpu exactly", "[cuda
       for (int64_t& p : picked) p = pick(engine);
       const Tensor index = from_indices(picked, kept_shape(split));
 
-      const Tensor x = random_tensor(split_shape(split), dtype, 8);
+      const Tensor x = random_tensor(split_shape(split), dtype, 8, -2, 2);
       Tensor expected = empty(kept_shape(split), dtype);
-      cpu().gather_dim(x, split, index, expected);
+      cpu_kernels().gather_dim(x, split, index, expected);
       Tensor got = empty(kept_shape(split), dtype, kCuda);
-      gpu().gather_dim(on_cuda(x), split, on_cuda(index), got);
+      cuda_kernels().gather_dim(on_cuda(x), split, on_cuda(index), got);
       require_close(got, expected);
 
-      const Tensor src = random_tensor(kept_shape(split), dtype, 9);
-      Tensor expected_out = random_tensor(split_shape(split), dtype, 10);
+      const Tensor src = random_tensor(kept_shape(split), dtype, 9, -2, 2);
+      Tensor expected_out = random_tensor(split_shape(split), dtype, 10, -2, 2);
       Tensor got_out = on_cuda(expected_out);
-      cpu().scatter_add_dim(src, split, index, expected_out);
-      gpu().scatter_add_dim(on_cuda(src), split, on_cuda(index), got_out);
+      cpu_kernels().scatter_add_dim(src, split, index, expected_out);
+      cuda_kernels().scatter_add_dim(on_cuda(src), split, on_cuda(index), got_out);
       require_close(got_out, expected_out);
     }
   }
@@ -187,9 +166,9 @@ TEST_CASE("cuda softmax and log softmax over a dim match the cpu", "[cuda]") {
         values[0] += 100;
         const Tensor x = from_values(values, split_shape(split), dtype);
         Tensor expected = empty(split_shape(split), dtype);
-        cpu().softmax_dim(x, split, log, expected);
+        cpu_kernels().softmax_dim(x, split, log, expected);
         Tensor got = empty(split_shape(split), dtype, kCuda);
-        gpu().softmax_dim(on_cuda(x), split, log, got);
+        cuda_kernels().softmax_dim(on_cuda(x), split, log, got);
         require_close(got, expected, tol.rtol, tol.atol);
       }
     }
@@ -213,9 +192,9 @@ TEST_CASE("cuda softmax of masked rows matches the cpu", "[cuda]") {
         INFO("dtype " << dtype_name(dtype) << ", log " << log << ", inner " << split.inner);
         const Tensor x = from_values(flat, split_shape(split), dtype);
         Tensor expected = empty(split_shape(split), dtype);
-        cpu().softmax_dim(x, split, log, expected);
+        cpu_kernels().softmax_dim(x, split, log, expected);
         Tensor got = empty(split_shape(split), dtype, kCuda);
-        gpu().softmax_dim(on_cuda(x), split, log, got);
+        cuda_kernels().softmax_dim(on_cuda(x), split, log, got);
         require_close(got, expected, 1e-6, 1e-7);
       }
     }
@@ -236,10 +215,10 @@ TEST_CASE("cuda row normalisation matches the cpu", "[cuda]") {
       const int64_t rows = numel(shape) / width;
       for (const double eps : {1e-5, 0.5}) {
         Tensor out = empty(shape, dtype), mean = empty({rows}, dtype), rstd = empty({rows}, dtype);
-        cpu().normalize_rows(x, eps, out, mean, rstd);
+        cpu_kernels().normalize_rows(x, eps, out, mean, rstd);
         Tensor got_out = empty(shape, dtype, kCuda), got_mean = empty({rows}, dtype, kCuda),
                got_rstd = empty({rows}, dtype, kCuda);
-        gpu().normalize_rows(on_cuda(x), eps, got_out, got_mean, got_rstd);
+        cuda_kernels().normalize_rows(on_cuda(x), eps, got_out, got_mean, got_rstd);
         require_close(got_out, out, tol.rtol, tol.atol);
         require_close(got_mean, mean, tol.rtol, tol.atol);
         require_close(got_rstd, rstd, tol.rtol, tol.atol);
@@ -255,11 +234,11 @@ TEST_CASE("cuda reductions reject the dtypes the cpu rejects", "[cuda]") {
   const Tensor whole = empty({2, 3, 1}, DType::i64, kCuda);
   const Tensor whole_out = empty({2, 1}, DType::i64, kCuda);
   const Tensor index = zeros({2, 1}, DType::i64, kCuda);
-  REQUIRE_THROWS_AS(gpu().sum_dim(whole, split, whole_out), Error);
-  REQUIRE_THROWS_AS(gpu().max_dim(half, split, half_out, index), Error);
-  REQUIRE_THROWS_AS(gpu().gather_dim(half, split, index, half_out), Error);
-  REQUIRE_THROWS_AS(gpu().scatter_add_dim(half_out, split, index, half), Error);
-  REQUIRE_THROWS_AS(gpu().softmax_dim(half, split, false, half), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().sum_dim(whole, split, whole_out), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().max_dim(half, split, half_out, index), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().gather_dim(half, split, index, half_out), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().scatter_add_dim(half_out, split, index, half), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().softmax_dim(half, split, false, half), Error);
   const Tensor rows = empty({2}, DType::f16, kCuda);
-  REQUIRE_THROWS_AS(gpu().normalize_rows(half, 1e-5, half, rows, rows), Error);
+  REQUIRE_THROWS_AS(cuda_kernels().normalize_rows(half, 1e-5, half, rows, rows), Error);
 }

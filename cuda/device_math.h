@@ -1,0 +1,27 @@
+#pragma once
+// Device math for float and double: the C functions by name (expf for float, exp for double, ...),
+// which are what the CPU's std:: overloads call, so both devices evaluate the same formulas.
+#include "cuda/device_code.h"
+
+namespace tg::cuda {
+
+__device__ inline float exp_of(float x) { return expf(x); }
+__device__ inline double exp_of(double x) { return exp(x); }
+__device__ inline float log_of(float x) { return logf(x); }
+__device__ inline double log_of(double x) { return log(x); }
+__device__ inline float sqrt_of(float x) { return sqrtf(x); }
+__device__ inline double sqrt_of(double x) { return sqrt(x); }
+__device__ inline float tanh_of(float x) { return tanhf(x); }
+__device__ inline double tanh_of(double x) { return tanh(x); }
+__device__ inline float erf_of(float x) { return erff(x); }
+__device__ inline double erf_of(double x) { return erf(x); }
+__device__ inline float pow_of(float x, float y) { return powf(x, y); }
+__device__ inline double pow_of(double x, double y) { return pow(x, y); }
+
+// The larger of a and b as std::max computes it (a < b ? b : a): a NaN b is never taken.
+template <typename T>
+__device__ inline T max_of(T a, T b) {
+  return a < b ? b : a;
+}
+
+}  // namespace tg::cuda
