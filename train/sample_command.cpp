@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "autograd/error.h"
+#include "autograd/kernels.h"
 #include "autograd/rng.h"
 #include "autograd/tape.h"
 #include "ops/ops.h"
@@ -104,7 +105,8 @@ int sample(const Args& args) {
       ("temperature", po::value(&temperature)->default_value(temperature), "softmax temperature (> 0)")
       ("top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely (0: all)")
       ("seed", po::value(&seed)->default_value(seed), "random seed")
-      ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N");
+      ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N")
+      ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
