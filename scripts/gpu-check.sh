@@ -7,7 +7,8 @@
 #                                  ...) into build-gpu/lib, since the GPU machine has none of
 #                                  Debian's -dev packages.
 #   scripts/gpu-check.sh [run]     on the GPU machine, over a copy of the tree that carries
-#                                  build-gpu/: the CUDA tests (every kernel against the CPU, the
+#                                  build-gpu/ (about 50 MB; cuBLAS and the driver are the
+#                                  machine's own, CUDA 13 like the build): the CUDA tests (every kernel against the CPU, the
 #                                  gradcheck registry on the GPU, 20 training steps of each model),
 #                                  compute-sanitizer over the kernel tests, and the GPU benchmarks.
 #                                  Every step has a timeout; together they stay under 8 minutes
@@ -36,6 +37,12 @@ run() {
   export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
   local tests="$BUILD/tests/cuda/tapegrad_cuda_tests"
   local status=0
+  # cuBLAS comes from the machine's toolkit (its libraries are too large to carry): it must be the
+  # major version this build linked, which ldd shows.
+  if ldd "$BUILD/tapegrad" "$tests" | grep "not found"; then
+    echo "gpu-check: libraries above are missing on this machine (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+    return 1
+  fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
   "$BUILD/tapegrad" info | tee "$out/info.txt"
 
