@@ -10,7 +10,6 @@
 
 namespace tg {
 
-
 struct RngState {
   uint64_t seed = 0;
   uint64_t offset = 0;  // next unused block counter

@@ -17,8 +17,9 @@ struct Counters {
 Counters& counters(Device device) {
   static Counters per_device[1 + kMaxCudaDevices];
   if (device.type == DeviceType::cpu) return per_device[0];
-  check(device.index >= 0 && device.index < kMaxCudaDevices, "allocator: no counters for device ",
-        device_name(device));
+  if (device.index < 0 || device.index >= kMaxCudaDevices) {  // (the message only on failure)
+    fail("allocator: no counters for device ", device_name(device));
+  }
   return per_device[1 + device.index];
 }
 

@@ -88,25 +88,27 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   tg::backward(*this, grad, retain_graph);
 }
 
-namespace {
-
-// The elements of t in a fresh contiguous CPU tensor of the same dtype (a device-to-host copy for
-// tensors on other devices).
-Tensor host_copy(const Tensor& t) {
-  Tensor packed = t;
+Tensor copy_to_device(const Tensor& t, Device device) {
+  Tensor packed = t;  // contiguous on the source device first
   if (!t.is_contiguous()) {
     packed = empty(t.shape(), t.dtype(), t.device());
     kernels(t.device()).copy(t, packed);
   }
-  Tensor host = empty(t.shape(), t.dtype(), kCPU);
-  kernels(t.device()).copy_to_host(packed, host.data());
-  return host;
+  Tensor out = empty(t.shape(), t.dtype(), device);
+  if (t.device() == kCPU) {
+    kernels(device).copy_from_host(packed.data(), out);
+  } else if (device == kCPU) {
+    kernels(t.device()).copy_to_host(packed, out.data());
+  } else {  // between two devices: through host memory
+    std::vector<unsigned char> bytes(static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+    kernels(t.device()).copy_to_host(packed, bytes.data());
+    kernels(device).copy_from_host(bytes.data(), out);
+  }
+  return out;
 }
 
-}  // namespace
-
 std::vector<double> Tensor::values() const {
-  const Tensor host = device() == kCPU ? *this : host_copy(*this);
+  const Tensor host = device() == kCPU ? *this : copy_to_device(*this, kCPU);
   Tensor converted = empty(shape(), DType::f64, kCPU);
   kernels(kCPU).copy(host, converted);
   const double* begin = converted.data_as<double>();
@@ -114,7 +116,7 @@ std::vector<double> Tensor::values() const {
 }
 
 std::vector<int64_t> Tensor::indices() const {
-  const Tensor host = device() == kCPU ? *this : host_copy(*this);
+  const Tensor host = device() == kCPU ? *this : copy_to_device(*this, kCPU);
   Tensor converted = empty(shape(), DType::i64, kCPU);
   kernels(kCPU).copy(host, converted);
   const int64_t* begin = converted.data_as<int64_t>();
@@ -154,12 +156,9 @@ Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device
 
 namespace {
 
-// A CPU tensor moved to `device` (factories build on the host, then transfer once).
+// A tensor built on the host, on `device` (factories fill it there, then transfer once).
 Tensor moved_to(const Tensor& host, Device device) {
-  if (device == kCPU) return host;
-  Tensor result = empty(host.shape(), host.dtype(), device);
-  kernels(device).copy_from_host(host.data(), result);
-  return result;
+  return device == kCPU ? host : copy_to_device(host, device);
 }
 
 }  // namespace

@@ -112,6 +112,9 @@ Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
 
+// A contiguous copy of t on `device`, not recorded on the tape (Tensor::to(device) is the op).
+Tensor copy_to_device(const Tensor& t, Device device);
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace tg

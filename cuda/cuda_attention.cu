@@ -61,50 +61,24 @@ __device__ inline C negative_infinity() {
   return -std::numeric_limits<C>::infinity();
 }
 
-// The sum of `value` over the 32 lanes of a warp, in every lane (all lanes must call it).
-template <typename C>
-__device__ inline C warp_sum(C value) {
+// combine() of `value` over the block's threads, returned to every thread; `identity` is
+// combine's neutral value (0 for Plus, -inf for Larger). Every thread must call it. Each warp
+// reduces with shuffles, lane 0 parks the warp's result in scratch [warps], and every thread
+// combines the warp results in the same order (so all threads get bit-identical results).
+template <typename C, typename Op>
+__device__ C block_reduce(C value, C* scratch, Op combine, C identity) {
   for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
-    value += __shfl_xor_sync(0xffffffffu, value, delta);
+    value = combine(value, __shfl_xor_sync(0xffffffffu, value, delta));
   }
-  return value;
-}
-
-// The largest `value` over the 32 lanes of a warp, in every lane (all lanes must call it).
-template <typename C>
-__device__ inline C warp_max(C value) {
-  for (int delta = kWarpSize / 2; delta > 0; delta /= 2) {
-    value = max_of(value, __shfl_xor_sync(0xffffffffu, value, delta));
-  }
-  return value;
-}
-
-// sum over the block's threads of `value`, returned to every thread. Every thread must call it.
-// Each warp reduces with shuffles, lane 0 parks the warp's total in scratch [warps], and every
-// thread adds the warp totals in the same order (so all threads get bit-identical results).
-template <typename C>
-__device__ C block_sum(C value, C* scratch) {
-  value = warp_sum(value);
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   if (lane == 0) scratch[warp] = value;
   __syncthreads();
-  C total = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) total += scratch[w];
+  C result = identity;
+  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) {
+    result = combine(result, scratch[w]);
+  }
   __syncthreads();  // scratch is free again for the next reduction
-  return total;
-}
-
-// max over the block's threads of `value`, returned to every thread (see block_sum).
-template <typename C>
-__device__ C block_max(C value, C* scratch) {
-  value = warp_max(value);
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  C best = negative_infinity<C>();
-  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarpSize; ++w) best = max_of(best, scratch[w]);
-  __syncthreads();
-  return best;
+  return result;
 }
 
 // sum_c a[c] * b[c] for a row held in shared memory (compute type) and one in global memory.
@@ -174,12 +148,14 @@ __global__ void attention_forward_kernel(AttentionArgs<T, C> a, T* out, C* lse) 
   for (int64_t j0 = 0; j0 < end; j0 += threads) {
     const int64_t j = j0 + tid;
     const C score = score_of(a, q_row, n, i, j, end);
-    const C new_max = max_of(row_max, block_max(score, scratch));
+    const C tile_max = block_reduce(score, scratch, Larger{}, negative_infinity<C>());
+    const C new_max = max_of(row_max, tile_max);
     if (new_max == negative_infinity<C>()) continue;  // nothing visible yet (the whole block agrees)
 
     const C correction = exp_of(row_max - new_max);  // e^(m - m'); 0 on the first visible tile
     const C prob = exp_of(score - new_max);          // e^(s - m'); 0 where masked
-    row_sum = row_sum * correction + block_sum(prob, scratch);  // l counts every probability
+    // l counts every probability
+    row_sum = row_sum * correction + block_reduce(prob, scratch, Plus{}, C(0));
     probs[tid] = j < end ? prob * dropout_factor(a, n, i, j) : C(0);  // O drops some of them
     __syncthreads();
 
@@ -234,7 +210,8 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
     d_out_row[c] = convert<C>(grad_out[row * a.dv + c]);
     partial += d_out_row[c] * convert<C>(out[row * a.dv + c]);
   }
-  const C row_dot = block_sum(partial, scratch);  // its barrier also publishes q_row, d_out_row
+  // (its barrier also publishes q_row, d_out_row)
+  const C row_dot = block_reduce(partial, scratch, Plus{}, C(0));
 
   const int64_t end = key_end(a, i);
   for (int64_t j0 = 0; j0 < end; j0 += threads) {

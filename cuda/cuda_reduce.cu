@@ -47,35 +47,21 @@ __device__ inline int64_t row_start(const DimSplit& split, int64_t row) {
   return o * split.n * split.inner + i;
 }
 
-// The sum of every thread's `value` over the block (blockDim.x a power of two, scratch one
-// element a thread); all threads get it back.
-template <typename T>
-__device__ T block_sum(T value, T* scratch) {
+// combine() of every thread's `value` over the block, a tree in shared memory (blockDim.x a power
+// of two, scratch one element a thread); all threads get it back. Plus{} sums; Larger{} takes the
+// largest with max_of, so NaN values never win.
+template <typename T, typename Op>
+__device__ T block_reduce(T value, T* scratch, Op combine) {
   const unsigned t = threadIdx.x;
   scratch[t] = value;
   __syncthreads();
   for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (t < half) scratch[t] += scratch[t + half];
+    if (t < half) scratch[t] = combine(scratch[t], scratch[t + half]);
     __syncthreads();
   }
-  const T total = scratch[0];
+  const T result = scratch[0];
   __syncthreads();  // everyone has read scratch[0] before anyone writes scratch again
-  return total;
-}
-
-// The largest `value` over the block, with max_of (so NaN values never win); all threads get it.
-template <typename T>
-__device__ T block_max(T value, T* scratch) {
-  const unsigned t = threadIdx.x;
-  scratch[t] = value;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (t < half) scratch[t] = max_of(scratch[t], scratch[t + half]);
-    __syncthreads();
-  }
-  const T largest = scratch[0];
-  __syncthreads();
-  return largest;
+  return result;
 }
 
 // ---- Kernels ----------------------------------------------------------------------------------
@@ -92,7 +78,7 @@ __global__ void sum_dim_kernel(const T* x, DimSplit split, T* out) {
     for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
       partial += convert<C>(first[k * split.inner]);
     }
-    const C total = block_sum(partial, scratch);
+    const C total = block_reduce(partial, scratch, Plus{});
     if (threadIdx.x == 0) out[row] = convert<T>(total);
   }
 }
@@ -182,7 +168,7 @@ __global__ void softmax_dim_kernel(const T* x, DimSplit split, bool log, T* out)
     for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
       partial_max = max_of(partial_max, in[k * split.inner]);
     }
-    const T largest = block_max(partial_max, scratch);
+    const T largest = block_reduce(partial_max, scratch, Larger{});
     if (largest == kNegInf) {  // the same for every thread
       for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
         result[k * split.inner] = log ? kNegInf : T(0);
@@ -193,7 +179,7 @@ __global__ void softmax_dim_kernel(const T* x, DimSplit split, bool log, T* out)
     for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
       partial_sum += exp_of(in[k * split.inner] - largest);
     }
-    const T total = block_sum(partial_sum, scratch);
+    const T total = block_reduce(partial_sum, scratch, Plus{});
     if (log) {
       const T log_total = log_of(total) + largest;
       for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
@@ -218,13 +204,13 @@ __global__ void normalize_rows_kernel(const T* x, int64_t rows, int64_t width, T
     const T* in = x + r * width;
     T partial = 0;
     for (int64_t k = threadIdx.x; k < width; k += blockDim.x) partial += in[k];
-    const T mu = block_sum(partial, scratch) / T(width);
+    const T mu = block_reduce(partial, scratch, Plus{}) / T(width);
     T partial_squares = 0;
     for (int64_t k = threadIdx.x; k < width; k += blockDim.x) {
       const T centered = in[k] - mu;
       partial_squares += centered * centered;
     }
-    const T squares = block_sum(partial_squares, scratch);
+    const T squares = block_reduce(partial_squares, scratch, Plus{});
     const T inv_std = T(1) / sqrt_of(squares / T(width) + eps);
     for (int64_t k = threadIdx.x; k < width; k += blockDim.x) out[r * width + k] = (in[k] - mu) * inv_std;
     if (threadIdx.x == 0) {

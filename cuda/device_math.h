@@ -24,4 +24,14 @@ __device__ inline T max_of(T a, T b) {
   return a < b ? b : a;
 }
 
+// The combining operations of the block reductions.
+struct Plus {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Larger {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return max_of(a, b); }
+};
+
 }  // namespace tg::cuda

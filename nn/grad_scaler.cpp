@@ -1,6 +1,5 @@
 #include "nn/grad_scaler.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "autograd/error.h"
@@ -41,15 +40,10 @@ void GradScaler::unscale(Optimizer& optimizer) {
   for (const Tensor& param : optimizer.params()) {
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
-    auto flag = std::find_if(found_inf_flags.begin(), found_inf_flags.end(),
-                             [&](const Tensor& f) { return f.device() == grad.device(); });
-    if (flag == found_inf_flags.end()) {
-      found_inf_flags.push_back(zeros({}, DType::f32, grad.device()));
-      flag = found_inf_flags.end() - 1;
-    }
     const Tensor values = grad.contiguous();
     Tensor unscaled = empty_like(values);  // a new tensor: gradients may be shared
-    kernels(grad.device()).unscale_and_check(values, inv_scale, unscaled, *flag);
+    kernels(grad.device()).unscale_and_check(
+        values, inv_scale, unscaled, accumulator_on(found_inf_flags, grad.device(), DType::f32));
     param.set_grad(unscaled);
   }
   for (const Tensor& flag : found_inf_flags) state.found_inf = state.found_inf || flag.item() != 0;

@@ -94,35 +94,32 @@ void Module::zero_grad() {
   for (const Tensor& p : parameters()) p.zero_grad();
 }
 
-void Module::to(DType dtype) {
-  auto convert = [dtype](const Tensor& t) {
-    if (t.dtype() == dtype || !is_floating(t.dtype())) return;
-    Tensor converted = t.detach().to(dtype);
+void Module::replace_in_place(const std::function<Tensor(const Tensor&)>& replacement) {
+  auto replace = [&](const Tensor& t) {
+    const Tensor with = replacement(t);
+    if (!with.defined()) return;  // left as it is
     TensorImpl& impl = *t.impl();
-    impl.storage = converted.storage();
-    impl.strides = converted.strides();
-    impl.offset = converted.offset();
-    impl.dtype = dtype;
+    impl.storage = with.storage();
+    impl.strides = with.strides();
+    impl.offset = with.offset();
+    impl.dtype = with.dtype();
     impl.grad.reset();
   };
-  for (auto& [name, t] : parameters_) convert(t);
-  for (auto& [name, t] : buffers_) convert(t);
-  for (auto& [name, child] : children_) child->to(dtype);
+  for (auto& [name, t] : parameters_) replace(t);
+  for (auto& [name, t] : buffers_) replace(t);
+  for (auto& [name, child] : children_) child->replace_in_place(replacement);
+}
+
+void Module::to(DType dtype) {
+  replace_in_place([dtype](const Tensor& t) {
+    return t.dtype() == dtype || !is_floating(t.dtype()) ? Tensor() : t.detach().to(dtype);
+  });
 }
 
 void Module::to(Device device) {
-  auto move = [device](const Tensor& t) {
-    if (t.device() == device) return;
-    Tensor moved = t.detach().to(device);
-    TensorImpl& impl = *t.impl();
-    impl.storage = moved.storage();
-    impl.strides = moved.strides();
-    impl.offset = moved.offset();
-    impl.grad.reset();
-  };
-  for (auto& [name, t] : parameters_) move(t);
-  for (auto& [name, t] : buffers_) move(t);
-  for (auto& [name, child] : children_) child->to(device);
+  replace_in_place([device](const Tensor& t) {
+    return t.device() == device ? Tensor() : t.detach().to(device);
+  });
 }
 
 int64_t Module::parameter_count() const {

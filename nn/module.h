@@ -1,6 +1,7 @@
 #pragma once
 // Module: named parameters, buffers and children, as torch.nn.Module. state_dict() names are
 // the dotted paths PyTorch would give ("mha.q_proj.weight"), so checkpoints load into PyTorch.
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -49,6 +50,9 @@ class Module {
 
  private:
   void collect(const std::string& prefix, NamedTensors& out, bool parameters) const;
+  // Swaps in replacement(t)'s storage, layout and dtype for every parameter and buffer t, here and
+  // in the children, where it is defined; handles held elsewhere see the change.
+  void replace_in_place(const std::function<Tensor(const Tensor&)>& replacement);
 
   NamedTensors parameters_;
   NamedTensors buffers_;

@@ -12,7 +12,6 @@
 namespace tg {
 namespace {
 
-// Calls body(float{}) or body(double{}) for a parameter's dtype (the constructor allows no other).
 // "3.exp_avg" -> (3, "exp_avg"); nullopt when the name does not start with digits and a dot.
 std::optional<std::pair<size_t, std::string>> split_state_name(const std::string& name) {
   const size_t dot = name.find('.');
@@ -249,6 +248,13 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
 
 // ---- Gradient clipping ------------------------------------------------------------------------
 
+Tensor& accumulator_on(std::vector<Tensor>& per_device, Device device, DType dtype) {
+  for (Tensor& t : per_device) {
+    if (t.device() == device) return t;
+  }
+  return per_device.emplace_back(zeros({}, dtype, device));
+}
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   check(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
   NoGrad no_grad;
@@ -257,14 +263,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& param : params) {
     const Tensor grad = param.defined() ? param.grad() : Tensor();
     if (!grad.defined()) continue;
-    auto total = std::find_if(totals.begin(), totals.end(),
-                              [&](const Tensor& t) { return t.device() == grad.device(); });
-    if (total == totals.end()) {
-      totals.push_back(zeros({}, DType::f64, grad.device()));
-      total = totals.end() - 1;
-    }
     const Tensor values = is_half(grad.dtype()) ? grad.to(DType::f32) : grad.contiguous();
-    kernels(grad.device()).accumulate_sum_of_squares(values, *total);
+    kernels(grad.device())
+        .accumulate_sum_of_squares(values, accumulator_on(totals, grad.device(), DType::f64));
   }
   double sum_of_squares = 0;
   for (const Tensor& total : totals) sum_of_squares += total.item();

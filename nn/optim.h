@@ -111,6 +111,10 @@ class AdamW : public Adam {
         double weight_decay = 1e-2);
 };
 
+// The scalar of `dtype` on `device` among `per_device`, a zero one added when missing: one
+// accumulator a device for a sum over parameters that may live on several devices.
+Tensor& accumulator_on(std::vector<Tensor>& per_device, Device device, DType dtype);
+
 // torch.nn.utils.clip_grad_norm_ (L2): the norm of all gradients together, computed in f64.
 // When max_norm / (norm + 1e-6) < 1, each gradient is replaced (set_grad, never written in place)
 // by a new tensor scaled by that factor. Parameters without a grad are skipped. Returns the norm

@@ -191,12 +191,7 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  // Through the host: packed on the source device, then one transfer each way.
-  const Tensor packed = is_contiguous() ? *this : copy_of(*this, dtype());
-  std::vector<unsigned char> bytes(static_cast<size_t>(numel()) * dtype_size(dtype()));
-  kernels(device()).copy_to_host(packed, bytes.data());
-  Tensor out = empty(shape(), dtype(), target);
-  kernels(target).copy_from_host(bytes.data(), out);
+  Tensor out = copy_to_device(*this, target);
   if (!is_floating(dtype())) return out;
   // d to(x, device)/dx = identity, moved back to the input's device
   record("to_device", {*this}, out, {}, [from = device()](const Tensor& g, const Node&) {

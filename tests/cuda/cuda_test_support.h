@@ -37,17 +37,9 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, doub
   return from_values(random_values(numel(shape), seed, lo, hi), shape, dtype, kCPU);
 }
 
-// A contiguous copy of t on `device` (through the host), same dtype and shape.
-inline Tensor copy_to(const Tensor& t, Device device) {
-  const Tensor source = t.contiguous();
-  std::vector<unsigned char> bytes(source.numel() * dtype_size(source.dtype()));
-  kernels(source.device()).copy_to_host(source, bytes.data());
-  Tensor result = empty(source.shape(), source.dtype(), device);
-  kernels(device).copy_from_host(bytes.data(), result);
-  return result;
-}
-inline Tensor on_cuda(const Tensor& t) { return copy_to(t, kCuda); }
-inline Tensor on_cpu(const Tensor& t) { return copy_to(t, kCPU); }
+// Contiguous copies on the CUDA device and on the CPU (also of a tensor already there).
+inline Tensor on_cuda(const Tensor& t) { return copy_to_device(t, kCuda); }
+inline Tensor on_cpu(const Tensor& t) { return copy_to_device(t, kCPU); }
 
 // Every element of the CUDA tensor equals the CPU one within atol + rtol * |expected| (NaN
 // matches NaN, inf matches the same inf).
