@@ -53,8 +53,8 @@ Tensor cast(const Tensor& t, DType dtype) {
 std::optional<DType> autocast_dtype() { return current.dtype; }
 
 Autocast::Autocast(DType dtype) : previous_(current.dtype) {
-  check(dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f32,
-        "Autocast: dtype must be f16 or bf16 (or f32 to turn it off), got ", dtype_name(dtype));
+  TG_CHECK(dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f32,
+           "Autocast: dtype must be f16 or bf16 (or f32 to turn it off), got ", dtype_name(dtype));
   current.dtype = dtype == DType::f32 ? std::nullopt : std::optional<DType>(dtype);
   ++current.depth;
 }

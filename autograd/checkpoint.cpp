@@ -23,7 +23,7 @@ class RngStateGuard {
 }  // namespace
 
 Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
-  check(static_cast<bool>(fn), "checkpoint: fn is empty");
+  TG_CHECK(static_cast<bool>(fn), "checkpoint: fn is empty");
   if (!any_requires_grad(inputs)) return fn(inputs);  // grad mode off, or nothing to checkpoint
 
   const RngState rng_before = rng_state();
@@ -33,9 +33,9 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
     NoGrad no_grad;
     output = fn(inputs);
   }
-  check(output.defined(), "checkpoint: fn returned an undefined tensor");
-  check(is_floating(output.dtype()), "checkpoint: fn must return a floating tensor, got ",
-        dtype_name(output.dtype()));
+  TG_CHECK(output.defined(), "checkpoint: fn returned an undefined tensor");
+  TG_CHECK(is_floating(output.dtype()), "checkpoint: fn must return a floating tensor, got ",
+           dtype_name(output.dtype()));
   // fn may return one of its inputs (or a view sharing its TensorImpl): give the output its own.
   output = output.detach();
 
@@ -57,11 +57,11 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
       rerun_inputs.push_back(std::move(input));
     }
     Tensor recomputed = fn(rerun_inputs);
-    check(recomputed.defined() && recomputed.shape() == node.output_shape &&
-              recomputed.dtype() == node.output_dtype,
-          "checkpoint: the re-run of fn in backward gave ",
-          recomputed.defined() ? shape_str(recomputed.shape()) : std::string("an undefined tensor"),
-          " instead of ", shape_str(node.output_shape), " (fn must be deterministic)");
+    TG_CHECK(recomputed.defined() && recomputed.shape() == node.output_shape &&
+                 recomputed.dtype() == node.output_dtype,
+             "checkpoint: the re-run of fn in backward gave ",
+             recomputed.defined() ? shape_str(recomputed.shape()) : std::string("an undefined tensor"),
+             " instead of ", shape_str(node.output_shape), " (fn must be deterministic)");
     if (recomputed.requires_grad()) backward(recomputed, grad_output);
     Grads grads;
     for (size_t i = 0; i < rerun_inputs.size(); ++i) {

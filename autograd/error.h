@@ -23,10 +23,19 @@ template <typename... Parts>
   throw Error(message.str());
 }
 
-// check(cond, "op 'x': ...", ...) throws tg::Error with the message when cond is false.
-template <typename... Parts>
-void check(bool condition, const Parts&... parts) {
-  if (!condition) fail(parts...);
-}
+// Overflow-checked arithmetic for counts that come from users, files and checkpoints: the exact
+// result, or tg::Error naming `what` (products of sizes must never wrap around).
+int64_t checked_add(int64_t a, int64_t b, const char* what);
+int64_t checked_mul(int64_t a, int64_t b, const char* what);
 
 }  // namespace tg
+
+// TG_CHECK(cond, "op 'x': ", shape_str(a), ...) throws tg::Error when cond is false. A macro, so
+// that the message is built only on failure: a check that passes costs one branch, never the
+// string formatting of its message.
+#define TG_CHECK(condition, ...)                  \
+  do {                                            \
+    if (!(condition)) [[unlikely]] {              \
+      ::tg::fail(__VA_ARGS__);                    \
+    }                                             \
+  } while (false)

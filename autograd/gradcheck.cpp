@@ -155,9 +155,9 @@ GradcheckResult fast_check(const GradcheckFn& fn, const std::vector<Tensor>& inp
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options) {
   for (const Tensor& input : inputs) {
-    check(!input.requires_grad() || input.dtype() == DType::f64, "gradcheck: input of shape ",
-          shape_str(input.shape()), " is ", dtype_name(input.dtype()),
-          "; finite differences need f64 (in f32 they fail by design)");
+    TG_CHECK(!input.requires_grad() || input.dtype() == DType::f64, "gradcheck: input of shape ",
+             shape_str(input.shape()), " is ", dtype_name(input.dtype()),
+             "; finite differences need f64 (in f32 they fail by design)");
   }
   return options.fast ? fast_check(fn, inputs, options) : full_check(fn, inputs, options);
 }

@@ -33,15 +33,15 @@ Tensor contiguous_copy(const Tensor& t) {
 Tensor reduce_to_shape(const Tensor& grad, const Shape& shape, const std::string& op) {
   if (grad.shape() == shape) return grad;
   const int64_t extra = grad.dim() - static_cast<int64_t>(shape.size());
-  check(extra >= 0, "backward of '", op, "': gradient of shape ", shape_str(grad.shape()),
-        " cannot be reduced to input shape ", shape_str(shape));
+  TG_CHECK(extra >= 0, "backward of '", op, "': gradient of shape ", shape_str(grad.shape()),
+           " cannot be reduced to input shape ", shape_str(shape));
   Tensor current = grad.is_contiguous() ? grad : contiguous_copy(grad);
   Shape current_shape = grad.shape();
   for (int64_t d = grad.dim() - 1; d >= 0; --d) {
     const int64_t target = d < extra ? 1 : shape[d - extra];
     if (current_shape[d] == target) continue;
-    check(target == 1, "backward of '", op, "': gradient of shape ", shape_str(grad.shape()),
-          " cannot be reduced to input shape ", shape_str(shape));
+    TG_CHECK(target == 1, "backward of '", op, "': gradient of shape ", shape_str(grad.shape()),
+             " cannot be reduced to input shape ", shape_str(shape));
     DimSplit split;
     for (int64_t i = 0; i < d; ++i) split.outer *= current_shape[i];
     split.n = current_shape[d];
@@ -142,21 +142,21 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
 }
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  check(root.defined(), "backward: the tensor is undefined");
-  check(root.requires_grad(), "backward: tensor of shape ", shape_str(root.shape()),
-        " does not require grad and has no grad_fn");
+  TG_CHECK(root.defined(), "backward: the tensor is undefined");
+  TG_CHECK(root.requires_grad(), "backward: tensor of shape ", shape_str(root.shape()),
+           " does not require grad and has no grad_fn");
   Tensor seed = grad;
   if (!seed.defined()) {
-    check(root.numel() == 1, "backward: output of shape ", shape_str(root.shape()),
-          " is not a scalar; pass a gradient of the same shape");
+    TG_CHECK(root.numel() == 1, "backward: output of shape ", shape_str(root.shape()),
+             " is not a scalar; pass a gradient of the same shape");
     seed = ones(root.shape(), root.dtype(), root.device());
   }
-  check(seed.shape() == root.shape(), "backward: gradient of shape ", shape_str(seed.shape()),
-        " does not match output shape ", shape_str(root.shape()));
-  check(seed.dtype() == root.dtype(), "backward: gradient dtype ", dtype_name(seed.dtype()),
-        " does not match output dtype ", dtype_name(root.dtype()));
-  check(seed.device() == root.device(), "backward: gradient on ", device_name(seed.device()),
-        " but output on ", device_name(root.device()));
+  TG_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ", shape_str(seed.shape()),
+           " does not match output shape ", shape_str(root.shape()));
+  TG_CHECK(seed.dtype() == root.dtype(), "backward: gradient dtype ", dtype_name(seed.dtype()),
+           " does not match output dtype ", dtype_name(root.dtype()));
+  TG_CHECK(seed.device() == root.device(), "backward: gradient on ", device_name(seed.device()),
+           " but output on ", device_name(root.device()));
 
   const ProfileRegion profile_sweep("backward()");  // profiler: the whole sweep, when on
   NoGrad no_grad;  // backward itself is not recorded
@@ -174,23 +174,23 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     if (found == pending.end()) continue;
     Tensor grad_output = std::move(found->second);
     pending.erase(found);
-    check(!node->released, "backward: op '", node->op,
-          "' was already back-propagated and its saved tensors freed; "
-          "call backward(..., retain_graph=true) the first time to go through it again");
+    TG_CHECK(!node->released, "backward: op '", node->op,
+             "' was already back-propagated and its saved tensors freed; "
+             "call backward(..., retain_graph=true) the first time to go through it again");
 
     Grads grads;
     {
       const ProfileRegion profile_node(node->op, ".backward");  // profiler: exact time, bytes
       grads = node->backward(grad_output, *node);
     }
-    check(grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ",
-          grads.size(), " gradients for ", node->inputs.size(), " inputs");
+    TG_CHECK(grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ",
+             grads.size(), " gradients for ", node->inputs.size(), " inputs");
     for (size_t j = 0; j < grads.size(); ++j) {
       const Edge& edge = node->inputs[j];
       if (!grads[j].defined() || !node->needs_grad(j)) continue;
       Tensor g = reduce_to_shape(grads[j], edge.shape, node->op);
-      check(g.dtype() == edge.dtype, "backward of '", node->op, "': gradient dtype ",
-            dtype_name(g.dtype()), " for an input of dtype ", dtype_name(edge.dtype));
+      TG_CHECK(g.dtype() == edge.dtype, "backward of '", node->op, "': gradient dtype ",
+               dtype_name(g.dtype()), " for an input of dtype ", dtype_name(edge.dtype));
       if (edge.leaf) {
         accumulate_into_leaf(*edge.leaf, g);
       } else {

@@ -14,10 +14,33 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t sum = 0;
+  TG_CHECK(!__builtin_add_overflow(a, b, &sum), what, ": ", a, " + ", b, " overflows int64");
+  return sum;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t product = 0;
+  TG_CHECK(!__builtin_mul_overflow(a, b, &product), what, ": ", a, " x ", b, " overflows int64");
+  return product;
+}
+
 int64_t numel(const Shape& shape) {
   int64_t count = 1;
   for (int64_t extent : shape) count *= extent;
   return count;
+}
+
+void check_shape(const Shape& shape, const char* op) {
+  TG_CHECK(shape.size() <= kMaxRank, "op '", op, "': ", shape.size(), " dims is more than the ",
+           kMaxRank, " a tensor may have");
+  int64_t count = 1;
+  for (int64_t extent : shape) {
+    TG_CHECK(extent >= 0, "op '", op, "': negative size in shape ", shape_str(shape));
+    TG_CHECK(!__builtin_mul_overflow(count, extent, &count), "op '", op, "': shape ",
+             shape_str(shape), " has more elements than an int64 counts");
+  }
 }
 
 Shape contiguous_strides(const Shape& shape) {
@@ -32,8 +55,8 @@ Shape contiguous_strides(const Shape& shape) {
 
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t wrapped = dim < 0 ? dim + ndim : dim;
-  check(wrapped >= 0 && wrapped < ndim, "op '", op, "': dim ", dim, " is out of range for a ",
-        ndim, "-d tensor");
+  TG_CHECK(wrapped >= 0 && wrapped < ndim, "op '", op, "': dim ", dim, " is out of range for a ",
+           ndim, "-d tensor");
   return wrapped;
 }
 
@@ -67,9 +90,9 @@ void* Tensor::data() const {
 }
 
 Tensor& Tensor::requires_grad_(bool value) {
-  check(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (use detach())");
-  check(!value || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()),
-        " tensor cannot require gradients (floating dtypes only)");
+  TG_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (use detach())");
+  TG_CHECK(!value || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()),
+           " tensor cannot require gradients (floating dtypes only)");
   impl_->requires_grad = value;
   return *this;
 }
@@ -124,17 +147,17 @@ std::vector<int64_t> Tensor::indices() const {
 }
 
 double Tensor::item() const {
-  check(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(),
-        " elements, not 1");
+  TG_CHECK(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(),
+           " elements, not 1");
   return values()[0];
 }
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t extent : shape) {
-    check(extent >= 0, "empty: negative size in shape ", shape_str(shape));
-  }
+  check_shape(shape, "empty");
+  const int64_t nbytes = checked_mul(tg::numel(shape), static_cast<int64_t>(dtype_size(dtype)),
+                                     "op 'empty': bytes of the tensor");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(tg::numel(shape) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -165,8 +188,8 @@ Tensor moved_to(const Tensor& host, Device device) {
 
 Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype,
                    Device device) {
-  check(static_cast<int64_t>(values.size()) == numel(shape), "from_values: ", values.size(),
-        " values do not fill shape ", shape_str(shape));
+  TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_values: ", values.size(),
+           " values do not fill shape ", shape_str(shape));
   Tensor source = empty(shape, DType::f64, kCPU);
   if (!values.empty()) std::memcpy(source.data(), values.data(), values.size() * sizeof(double));
   if (dtype == DType::f64) return moved_to(source, device);
@@ -176,16 +199,16 @@ Tensor from_values(const std::vector<double>& values, const Shape& shape, DType 
 }
 
 Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape, Device device) {
-  check(static_cast<int64_t>(values.size()) == numel(shape), "from_indices: ", values.size(),
-        " values do not fill shape ", shape_str(shape));
+  TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_indices: ", values.size(),
+           " values do not fill shape ", shape_str(shape));
   Tensor result = empty(shape, DType::i64, kCPU);
   if (!values.empty()) std::memcpy(result.data(), values.data(), values.size() * sizeof(int64_t));
   return moved_to(result, device);
 }
 
 Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device device) {
-  check(static_cast<int64_t>(values.size()) == numel(shape), "from_bools: ", values.size(),
-        " values do not fill shape ", shape_str(shape));
+  TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_bools: ", values.size(),
+           " values do not fill shape ", shape_str(shape));
   Tensor result = empty(shape, DType::b8, kCPU);
   auto* out = result.data_as<uint8_t>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i] ? 1 : 0;

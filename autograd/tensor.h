@@ -14,6 +14,9 @@
 namespace tg {
 
 using Shape = std::vector<int64_t>;
+// The most dims a tensor may have. Every shape that makes a tensor (or a view of one) is checked
+// against it, so that a shape read from a file cannot make per-dim work unbounded.
+inline constexpr size_t kMaxRank = 16;
 struct Node;
 
 struct TensorImpl {
@@ -89,6 +92,9 @@ class Tensor {
 
 // Shapes and strides.
 int64_t numel(const Shape& shape);
+// tg::Error naming `op` unless the shape has at most kMaxRank dims, none negative, and an element
+// count that fits in an int64.
+void check_shape(const Shape& shape, const char* op);
 Shape contiguous_strides(const Shape& shape);
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);  // -1 -> ndim-1, checked
 

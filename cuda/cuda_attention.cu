@@ -263,35 +263,35 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
 void check_problem(const AttentionProblem& p, Device device, const char* kernel) {
   const Tensor* inputs[] = {&p.q, &p.k, &p.v};
   for (const Tensor* t : inputs) {
-    check(t->defined() && t->dim() == 3, "kernel '", kernel, "' on cuda: q, k, v must be 3-d");
-    check(t->device() == device, "kernel '", kernel, "' on ", device_name(device),
-          ": an input is on ", device_name(t->device()));
-    check(t->is_contiguous(), "kernel '", kernel, "' on cuda: q, k, v must be contiguous");
-    check(t->dtype() == p.q.dtype(), "kernel '", kernel, "' on cuda: q, k, v dtypes differ");
+    TG_CHECK(t->defined() && t->dim() == 3, "kernel '", kernel, "' on cuda: q, k, v must be 3-d");
+    TG_CHECK(t->device() == device, "kernel '", kernel, "' on ", device_name(device),
+             ": an input is on ", device_name(t->device()));
+    TG_CHECK(t->is_contiguous(), "kernel '", kernel, "' on cuda: q, k, v must be contiguous");
+    TG_CHECK(t->dtype() == p.q.dtype(), "kernel '", kernel, "' on cuda: q, k, v dtypes differ");
   }
-  check(p.k.size(0) == p.q.size(0) && p.v.size(0) == p.q.size(0) && p.k.size(2) == p.q.size(2) &&
-            p.v.size(1) == p.k.size(1),
-        "kernel '", kernel, "' on cuda: shapes q ", shape_str(p.q.shape()), ", k ",
-        shape_str(p.k.shape()), ", v ", shape_str(p.v.shape()), " do not fit");
+  TG_CHECK(p.k.size(0) == p.q.size(0) && p.v.size(0) == p.q.size(0) && p.k.size(2) == p.q.size(2) &&
+               p.v.size(1) == p.k.size(1),
+           "kernel '", kernel, "' on cuda: shapes q ", shape_str(p.q.shape()), ", k ",
+           shape_str(p.k.shape()), ", v ", shape_str(p.v.shape()), " do not fit");
   if (p.mask.defined()) {
-    check(p.mask.dtype() == DType::b8, "kernel '", kernel, "' on cuda: the mask must be bool");
-    check(p.mask.device() == device, "kernel '", kernel, "' on ", device_name(device),
-          ": the mask is on ", device_name(p.mask.device()));
-    check(static_cast<int64_t>(p.mask_offsets.size()) == p.q.size(0), "kernel '", kernel,
-          "' on cuda: ", p.mask_offsets.size(), " mask offsets for ", p.q.size(0), " items");
+    TG_CHECK(p.mask.dtype() == DType::b8, "kernel '", kernel, "' on cuda: the mask must be bool");
+    TG_CHECK(p.mask.device() == device, "kernel '", kernel, "' on ", device_name(device),
+             ": the mask is on ", device_name(p.mask.device()));
+    TG_CHECK(static_cast<int64_t>(p.mask_offsets.size()) == p.q.size(0), "kernel '", kernel,
+             "' on cuda: ", p.mask_offsets.size(), " mask offsets for ", p.q.size(0), " items");
   }
 }
 
 // Checks that an output or saved tensor is contiguous, on this device, of this shape and dtype.
 void check_tensor(const Tensor& t, const Shape& shape, DType dtype, Device device,
                   const char* kernel, const char* what) {
-  check(t.defined() && t.shape() == shape && t.dtype() == dtype, "kernel '", kernel,
-        "' on cuda: ", what, " must be ", dtype_name(dtype), " of shape ", shape_str(shape),
-        t.defined() ? ", got " + std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape())
-                    : std::string(", got an undefined tensor"));
-  check(t.device() == device, "kernel '", kernel, "' on ", device_name(device), ": ", what,
-        " is on ", device_name(t.device()));
-  check(t.is_contiguous(), "kernel '", kernel, "' on cuda: ", what, " must be contiguous");
+  TG_CHECK(t.defined() && t.shape() == shape && t.dtype() == dtype, "kernel '", kernel,
+           "' on cuda: ", what, " must be ", dtype_name(dtype), " of shape ", shape_str(shape),
+           t.defined() ? ", got " + std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape())
+                       : std::string(", got an undefined tensor"));
+  TG_CHECK(t.device() == device, "kernel '", kernel, "' on ", device_name(device), ": ", what,
+           " is on ", device_name(t.device()));
+  TG_CHECK(t.is_contiguous(), "kernel '", kernel, "' on cuda: ", what, " must be contiguous");
 }
 
 // The kernel arguments for element type T; the mask offsets go to the device in `offsets`
@@ -334,16 +334,16 @@ AttentionArgs<T, compute_t<T>> make_args(Kernels& kernels, const AttentionProble
 template <typename C, typename... Params>
 LaunchShape row_blocks(void (*kernel)(Params...), int64_t rows, int64_t values,
                        const AttentionProblem& p, int device_index, const char* name) {
-  check(rows <= 0x7fffffff, "kernel '", name, "' on cuda: ", rows,
-        " query rows are more than one grid can hold (2^31 - 1)");
+  TG_CHECK(rows <= 0x7fffffff, "kernel '", name, "' on cuda: ", rows,
+           " query rows are more than one grid can hold (2^31 - 1)");
   const size_t bytes = static_cast<size_t>(values) * sizeof(C);
   if (bytes > kDefaultSharedBytes) {
     cudaDeviceProp properties{};
     check_cuda(cudaGetDeviceProperties(&properties, device_index), "cudaGetDeviceProperties");
-    check(bytes <= properties.sharedMemPerBlockOptin, "kernel '", name, "' on cuda: head sizes d = ",
-          p.q.size(2), ", dv = ", p.v.size(2), " (", dtype_name(p.q.dtype()), ") need ", bytes,
-          " bytes of shared memory per block, more than the ", properties.sharedMemPerBlockOptin,
-          " this GPU allows");
+    TG_CHECK(bytes <= properties.sharedMemPerBlockOptin, "kernel '", name, "' on cuda: head sizes d = ",
+             p.q.size(2), ", dv = ", p.v.size(2), " (", dtype_name(p.q.dtype()), ") need ", bytes,
+             " bytes of shared memory per block, more than the ", properties.sharedMemPerBlockOptin,
+             " this GPU allows");
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(bytes)),
                "cudaFuncSetAttribute");

@@ -34,7 +34,7 @@ constexpr unsigned kThreads = 256;
 // The device's cuBLAS handle, created on first use (the device must be current). Handles live as
 // long as the process: destroying them at exit could run after the CUDA runtime has shut down.
 cublasHandle_t cublas_handle(int device_index) {
-  check(device_index >= 0 && device_index < kMaxCudaDevices, "gemm: no device cuda:", device_index);
+  TG_CHECK(device_index >= 0 && device_index < kMaxCudaDevices, "gemm: no device cuda:", device_index);
   static std::mutex mutex;
   static cublasHandle_t handles[kMaxCudaDevices] = {};
   std::lock_guard lock(mutex);
@@ -54,8 +54,8 @@ struct ColumnMajorGemm {
 };
 
 int as_int(int64_t value, const char* what) {
-  check(value >= 0 && value <= INT_MAX, "kernel 'gemm' on cuda: ", what, " = ", value,
-        " does not fit cuBLAS's int");
+  TG_CHECK(value >= 0 && value <= INT_MAX, "kernel 'gemm' on cuda: ", what, " = ", value,
+           " does not fit cuBLAS's int");
   return static_cast<int>(value);
 }
 
@@ -203,15 +203,15 @@ __global__ void index_add_rows_kernel(const T* src, const int64_t* index, int64_
 // The checks both embedding kernels make: 2-d contiguous table, contiguous i64 index, rows of
 // `rows` (out or src) [index.numel(), width] in the table's dtype.
 void check_rows(const char* kernel, const Tensor& table, const Tensor& index, const Tensor& rows) {
-  check(table.dim() == 2 && table.is_contiguous(), "kernel '", kernel,
-        "' on cuda: the table must be a contiguous matrix, got shape ", shape_str(table.shape()));
-  check(index.dtype() == DType::i64 && index.is_contiguous(), "kernel '", kernel,
-        "' on cuda: the index must be contiguous i64, not ", dtype_name(index.dtype()));
-  check(rows.dtype() == table.dtype() && rows.is_contiguous() &&
-            rows.numel() == index.numel() * table.size(1),
-        "kernel '", kernel, "' on cuda: the rows must be contiguous ", dtype_name(table.dtype()),
-        " with ", index.numel(), " x ", table.size(1), " elements, got ", dtype_name(rows.dtype()),
-        " of shape ", shape_str(rows.shape()));
+  TG_CHECK(table.dim() == 2 && table.is_contiguous(), "kernel '", kernel,
+           "' on cuda: the table must be a contiguous matrix, got shape ", shape_str(table.shape()));
+  TG_CHECK(index.dtype() == DType::i64 && index.is_contiguous(), "kernel '", kernel,
+           "' on cuda: the index must be contiguous i64, not ", dtype_name(index.dtype()));
+  TG_CHECK(rows.dtype() == table.dtype() && rows.is_contiguous() &&
+               rows.numel() == index.numel() * table.size(1),
+           "kernel '", kernel, "' on cuda: the rows must be contiguous ", dtype_name(table.dtype()),
+           " with ", index.numel(), " x ", table.size(1), " elements, got ", dtype_name(rows.dtype()),
+           " of shape ", shape_str(rows.shape()));
 }
 
 }  // namespace
@@ -225,9 +225,9 @@ void CudaKernels::gemm(const GemmBatch& g) {
          " is not supported (f32, f64, f16, bf16)");
   }
   const size_t items = g.a_offsets.size();
-  check(g.b_offsets.size() == items && g.c_offsets.size() == items,
-        "kernel 'gemm' on cuda: ", items, " A offsets but ", g.b_offsets.size(), " B and ",
-        g.c_offsets.size(), " C offsets");
+  TG_CHECK(g.b_offsets.size() == items && g.c_offsets.size() == items,
+           "kernel 'gemm' on cuda: ", items, " A offsets but ", g.b_offsets.size(), " B and ",
+           g.c_offsets.size(), " C offsets");
   if (items == 0 || g.m == 0 || g.n == 0) return;
   const ColumnMajorGemm shape = column_major(g);
   const int item_count = as_int(static_cast<int64_t>(items), "the batch size");

@@ -86,8 +86,8 @@ std::vector<std::string> describe_devices() {
 // thread-safe and later ones lock-free. The instances are never destroyed: tensors released
 // during static destruction may still return their memory through them.
 CudaKernels& kernels_for(int device_index) {
-  check(device_index >= 0 && device_index < kMaxCudaDevices, "device cuda:", device_index,
-        ": CUDA device indices run from 0 to ", kMaxCudaDevices - 1);
+  TG_CHECK(device_index >= 0 && device_index < kMaxCudaDevices, "device cuda:", device_index,
+           ": CUDA device indices run from 0 to ", kMaxCudaDevices - 1);
   static std::once_flag made[kMaxCudaDevices];
   static CudaKernels* instances[kMaxCudaDevices] = {};
   std::call_once(made[device_index],

@@ -58,8 +58,8 @@ struct DeviceCache {
 };
 
 DeviceCache& cache_for(int device_index) {
-  check(device_index >= 0 && device_index < kMaxCudaDevices, "cuda allocator: no device cuda:",
-        device_index);
+  TG_CHECK(device_index >= 0 && device_index < kMaxCudaDevices, "cuda allocator: no device cuda:",
+           device_index);
   // Never destroyed: tensors in static objects may be freed after main returns.
   static auto* caches = new std::array<DeviceCache, kMaxCudaDevices>();
   return (*caches)[device_index];
@@ -330,7 +330,7 @@ void CudaKernels::fill(const Tensor& dst, double value) {
 
 void CudaKernels::uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
   DeviceGuard guard(device_index());
-  check(out.is_contiguous(), "kernel 'uniform' on cuda: the output must be contiguous");
+  TG_CHECK(out.is_contiguous(), "kernel 'uniform' on cuda: the output must be contiguous");
   const int64_t n = out.numel();
   if (n == 0) return;
   const LaunchShape shape{dim3(blocks_for((n + 3) / 4, kThreads)), dim3(kThreads), 0};
@@ -342,7 +342,7 @@ void CudaKernels::uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
 
 void CudaKernels::copy_from_host(const void* host_bytes, const Tensor& dst) {
   DeviceGuard guard(device_index());
-  check(dst.is_contiguous(), "copy_from_host: the cuda tensor must be contiguous");
+  TG_CHECK(dst.is_contiguous(), "copy_from_host: the cuda tensor must be contiguous");
   if (dst.numel() == 0) return;
   check_cuda(cudaMemcpy(dst.data(), host_bytes, bytes_of(dst), cudaMemcpyHostToDevice),
              "copy_from_host (cudaMemcpy)");
@@ -350,7 +350,7 @@ void CudaKernels::copy_from_host(const void* host_bytes, const Tensor& dst) {
 
 void CudaKernels::copy_to_host(const Tensor& src, void* host_bytes) {
   DeviceGuard guard(device_index());
-  check(src.is_contiguous(), "copy_to_host: the cuda tensor must be contiguous");
+  TG_CHECK(src.is_contiguous(), "copy_to_host: the cuda tensor must be contiguous");
   if (src.numel() == 0) return;
   check_cuda(cudaMemcpy(host_bytes, src.data(), bytes_of(src), cudaMemcpyDeviceToHost),
              "copy_to_host (cudaMemcpy)");
@@ -359,17 +359,17 @@ void CudaKernels::copy_to_host(const Tensor& src, void* host_bytes) {
 IndexSummary CudaKernels::screen_indices(const Tensor& index, int64_t ignore, const Tensor& safe,
                                          const Tensor& keep) {
   DeviceGuard guard(device_index());
-  check(index.dtype() == DType::i64 && index.is_contiguous(),
-        "kernel 'screen_indices' on cuda: the index must be contiguous i64, not ",
-        dtype_name(index.dtype()));
-  check(safe.defined() == keep.defined(),
-        "kernel 'screen_indices' on cuda: safe and keep are given together");
+  TG_CHECK(index.dtype() == DType::i64 && index.is_contiguous(),
+           "kernel 'screen_indices' on cuda: the index must be contiguous i64, not ",
+           dtype_name(index.dtype()));
+  TG_CHECK(safe.defined() == keep.defined(),
+           "kernel 'screen_indices' on cuda: safe and keep are given together");
   if (safe.defined()) {
-    check(safe.dtype() == DType::i64 && keep.dtype() == DType::b8 &&
-              safe.numel() == index.numel() && keep.numel() == index.numel() &&
-              safe.is_contiguous() && keep.is_contiguous(),
-          "kernel 'screen_indices' on cuda: safe (i64) and keep (bool) must be contiguous, with ",
-          index.numel(), " elements like the index");
+    TG_CHECK(safe.dtype() == DType::i64 && keep.dtype() == DType::b8 &&
+                 safe.numel() == index.numel() && keep.numel() == index.numel() &&
+                 safe.is_contiguous() && keep.is_contiguous(),
+             "kernel 'screen_indices' on cuda: safe (i64) and keep (bool) must be contiguous, with ",
+             index.numel(), " elements like the index");
   }
   const int64_t n = index.numel();
   if (n == 0) return IndexSummary{};

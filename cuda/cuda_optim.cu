@@ -111,15 +111,15 @@ __global__ void unscale_and_check_kernel(const T* grad, T factor, T* out, int64_
 
 // `t` is contiguous, with the parameter's dtype and number of elements.
 void check_like(const char* kernel, const char* what, const Tensor& t, const Tensor& param) {
-  check(t.defined() && t.dtype() == param.dtype() && t.numel() == param.numel() &&
-            t.is_contiguous(),
-        "kernel '", kernel, "' on cuda: ", what, " must be a contiguous ",
-        dtype_name(param.dtype()), " tensor of ", param.numel(), " elements");
+  TG_CHECK(t.defined() && t.dtype() == param.dtype() && t.numel() == param.numel() &&
+               t.is_contiguous(),
+           "kernel '", kernel, "' on cuda: ", what, " must be a contiguous ",
+           dtype_name(param.dtype()), " tensor of ", param.numel(), " elements");
 }
 
 void check_scalar(const char* kernel, const char* what, const Tensor& t, DType dtype) {
-  check(t.defined() && t.dtype() == dtype && t.numel() == 1, "kernel '", kernel, "' on cuda: ",
-        what, " must be an ", dtype_name(dtype), " scalar");
+  TG_CHECK(t.defined() && t.dtype() == dtype && t.numel() == 1, "kernel '", kernel, "' on cuda: ",
+           what, " must be an ", dtype_name(dtype), " scalar");
 }
 
 LaunchShape elementwise_launch(int64_t count) {
@@ -133,7 +133,7 @@ LaunchShape elementwise_launch(int64_t count) {
 void CudaKernels::sgd_step(const SgdStep& step, const Tensor& param, const Tensor& grad,
                            const Tensor& momentum_buffer) {
   DeviceGuard guard(device_index());
-  check(param.is_contiguous(), "kernel 'sgd_step' on cuda: the parameter must be contiguous");
+  TG_CHECK(param.is_contiguous(), "kernel 'sgd_step' on cuda: the parameter must be contiguous");
   check_like("sgd_step", "grad", grad, param);
   if (momentum_buffer.defined()) check_like("sgd_step", "momentum_buffer", momentum_buffer, param);
   const int64_t count = param.numel();
@@ -150,7 +150,7 @@ void CudaKernels::sgd_step(const SgdStep& step, const Tensor& param, const Tenso
 void CudaKernels::adam_step(const AdamStep& step, const Tensor& param, const Tensor& grad,
                             const Tensor& exp_avg, const Tensor& exp_avg_sq) {
   DeviceGuard guard(device_index());
-  check(param.is_contiguous(), "kernel 'adam_step' on cuda: the parameter must be contiguous");
+  TG_CHECK(param.is_contiguous(), "kernel 'adam_step' on cuda: the parameter must be contiguous");
   check_like("adam_step", "grad", grad, param);
   check_like("adam_step", "exp_avg", exp_avg, param);
   check_like("adam_step", "exp_avg_sq", exp_avg_sq, param);
@@ -166,7 +166,7 @@ void CudaKernels::adam_step(const AdamStep& step, const Tensor& param, const Ten
 
 void CudaKernels::accumulate_sum_of_squares(const Tensor& x, const Tensor& total) {
   DeviceGuard guard(device_index());
-  check(x.is_contiguous(), "kernel 'accumulate_sum_of_squares' on cuda: x must be contiguous");
+  TG_CHECK(x.is_contiguous(), "kernel 'accumulate_sum_of_squares' on cuda: x must be contiguous");
   check_scalar("accumulate_sum_of_squares", "total", total, DType::f64);
   const int64_t count = x.numel();
   if (count == 0) return;
@@ -180,7 +180,7 @@ void CudaKernels::accumulate_sum_of_squares(const Tensor& x, const Tensor& total
 void CudaKernels::unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
                                     const Tensor& found_inf) {
   DeviceGuard guard(device_index());
-  check(grad.is_contiguous(), "kernel 'unscale_and_check' on cuda: grad must be contiguous");
+  TG_CHECK(grad.is_contiguous(), "kernel 'unscale_and_check' on cuda: grad must be contiguous");
   check_like("unscale_and_check", "out", out, grad);
   check_scalar("unscale_and_check", "found_inf", found_inf, DType::f32);
   const int64_t count = grad.numel();

@@ -223,12 +223,12 @@ __global__ void normalize_rows_kernel(const T* x, int64_t rows, int64_t width, T
 // ---- Host-side checks -------------------------------------------------------------------------
 
 void require_contiguous(const Tensor& t, const char* kernel, const char* what) {
-  check(t.is_contiguous(), "kernel '", kernel, "' on cuda: ", what, " must be contiguous");
+  TG_CHECK(t.is_contiguous(), "kernel '", kernel, "' on cuda: ", what, " must be contiguous");
 }
 
 void require_dtype(const Tensor& t, DType dtype, const char* kernel, const char* what) {
-  check(t.dtype() == dtype, "kernel '", kernel, "' on cuda: ", what, " is ", dtype_name(t.dtype()),
-        ", expected ", dtype_name(dtype));
+  TG_CHECK(t.dtype() == dtype, "kernel '", kernel, "' on cuda: ", what, " is ", dtype_name(t.dtype()),
+           ", expected ", dtype_name(dtype));
 }
 
 LaunchShape elementwise_launch(int64_t count) {
@@ -258,7 +258,7 @@ void CudaKernels::max_dim(const Tensor& x, DimSplit split, const Tensor& values,
   require_contiguous(x, "max_dim", "x");
   require_dtype(values, x.dtype(), "max_dim", "values");
   require_dtype(indices, DType::i64, "max_dim", "indices");
-  check(split.n > 0, "kernel 'max_dim' on cuda: the reduced dim is empty");
+  TG_CHECK(split.n > 0, "kernel 'max_dim' on cuda: the reduced dim is empty");
   const int64_t rows = split.outer * split.inner;
   if (rows == 0) return;
   dispatch_floating(x.dtype(), "max_dim", [&](auto tag) {

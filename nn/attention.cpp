@@ -11,9 +11,9 @@ namespace tg::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, double dropout, DType dtype)
     : hidden(hidden), heads(heads), head_dim(heads > 0 ? hidden / heads : 0), dropout(dropout) {
-  check(heads > 0 && hidden > 0 && hidden % heads == 0, "MultiHeadAttention: hidden size ", hidden,
-        " is not divisible by ", heads, " heads");
-  check(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got ", dropout);
+  TG_CHECK(heads > 0 && hidden > 0 && hidden % heads == 0, "MultiHeadAttention: hidden size ", hidden,
+           " is not divisible by ", heads, " heads");
+  TG_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got ", dropout);
   q_proj = register_module("q_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
   k_proj = register_module("k_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
   v_proj = register_module("v_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
@@ -48,12 +48,12 @@ std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, c
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key,
                                             const Tensor& value, const Tensor& mask,
                                             bool need_weights, bool is_causal) const {
-  check(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(-1) == hidden &&
-            key.size(-1) == hidden && value.size(-1) == hidden && key.size(0) == query.size(0) &&
-            value.size(0) == query.size(0) && key.size(1) == value.size(1),
-        "MultiHeadAttention(hidden=", hidden, "): query ", shape_str(query.shape()), ", key ",
-        shape_str(key.shape()), ", value ", shape_str(value.shape()),
-        " do not fit [B, Sq, hidden], [B, Sk, hidden], [B, Sk, hidden]");
+  TG_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(-1) == hidden &&
+               key.size(-1) == hidden && value.size(-1) == hidden && key.size(0) == query.size(0) &&
+               value.size(0) == query.size(0) && key.size(1) == value.size(1),
+           "MultiHeadAttention(hidden=", hidden, "): query ", shape_str(query.shape()), ", key ",
+           shape_str(key.shape()), ", value ", shape_str(value.shape()),
+           " do not fit [B, Sq, hidden], [B, Sk, hidden], [B, Sk, hidden]");
   Tensor head_mask = mask;
   if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
   const double dropout_p = is_training() ? dropout : 0.0;

@@ -11,18 +11,18 @@ namespace tg {
 
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(options), scale_(static_cast<float>(options.init_scale)) {
-  check(options.init_scale > 0 && std::isfinite(static_cast<float>(options.init_scale)),
-        "GradScaler: init_scale must be a positive finite f32 number, got ", options.init_scale);
-  check(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ",
-        options.growth_factor);
-  check(options.backoff_factor > 0 && options.backoff_factor < 1,
-        "GradScaler: backoff_factor must be in (0, 1), got ", options.backoff_factor);
-  check(options.growth_interval > 0, "GradScaler: growth_interval must be positive, got ",
-        options.growth_interval);
+  TG_CHECK(options.init_scale > 0 && std::isfinite(static_cast<float>(options.init_scale)),
+           "GradScaler: init_scale must be a positive finite f32 number, got ", options.init_scale);
+  TG_CHECK(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ",
+           options.growth_factor);
+  TG_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1,
+           "GradScaler: backoff_factor must be in (0, 1), got ", options.backoff_factor);
+  TG_CHECK(options.growth_interval > 0, "GradScaler: growth_interval must be positive, got ",
+           options.growth_interval);
 }
 
 Tensor GradScaler::scale(const Tensor& loss) const {
-  check(loss.defined(), "GradScaler.scale: the loss is undefined");
+  TG_CHECK(loss.defined(), "GradScaler.scale: the loss is undefined");
   if (!options_.enabled) return loss;
   return mul(loss, static_cast<double>(scale_));
 }
@@ -30,8 +30,8 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 void GradScaler::unscale(Optimizer& optimizer) {
   if (!options_.enabled) return;
   PerOptimizer& state = this_iteration_[&optimizer];
-  check(!state.unscaled, "GradScaler.unscale: already called for this optimizer since the last update()");
-  check(!state.stepped, "GradScaler.unscale: called after step(); call it before step()");
+  TG_CHECK(!state.unscaled, "GradScaler.unscale: already called for this optimizer since the last update()");
+  TG_CHECK(!state.stepped, "GradScaler.unscale: called after step(); call it before step()");
   NoGrad no_grad;
   // The reciprocal in double, rounded to f32, then an f32 product: PyTorch's arithmetic.
   const double inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
@@ -57,7 +57,7 @@ bool GradScaler::step(Optimizer& optimizer) {
   }
   if (!this_iteration_[&optimizer].unscaled) unscale(optimizer);
   PerOptimizer& state = this_iteration_[&optimizer];
-  check(!state.stepped, "GradScaler.step: already called for this optimizer since the last update()");
+  TG_CHECK(!state.stepped, "GradScaler.step: already called for this optimizer since the last update()");
   state.stepped = true;
   if (state.found_inf) return false;  // the weights and the optimizer's state stay as they are
   optimizer.step();
@@ -66,7 +66,7 @@ bool GradScaler::step(Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!options_.enabled) return;
-  check(!this_iteration_.empty(), "GradScaler.update: no unscale() or step() since the last update()");
+  TG_CHECK(!this_iteration_.empty(), "GradScaler.update: no unscale() or step() since the last update()");
   bool found_inf = false;
   for (const auto& [optimizer, state] : this_iteration_) found_inf = found_inf || state.found_inf;
   this_iteration_.clear();
@@ -87,11 +87,11 @@ double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
 GradScalerState GradScaler::state() const { return {scale_, growth_tracker_}; }
 
 void GradScaler::load_state(const GradScalerState& state) {
-  check(state.scale > 0 && std::isfinite(static_cast<float>(state.scale)),
-        "GradScaler.load_state: scale must be a positive finite f32 number, got ", state.scale);
-  check(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
-        "GradScaler.load_state: growth_tracker ", state.growth_tracker, " is outside [0, ",
-        options_.growth_interval, ")");
+  TG_CHECK(state.scale > 0 && std::isfinite(static_cast<float>(state.scale)),
+           "GradScaler.load_state: scale must be a positive finite f32 number, got ", state.scale);
+  TG_CHECK(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
+           "GradScaler.load_state: growth_tracker ", state.growth_tracker, " is outside [0, ",
+           options_.growth_interval, ")");
   scale_ = static_cast<float>(state.scale);
   growth_tracker_ = state.growth_tracker;
   this_iteration_.clear();

@@ -9,8 +9,8 @@
 namespace tg::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype) {
-  check(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in=",
-        in_features, " out=", out_features);
+  TG_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in=",
+           in_features, " out=", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   weight = register_parameter("weight", uniform({out_features, in_features}, -bound, bound, dtype));
   if (with_bias) bias = register_parameter("bias", uniform({out_features}, -bound, bound, dtype));
@@ -19,21 +19,21 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 
 Dropout::Dropout(double p) : p(p) {
-  check(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+  TG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }
 
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_training()); }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, DType dtype) {
-  check(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings,
-        " x ", dim);
+  TG_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings,
+           " x ", dim);
   weight = register_parameter("weight", randn({num_embeddings, dim}, dtype));
 }
 
 Tensor Embedding::forward(const Tensor& indices) const { return embedding(indices, weight); }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps(eps) {
-  check(dim > 0, "LayerNorm: dim must be positive, got ", dim);
+  TG_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
   weight = register_parameter("weight", ones({dim}, dtype));
   bias = register_parameter("bias", zeros({dim}, dtype));
 }

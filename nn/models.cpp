@@ -9,10 +9,10 @@ namespace tg::nn {
 namespace {
 
 void check_config(const ModelConfig& c, const char* model) {
-  check(c.dim > 0 && c.heads > 0 && c.dim % c.heads == 0, model, ": dim ", c.dim,
-        " is not divisible by ", c.heads, " heads");
-  check(c.layers >= 0, model, ": layers must be >= 0, got ", c.layers);
-  check(c.max_len > 0, model, ": max_len must be positive, got ", c.max_len);
+  TG_CHECK(c.dim > 0 && c.heads > 0 && c.dim % c.heads == 0, model, ": dim ", c.dim,
+           " is not divisible by ", c.heads, " heads");
+  TG_CHECK(c.layers >= 0, model, ": layers must be >= 0, got ", c.layers);
+  TG_CHECK(c.max_len > 0, model, ": max_len must be positive, got ", c.max_len);
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Te
 
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_config(c, "TextClassifier");
-  check(vocab > 0 && classes > 0, "TextClassifier: vocab and classes must be positive");
+  TG_CHECK(vocab > 0 && classes > 0, "TextClassifier: vocab and classes must be positive");
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
   pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
   if (c.layers == 0) {
@@ -41,9 +41,9 @@ TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig
 }
 
 Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>& lengths) const {
-  check(tokens.dim() == 2 && static_cast<int64_t>(lengths.size()) == tokens.size(0),
-        "TextClassifier: tokens ", shape_str(tokens.shape()), " need shape [B, S] and ",
-        "one length per sequence (got ", lengths.size(), ")");
+  TG_CHECK(tokens.dim() == 2 && static_cast<int64_t>(lengths.size()) == tokens.size(0),
+           "TextClassifier: tokens ", shape_str(tokens.shape()), " need shape [B, S] and ",
+           "one length per sequence (got ", lengths.size(), ")");
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
   const Tensor key_mask = padding_mask(lengths, seq, tokens.device());  // [B, 1, 1, S]
   Tensor h = pos_enc->forward(embedding->forward(tokens));
@@ -52,7 +52,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
   // Mean over the real positions: weights 1/length there, 0 on padding.
   std::vector<double> pool(batch * seq, 0.0);
   for (int64_t b = 0; b < batch; ++b) {
-    check(lengths[b] > 0, "TextClassifier: sequence ", b, " is empty");
+    TG_CHECK(lengths[b] > 0, "TextClassifier: sequence ", b, " is empty");
     for (int64_t s = 0; s < lengths[b]; ++s) pool[b * seq + s] = 1.0 / static_cast<double>(lengths[b]);
   }
   const Tensor pooled = sum(h * from_values(pool, {batch, seq, 1}, h.dtype(), h.device()), {1});  // [B, dim]
@@ -61,8 +61,8 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
 
 TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& c) {
   check_config(c, "TimeSeriesModel");
-  check(inputs > 0 && horizon > 0, "TimeSeriesModel: inputs and horizon must be positive");
-  check(c.layers >= 1, "TimeSeriesModel: layers must be >= 1, got ", c.layers);
+  TG_CHECK(inputs > 0 && horizon > 0, "TimeSeriesModel: inputs and horizon must be positive");
+  TG_CHECK(c.layers >= 1, "TimeSeriesModel: layers must be >= 1, got ", c.layers);
   input_proj = register_module("input_proj", std::make_shared<Linear>(inputs, c.dim, true, c.dtype));
   pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
   if (c.layers == 1) {
@@ -77,8 +77,8 @@ TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelCon
 }
 
 Tensor TimeSeriesModel::forward(const Tensor& x) const {
-  check(x.dim() == 3 && x.size(2) == input_proj->weight.size(1), "TimeSeriesModel: input ",
-        shape_str(x.shape()), " needs shape [B, T, ", input_proj->weight.size(1), "]");
+  TG_CHECK(x.dim() == 3 && x.size(2) == input_proj->weight.size(1), "TimeSeriesModel: input ",
+           shape_str(x.shape()), " needs shape [B, T, ", input_proj->weight.size(1), "]");
   Tensor h = pos_enc->forward(input_proj->forward(x));
   if (mha) h = mha->forward(h).output;
   for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), false, checkpoint_layers);
@@ -88,7 +88,7 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
 
 CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
   check_config(c, "CharLM");
-  check(vocab > 0, "CharLM: vocab must be positive");
+  TG_CHECK(vocab > 0, "CharLM: vocab must be positive");
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
   pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
   for (int64_t i = 0; i < c.layers; ++i) {
@@ -100,7 +100,7 @@ CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
 }
 
 Tensor CharLM::forward(const Tensor& tokens) const {
-  check(tokens.dim() == 2, "CharLM: tokens ", shape_str(tokens.shape()), " need shape [B, S]");
+  TG_CHECK(tokens.dim() == 2, "CharLM: tokens ", shape_str(tokens.shape()), " need shape [B, S]");
   Tensor h = pos_enc->forward(embedding->forward(tokens));
   for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), /*is_causal=*/true, checkpoint_layers);
   return head->forward(norm->forward(h));

@@ -73,10 +73,10 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   }
   std::string unexpected;
   for (const auto& [name, t] : given) unexpected += (unexpected.empty() ? "" : ", ") + name;
-  check(missing.empty() && mismatched.empty() && (unexpected.empty() || !strict),
-        "load_state_dict: ", missing.empty() ? "" : "missing: " + missing + "; ",
-        mismatched.empty() ? "" : "shape mismatch (file vs model): " + mismatched + "; ",
-        unexpected.empty() || !strict ? "" : "unexpected: " + unexpected);
+  TG_CHECK(missing.empty() && mismatched.empty() && (unexpected.empty() || !strict),
+           "load_state_dict: ", missing.empty() ? "" : "missing: " + missing + "; ",
+           mismatched.empty() ? "" : "shape mismatch (file vs model): " + mismatched + "; ",
+           unexpected.empty() || !strict ? "" : "unexpected: " + unexpected);
   NoGrad no_grad;
   std::map<std::string, Tensor> by_name(state.begin(), state.end());
   for (const auto& [name, target] : state_dict()) {

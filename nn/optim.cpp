@@ -26,18 +26,18 @@ std::optional<std::pair<size_t, std::string>> split_state_name(const std::string
 // A step count stored as a scalar: i64 (what state() writes) or a float holding a whole number
 // (what PyTorch writes).
 int64_t read_step(const char* optimizer, const std::string& name, const Tensor& tensor) {
-  check(tensor.dim() == 0, optimizer, " load_state: '", name, "' must be a scalar, got shape ",
-        shape_str(tensor.shape()));
+  TG_CHECK(tensor.dim() == 0, optimizer, " load_state: '", name, "' must be a scalar, got shape ",
+           shape_str(tensor.shape()));
   if (tensor.dtype() == DType::i64) {
     const int64_t step = tensor.indices()[0];
-    check(step >= 0, optimizer, " load_state: '", name, "' is negative (", step, ")");
+    TG_CHECK(step >= 0, optimizer, " load_state: '", name, "' is negative (", step, ")");
     return step;
   }
-  check(is_floating(tensor.dtype()), optimizer, " load_state: '", name, "' has dtype ",
-        dtype_name(tensor.dtype()), "; a step count is i64 or floating");
+  TG_CHECK(is_floating(tensor.dtype()), optimizer, " load_state: '", name, "' has dtype ",
+           dtype_name(tensor.dtype()), "; a step count is i64 or floating");
   const double step = tensor.item();
-  check(step >= 0 && step < 9e15 && step == std::floor(step), optimizer, " load_state: '", name,
-        "' = ", step, " is not a non-negative whole number");
+  TG_CHECK(step >= 0 && step < 9e15 && step == std::floor(step), optimizer, " load_state: '", name,
+           "' = ", step, " is not a non-negative whole number");
   return static_cast<int64_t>(step);
 }
 
@@ -53,20 +53,20 @@ std::string join(const std::vector<std::string>& names) {
 
 Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr)
     : name_(name), params_(std::move(params)), param_states_(params_.size()), lr_(lr) {
-  check(lr >= 0, name_, ": invalid learning rate ", lr, " (must be >= 0)");
-  check(!params_.empty(), name_, ": got an empty parameter list");
+  TG_CHECK(lr >= 0, name_, ": invalid learning rate ", lr, " (must be >= 0)");
+  TG_CHECK(!params_.empty(), name_, ": got an empty parameter list");
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& param = params_[i];
-    check(param.defined(), name_, ": parameter ", i, " is an undefined tensor");
-    check(param.is_leaf() && param.requires_grad(), name_, ": parameter ", i,
-          " must be a leaf that requires grad");
-    check(param.dtype() == DType::f32 || param.dtype() == DType::f64, name_, ": parameter ", i,
-          " has dtype ", dtype_name(param.dtype()), "; optimizers update f32 or f64 parameters");
-    check(param.is_contiguous(), name_, ": parameter ", i, " of shape ", shape_str(param.shape()),
-          " is not contiguous");
+    TG_CHECK(param.defined(), name_, ": parameter ", i, " is an undefined tensor");
+    TG_CHECK(param.is_leaf() && param.requires_grad(), name_, ": parameter ", i,
+             " must be a leaf that requires grad");
+    TG_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, name_, ": parameter ", i,
+             " has dtype ", dtype_name(param.dtype()), "; optimizers update f32 or f64 parameters");
+    TG_CHECK(param.is_contiguous(), name_, ": parameter ", i, " of shape ", shape_str(param.shape()),
+             " is not contiguous");
     for (size_t j = 0; j < i; ++j) {
-      check(!param.same(params_[j]), name_, ": parameters ", j, " and ", i,
-            " are the same tensor; pass each parameter once");
+      TG_CHECK(!param.same(params_[j]), name_, ": parameters ", j, " and ", i,
+               " are the same tensor; pass each parameter once");
     }
   }
 }
@@ -79,12 +79,12 @@ void Optimizer::step() {
     const Tensor& param = params_[i];
     Tensor grad = param.grad();
     if (!grad.defined()) continue;  // no gradient this step: skipped, as in PyTorch
-    check(grad.shape() == param.shape(), name_, ".step: parameter ", i, " has shape ",
-          shape_str(param.shape()), " but its grad has shape ", shape_str(grad.shape()));
-    check(grad.dtype() == param.dtype(), name_, ".step: parameter ", i, " is ",
-          dtype_name(param.dtype()), " but its grad is ", dtype_name(grad.dtype()));
-    check(grad.device() == param.device(), name_, ".step: parameter ", i, " and its grad are on ",
-          "different devices");
+    TG_CHECK(grad.shape() == param.shape(), name_, ".step: parameter ", i, " has shape ",
+             shape_str(param.shape()), " but its grad has shape ", shape_str(grad.shape()));
+    TG_CHECK(grad.dtype() == param.dtype(), name_, ".step: parameter ", i, " is ",
+             dtype_name(param.dtype()), " but its grad is ", dtype_name(grad.dtype()));
+    TG_CHECK(grad.device() == param.device(), name_, ".step: parameter ", i, " and its grad are on ",
+             "different devices");
     grads[i] = grad.contiguous();  // a copy when the grad is a view (e.g. an expand)
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -98,7 +98,7 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::set_lr(double lr) {
-  check(lr >= 0, name_, ".set_lr: invalid learning rate ", lr, " (must be >= 0)");
+  TG_CHECK(lr >= 0, name_, ".set_lr: invalid learning rate ", lr, " (must be >= 0)");
   lr_ = lr;
 }
 
@@ -120,43 +120,43 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& st
   std::optional<int64_t> step_count;
 
   for (const auto& [name, tensor] : state) {
-    check(tensor.defined(), name_, " load_state: '", name, "' is an undefined tensor");
+    TG_CHECK(tensor.defined(), name_, " load_state: '", name, "' is an undefined tensor");
     if (name == "step") {
-      check(!step_count, name_, " load_state: 'step' appears twice");
+      TG_CHECK(!step_count, name_, " load_state: 'step' appears twice");
       step_count = read_step(name_, name, tensor);
       continue;
     }
     const auto split = split_state_name(name);
-    check(split.has_value(), name_, " load_state: unexpected name '", name,
-          "' (expected 'step' or '<parameter index>.<buffer>')");
+    TG_CHECK(split.has_value(), name_, " load_state: unexpected name '", name,
+             "' (expected 'step' or '<parameter index>.<buffer>')");
     const auto& [index, buffer] = *split;
-    check(index < params_.size(), name_, " load_state: '", name, "' names parameter ", index,
-          " but there are only ", params_.size());
-    check(std::find(expected.begin(), expected.end(), buffer) != expected.end(), name_,
-          " load_state: '", name, "': ", name_, " keeps no buffer '", buffer, "' (it keeps ",
-          join(expected), ")");
-    check(!loaded[index].count(buffer), name_, " load_state: '", name, "' appears twice");
+    TG_CHECK(index < params_.size(), name_, " load_state: '", name, "' names parameter ", index,
+             " but there are only ", params_.size());
+    TG_CHECK(std::find(expected.begin(), expected.end(), buffer) != expected.end(), name_,
+             " load_state: '", name, "': ", name_, " keeps no buffer '", buffer, "' (it keeps ",
+             join(expected), ")");
+    TG_CHECK(!loaded[index].count(buffer), name_, " load_state: '", name, "' appears twice");
 
     if (buffer == "step") {
       loaded[index][buffer] = from_indices({read_step(name_, name, tensor)}, {}, kCPU);
       continue;
     }
     const Tensor& param = params_[index];
-    check(tensor.shape() == param.shape(), name_, " load_state: '", name, "' has shape ",
-          shape_str(tensor.shape()), " but parameter ", index, " has shape ",
-          shape_str(param.shape()));
-    check(tensor.dtype() == param.dtype(), name_, " load_state: '", name, "' is ",
-          dtype_name(tensor.dtype()), " but parameter ", index, " is ", dtype_name(param.dtype()));
+    TG_CHECK(tensor.shape() == param.shape(), name_, " load_state: '", name, "' has shape ",
+             shape_str(tensor.shape()), " but parameter ", index, " has shape ",
+             shape_str(param.shape()));
+    TG_CHECK(tensor.dtype() == param.dtype(), name_, " load_state: '", name, "' is ",
+             dtype_name(tensor.dtype()), " but parameter ", index, " is ", dtype_name(param.dtype()));
     // Our own copy on the parameter's device (a checkpoint loads on the CPU): step() writes into it.
     loaded[index][buffer] = tensor.device() == param.device() ? tensor.clone()
                                                               : tensor.to(param.device());
   }
 
-  check(step_count.has_value(), name_, " load_state: 'step' is missing");
+  TG_CHECK(step_count.has_value(), name_, " load_state: 'step' is missing");
   for (size_t i = 0; i < loaded.size(); ++i) {
-    check(loaded[i].empty() || loaded[i].size() == expected.size(), name_,
-          " load_state: parameter ", i, " has only part of its state (needs all of ",
-          join(expected), ")");
+    TG_CHECK(loaded[i].empty() || loaded[i].size() == expected.size(), name_,
+             " load_state: parameter ", i, " has only part of its state (needs all of ",
+             join(expected), ")");
   }
   param_states_ = std::move(loaded);
   step_count_ = *step_count;
@@ -171,10 +171,10 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
       weight_decay_(weight_decay),
       dampening_(dampening),
       nesterov_(nesterov) {
-  check(momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
-  check(weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
-  check(!nesterov || (momentum > 0 && dampening == 0),
-        "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
+  TG_CHECK(momentum >= 0, "SGD: invalid momentum ", momentum, " (must be >= 0)");
+  TG_CHECK(weight_decay >= 0, "SGD: invalid weight_decay ", weight_decay, " (must be >= 0)");
+  TG_CHECK(!nesterov || (momentum > 0 && dampening == 0),
+           "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
 }
 
 std::vector<std::string> SGD::state_names() const {
@@ -212,10 +212,10 @@ Adam::Adam(const char* name, std::vector<Tensor> params, double lr,
       eps_(eps),
       weight_decay_(weight_decay),
       decoupled_weight_decay_(decoupled_weight_decay) {
-  check(eps >= 0, name, ": invalid eps ", eps, " (must be >= 0)");
-  check(beta1_ >= 0 && beta1_ < 1, name, ": invalid beta1 ", beta1_, " (must be in [0, 1))");
-  check(beta2_ >= 0 && beta2_ < 1, name, ": invalid beta2 ", beta2_, " (must be in [0, 1))");
-  check(weight_decay >= 0, name, ": invalid weight_decay ", weight_decay, " (must be >= 0)");
+  TG_CHECK(eps >= 0, name, ": invalid eps ", eps, " (must be >= 0)");
+  TG_CHECK(beta1_ >= 0 && beta1_ < 1, name, ": invalid beta1 ", beta1_, " (must be in [0, 1))");
+  TG_CHECK(beta2_ >= 0 && beta2_ < 1, name, ": invalid beta2 ", beta2_, " (must be in [0, 1))");
+  TG_CHECK(weight_decay >= 0, name, ": invalid weight_decay ", weight_decay, " (must be >= 0)");
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
@@ -256,7 +256,7 @@ Tensor& accumulator_on(std::vector<Tensor>& per_device, Device device, DType dty
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  check(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
+  TG_CHECK(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
   NoGrad no_grad;
   // One f64 accumulator per device, summed on that device; read back once (the norm is returned).
   std::vector<Tensor> totals;

@@ -8,8 +8,8 @@
 namespace tg::nn {
 
 Tensor sinusoidal_table(int64_t max_len, int64_t dim, DType dtype) {
-  check(max_len > 0 && dim > 0, "positional encoding: max_len and dim must be positive, got ",
-        max_len, " and ", dim);
+  TG_CHECK(max_len > 0 && dim > 0, "positional encoding: max_len and dim must be positive, got ",
+           max_len, " and ", dim);
   std::vector<double> values(max_len * dim);
   for (int64_t pos = 0; pos < max_len; ++pos) {
     for (int64_t i = 0; 2 * i < dim; ++i) {
@@ -27,11 +27,11 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t dim, int64_t 
 }
 
 Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) const {
-  check(x.dim() >= 2 && x.size(-1) == table.size(1), "positional encoding: input ",
-        shape_str(x.shape()), " does not end in dim ", table.size(1));
+  TG_CHECK(x.dim() >= 2 && x.size(-1) == table.size(1), "positional encoding: input ",
+           shape_str(x.shape()), " does not end in dim ", table.size(1));
   const int64_t length = x.size(-2);
-  check(length <= max_len, "positional encoding: sequence length ", length, " is past max_len ",
-        max_len, " (input ", shape_str(x.shape()), ")");
+  TG_CHECK(length <= max_len, "positional encoding: sequence length ", length, " is past max_len ",
+           max_len, " (input ", shape_str(x.shape()), ")");
   return x + table.narrow(0, 0, length);
 }
 

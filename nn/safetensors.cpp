@@ -61,8 +61,8 @@ class TempFile {
   explicit TempFile(const std::string& target) : target_(target) {
     std::string pattern = target + ".tmp-XXXXXX";
     fd_ = ::mkstemp(pattern.data());
-    check(fd_ >= 0, "save_safetensors '", target, "': cannot create a temporary file '", pattern,
-          "': ", errno_text());
+    TG_CHECK(fd_ >= 0, "save_safetensors '", target, "': cannot create a temporary file '", pattern,
+             "': ", errno_text());
     path_ = pattern;
     // mkstemp creates the file 0600; a checkpoint is readable like any other file (umask 022).
     ::fchmod(fd_, 0644);
@@ -81,8 +81,8 @@ class TempFile {
     while (nbytes > 0) {
       const ssize_t written = ::write(fd_, bytes, nbytes);
       if (written < 0 && errno == EINTR) continue;
-      check(written > 0, "save_safetensors '", target_, "': writing '", path_,
-            "' failed: ", written < 0 ? errno_text() : "nothing written");
+      TG_CHECK(written > 0, "save_safetensors '", target_, "': writing '", path_,
+               "' failed: ", written < 0 ? errno_text() : "nothing written");
       bytes += written;
       nbytes -= static_cast<size_t>(written);
     }
@@ -90,12 +90,12 @@ class TempFile {
 
   // Makes the data durable, then atomically replaces the target with it.
   void commit() {
-    check(::fsync(fd_) == 0, "save_safetensors '", target_, "': fsync failed: ", errno_text());
+    TG_CHECK(::fsync(fd_) == 0, "save_safetensors '", target_, "': fsync failed: ", errno_text());
     const int fd = fd_;
     fd_ = -1;
-    check(::close(fd) == 0, "save_safetensors '", target_, "': close failed: ", errno_text());
-    check(::rename(path_.c_str(), target_.c_str()) == 0, "save_safetensors '", target_,
-          "': cannot rename the temporary file over it: ", errno_text());
+    TG_CHECK(::close(fd) == 0, "save_safetensors '", target_, "': close failed: ", errno_text());
+    TG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "save_safetensors '", target_,
+             "': cannot rename the temporary file over it: ", errno_text());
     committed_ = true;
     sync_directory();
   }
@@ -150,7 +150,7 @@ class InputFile {
  public:
   explicit InputFile(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY);
-    check(fd_ >= 0, "load_safetensors '", path, "': cannot open: ", errno_text());
+    TG_CHECK(fd_ >= 0, "load_safetensors '", path, "': cannot open: ", errno_text());
     struct stat info {};
     if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
       ::close(fd_);
@@ -170,9 +170,9 @@ class InputFile {
     while (nbytes > 0) {
       const ssize_t got = ::pread(fd_, bytes, nbytes, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
-      check(got >= 0, "load_safetensors '", path_, "': read failed: ", errno_text());
-      check(got > 0, "load_safetensors '", path_,
-            "': the file ended early (truncated while being read?)");
+      TG_CHECK(got >= 0, "load_safetensors '", path_, "': read failed: ", errno_text());
+      TG_CHECK(got > 0, "load_safetensors '", path_,
+               "': the file ended early (truncated while being read?)");
       bytes += got;
       offset += static_cast<uint64_t>(got);
       nbytes -= static_cast<uint64_t>(got);
@@ -206,30 +206,32 @@ struct Entry {
 Entry parse_entry(const std::string& where, const std::string& name, const nlohmann::json& value,
                   uint64_t buffer_bytes) {
   const std::string tensor = where + "tensor '" + name + "': ";
-  check(value.is_object(), tensor, "the entry must be a JSON object, got ", describe(value));
+  TG_CHECK(value.is_object(), tensor, "the entry must be a JSON object, got ", describe(value));
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
-    check(value.contains(field), tensor, "missing the field \"", field, "\"");
+    TG_CHECK(value.contains(field), tensor, "missing the field \"", field, "\"");
   }
 
   const nlohmann::json& dtype_field = value["dtype"];
-  check(dtype_field.is_string(), tensor, "\"dtype\" must be a string, got ",
-        describe(dtype_field));
+  TG_CHECK(dtype_field.is_string(), tensor, "\"dtype\" must be a string, got ",
+           describe(dtype_field));
   const std::string dtype_text = dtype_field.get<std::string>();
   const std::optional<DType> dtype = dtype_from_format_name(dtype_text);
-  check(dtype.has_value(), tensor, "unsupported dtype \"", dtype_text,
-        "\" (tapegrad reads F32, F64, F16, BF16, I64, BOOL)");
+  TG_CHECK(dtype.has_value(), tensor, "unsupported dtype \"", dtype_text,
+           "\" (tapegrad reads F32, F64, F16, BF16, I64, BOOL)");
 
   const nlohmann::json& shape_field = value["shape"];
-  check(shape_field.is_array(), tensor, "\"shape\" must be an array, got ",
-        describe(shape_field));
+  TG_CHECK(shape_field.is_array(), tensor, "\"shape\" must be an array, got ",
+           describe(shape_field));
+  TG_CHECK(shape_field.size() <= kMaxRank, tensor, "\"shape\" has ", shape_field.size(),
+           " dims, more than the ", kMaxRank, " a tensor may have");
   Shape shape;
   for (const nlohmann::json& extent : shape_field) {
-    check(extent.is_number_integer(), tensor, "\"shape\" entries must be integers, got ",
-          describe(extent));
-    check(extent.is_number_unsigned(), tensor, "\"shape\" has a negative dimension ",
-          describe(extent));
+    TG_CHECK(extent.is_number_integer(), tensor, "\"shape\" entries must be integers, got ",
+             describe(extent));
+    TG_CHECK(extent.is_number_unsigned(), tensor, "\"shape\" has a negative dimension ",
+             describe(extent));
     const uint64_t size = extent.get<uint64_t>();
-    check(size <= static_cast<uint64_t>(INT64_MAX), tensor, "dimension ", size, " is too large");
+    TG_CHECK(size <= static_cast<uint64_t>(INT64_MAX), tensor, "dimension ", size, " is too large");
     shape.push_back(static_cast<int64_t>(size));
   }
   // The element count must fit in an int64 even when a zero dimension makes it 0.
@@ -238,27 +240,27 @@ Entry parse_entry(const std::string& where, const std::string& name, const nlohm
     if (extent == 0) continue;
     const bool overflow = __builtin_mul_overflow(nonzero_product, static_cast<uint64_t>(extent),
                                                  &nonzero_product);
-    check(!overflow && nonzero_product <= static_cast<uint64_t>(INT64_MAX), tensor, "shape ",
-          shape_str(shape), " has too many elements");
+    TG_CHECK(!overflow && nonzero_product <= static_cast<uint64_t>(INT64_MAX), tensor, "shape ",
+             shape_str(shape), " has too many elements");
   }
   const uint64_t numel = static_cast<uint64_t>(tg::numel(shape));
 
   const nlohmann::json& offsets = value["data_offsets"];
-  check(offsets.is_array() && offsets.size() == 2, tensor,
-        "\"data_offsets\" must be an array [begin, end], got ", describe(offsets));
+  TG_CHECK(offsets.is_array() && offsets.size() == 2, tensor,
+           "\"data_offsets\" must be an array [begin, end], got ", describe(offsets));
   for (const nlohmann::json& offset : offsets) {
-    check(offset.is_number_unsigned(), tensor,
-          "\"data_offsets\" must hold non-negative integers, got ", describe(offset));
+    TG_CHECK(offset.is_number_unsigned(), tensor,
+             "\"data_offsets\" must hold non-negative integers, got ", describe(offset));
   }
   const uint64_t begin = offsets[0].get<uint64_t>();
   const uint64_t end = offsets[1].get<uint64_t>();
-  check(begin <= end, tensor, "data_offsets [", begin, ", ", end, "] end before they begin");
-  check(end <= buffer_bytes, tensor, "data_offsets [", begin, ", ", end,
-        "] run past the end of the ", buffer_bytes, "-byte buffer");
+  TG_CHECK(begin <= end, tensor, "data_offsets [", begin, ", ", end, "] end before they begin");
+  TG_CHECK(end <= buffer_bytes, tensor, "data_offsets [", begin, ", ", end,
+           "] run past the end of the ", buffer_bytes, "-byte buffer");
   const uint64_t itemsize = dtype_size(*dtype);
-  check(numel <= (end - begin) / itemsize && numel * itemsize == end - begin, tensor, "shape ",
-        shape_str(shape), " of ", dtype_text, " needs ", numel, " x ", itemsize,
-        " bytes but data_offsets [", begin, ", ", end, "] hold ", end - begin);
+  TG_CHECK(numel <= (end - begin) / itemsize && numel * itemsize == end - begin, tensor, "shape ",
+           shape_str(shape), " of ", dtype_text, " needs ", numel, " x ", itemsize,
+           " bytes but data_offsets [", begin, ", ", end, "] hold ", end - begin);
   return Entry{name, *dtype, shape, begin, end};
 }
 
@@ -266,9 +268,9 @@ std::map<std::string, std::string> parse_metadata(const std::string& where,
                                                   const nlohmann::json& value) {
   std::map<std::string, std::string> metadata;
   if (value.is_null()) return metadata;  // no metadata (None in the reference implementation)
-  check(value.is_object(), where, "\"__metadata__\" must be an object, got ", value.type_name());
+  TG_CHECK(value.is_object(), where, "\"__metadata__\" must be an object, got ", value.type_name());
   for (const auto& [key, text] : value.items()) {
-    check(text.is_string(), where, "metadata \"", key, "\" must be a string, got ", describe(text));
+    TG_CHECK(text.is_string(), where, "metadata \"", key, "\" must be a string, got ", describe(text));
     metadata[key] = text.get<std::string>();
   }
   return metadata;
@@ -281,16 +283,16 @@ void check_tiling(const std::string& where, const std::vector<Entry>& entries,
   uint64_t covered = 0;
   const Entry* previous = nullptr;
   for (const Entry& entry : entries) {
-    check(entry.begin >= covered, where, "tensors '", previous ? previous->name : "", "' [",
-          previous ? previous->begin : 0, ", ", covered, ") and '", entry.name, "' [", entry.begin,
-          ", ", entry.end, ") overlap");
-    check(entry.begin == covered, where, "bytes [", covered, ", ", entry.begin,
-          ") of the buffer belong to no tensor");
+    TG_CHECK(entry.begin >= covered, where, "tensors '", previous ? previous->name : "", "' [",
+             previous ? previous->begin : 0, ", ", covered, ") and '", entry.name, "' [", entry.begin,
+             ", ", entry.end, ") overlap");
+    TG_CHECK(entry.begin == covered, where, "bytes [", covered, ", ", entry.begin,
+             ") of the buffer belong to no tensor");
     covered = entry.end;
     previous = &entry;
   }
-  check(covered == buffer_bytes, where, "the buffer has ", buffer_bytes,
-        " bytes but the tensors cover only ", covered, " (trailing bytes)");
+  TG_CHECK(covered == buffer_bytes, where, "the buffer has ", buffer_bytes,
+           " bytes but the tensors cover only ", covered, " (trailing bytes)");
 }
 
 }  // namespace
@@ -304,11 +306,11 @@ void save_safetensors(const std::string& path,
   std::vector<std::pair<std::string, Tensor>> contiguous;
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
-    check(name != kMetadataKey, "save_safetensors '", path, "': \"", kMetadataKey,
-          "\" is reserved and cannot name a tensor");
-    check(names.insert(name).second, "save_safetensors '", path, "': the name '", name,
-          "' appears twice");
-    check(tensor.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
+    TG_CHECK(name != kMetadataKey, "save_safetensors '", path, "': \"", kMetadataKey,
+             "\" is reserved and cannot name a tensor");
+    TG_CHECK(names.insert(name).second, "save_safetensors '", path, "': the name '", name,
+             "' appears twice");
+    TG_CHECK(tensor.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
     contiguous.emplace_back(name, tensor.cpu().contiguous());  // tensors on a GPU come over first
   }
   const std::string header = build_header(path, contiguous, metadata);
@@ -327,17 +329,17 @@ void save_safetensors(const std::string& path,
 SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "load_safetensors '" + path + "': ";
   const InputFile file(path);
-  check(file.size() >= 8, where, "the file is ", file.size(),
-        " bytes long, too short for the 8-byte header length");
+  TG_CHECK(file.size() >= 8, where, "the file is ", file.size(),
+           " bytes long, too short for the 8-byte header length");
 
   uint8_t length_bytes[8];
   file.read_at(0, length_bytes, 8);
   uint64_t header_bytes = 0;
   for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
-  check(header_bytes <= kMaxHeaderBytes, where, "the header length ", header_bytes,
-        " is over the 100 MB limit");
-  check(header_bytes <= file.size() - 8, where, "the header length ", header_bytes,
-        " runs past the end of the ", file.size(), "-byte file");
+  TG_CHECK(header_bytes <= kMaxHeaderBytes, where, "the header length ", header_bytes,
+           " is over the 100 MB limit");
+  TG_CHECK(header_bytes <= file.size() - 8, where, "the header length ", header_bytes,
+           " runs past the end of the ", file.size(), "-byte file");
   const uint64_t buffer_start = 8 + header_bytes;
   const uint64_t buffer_bytes = file.size() - buffer_start;
 
@@ -345,15 +347,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
   file.read_at(8, text.data(), header_bytes);
   // nlohmann's lexer stops at a NUL byte as at the end of a C string; JSON never contains one.
   const size_t nul = text.find('\0');
-  check(nul == std::string::npos, where, "the header is not valid JSON: a NUL byte at position ",
-        nul);
+  TG_CHECK(nul == std::string::npos, where, "the header is not valid JSON: a NUL byte at position ",
+           nul);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     fail(where, "the header is not valid JSON: ", error.what());
   }
-  check(header.is_object(), where, "the header must be a JSON object, got ", header.type_name());
+  TG_CHECK(header.is_object(), where, "the header must be a JSON object, got ", header.type_name());
 
   SafetensorsFile result;
   std::vector<Entry> entries;
@@ -375,8 +377,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (entry.dtype == DType::b8) {
       const uint8_t* bytes = tensor.data_as<uint8_t>();
       for (int64_t i = 0; i < tensor.numel(); ++i) {
-        check(bytes[i] <= 1, where, "tensor '", entry.name, "' is BOOL but byte ", i, " is ",
-              static_cast<int>(bytes[i]), " (not 0 or 1)");
+        TG_CHECK(bytes[i] <= 1, where, "tensor '", entry.name, "' is BOOL but byte ", i, " is ",
+                 static_cast<int>(bytes[i]), " (not 0 or 1)");
       }
     }
     result.tensors.emplace_back(entry.name, tensor);

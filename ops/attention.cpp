@@ -41,23 +41,23 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const char* op = "scaled_dot_product_attention";
   // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32.
   const Tensor q = autocast_to_half(q_in), k = autocast_to_half(k_in), v = autocast_to_half(v_in);
-  check(q.defined() && k.defined() && v.defined(), "op '", op, "': undefined tensor");
-  check(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "op '", op,
-        "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
-        shape_str(v.shape()), " need the same number of dims (at least 2)");
+  TG_CHECK(q.defined() && k.defined() && v.defined(), "op '", op, "': undefined tensor");
+  TG_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "op '", op,
+           "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
+           shape_str(v.shape()), " need the same number of dims (at least 2)");
   const Shape batch(q.shape().begin(), q.shape().end() - 2);
   const int64_t sq = q.size(-2), d = q.size(-1), sk = k.size(-2), dv = v.size(-1);
-  check(Shape(k.shape().begin(), k.shape().end() - 2) == batch &&
-            Shape(v.shape().begin(), v.shape().end() - 2) == batch && k.size(-1) == d &&
-            v.size(-2) == sk,
-        "op '", op, "': shapes q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
-        shape_str(v.shape()), " do not fit (expected [..., Sq, d], [..., Sk, d], [..., Sk, dv])");
+  TG_CHECK(Shape(k.shape().begin(), k.shape().end() - 2) == batch &&
+               Shape(v.shape().begin(), v.shape().end() - 2) == batch && k.size(-1) == d &&
+               v.size(-2) == sk,
+           "op '", op, "': shapes q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+           shape_str(v.shape()), " do not fit (expected [..., Sq, d], [..., Sk, d], [..., Sk, dv])");
   check_same_device(op, {q, k, v, mask});
-  check(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "op '", op, "': dtypes ",
-        dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), " differ");
-  check(dropout_p >= 0 && dropout_p < 1, "op '", op, "': dropout_p must be in [0, 1), got ", dropout_p);
-  check(!mask.defined() || mask.dtype() == DType::b8, "op '", op, "': mask must be bool, got ",
-        mask.defined() ? dtype_name(mask.dtype()) : "");
+  TG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "op '", op, "': dtypes ",
+           dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), " differ");
+  TG_CHECK(dropout_p >= 0 && dropout_p < 1, "op '", op, "': dropout_p must be in [0, 1), got ", dropout_p);
+  TG_CHECK(!mask.defined() || mask.dtype() == DType::b8, "op '", op, "': mask must be bool, got ",
+           mask.defined() ? dtype_name(mask.dtype()) : "");
 
   const int64_t items = numel(batch);
   AttentionProblem problem;

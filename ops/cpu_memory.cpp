@@ -26,14 +26,14 @@ namespace cpu {
 void* CpuKernels::allocate(size_t nbytes) {
   const size_t rounded = (nbytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of 64
   void* ptr = std::aligned_alloc(64, rounded);
-  check(ptr != nullptr, "allocate: out of memory asking for ", nbytes, " bytes");
+  TG_CHECK(ptr != nullptr, "allocate: out of memory asking for ", nbytes, " bytes");
   return ptr;
 }
 
 void CpuKernels::deallocate(void* ptr, size_t) { std::free(ptr); }
 
 void CpuKernels::copy(const Tensor& src, const Tensor& dst) {
-  if (src.shape() != dst.shape()) {  // (not check(): its message would be built on every copy)
+  if (src.shape() != dst.shape()) {  // (not TG_CHECK(): its message would be built on every copy)
     fail("copy: shapes ", shape_str(src.shape()), " and ", shape_str(dst.shape()), " differ");
   }
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {

@@ -11,7 +11,7 @@ namespace tg {
 namespace {
 
 void check_probability(double p) {
-  check(p >= 0.0 && p <= 1.0, "op 'dropout': p must be in [0, 1], got ", p);
+  TG_CHECK(p >= 0.0 && p <= 1.0, "op 'dropout': p must be in [0, 1], got ", p);
 }
 
 }  // namespace
@@ -33,8 +33,8 @@ Tensor dropout_mask(const Shape& shape, double p, DType dtype, uint64_t seed, ui
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  check(x.defined() && is_floating(x.dtype()), "op 'dropout': needs a floating tensor, got ",
-        x.defined() ? dtype_name(x.dtype()) : "undefined");
+  TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'dropout': needs a floating tensor, got ",
+           x.defined() ? dtype_name(x.dtype()) : "undefined");
   check_probability(p);
   if (!training || p == 0.0) return x;
   const uint64_t offset = reserve_random(x.numel());

@@ -11,10 +11,10 @@ namespace tg {
 namespace {
 
 void check_same_kind(const Tensor& a, const Tensor& b, const char* op) {
-  check(a.defined() && b.defined(), "op '", op, "': undefined tensor");
-  check(a.dtype() == b.dtype(), "op '", op, "': dtypes ", dtype_name(a.dtype()), " and ",
-        dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
-        shape_str(b.shape()), "); convert one with .to()");
+  TG_CHECK(a.defined() && b.defined(), "op '", op, "': undefined tensor");
+  TG_CHECK(a.dtype() == b.dtype(), "op '", op, "': dtypes ", dtype_name(a.dtype()), " and ",
+           dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), "); convert one with .to()");
   check_same_device(op, {a, b});
 }
 
@@ -46,8 +46,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < ndim; ++i) {
     const int64_t da = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
     const int64_t db = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
-    check(da == db || da == 1 || db == 1, "op '", op, "': shapes ", shape_str(a), " and ",
-          shape_str(b), " do not broadcast (dim ", i, ": ", da, " vs ", db, ")");
+    TG_CHECK(da == db || da == 1 || db == 1, "op '", op, "': shapes ", shape_str(a), " and ",
+             shape_str(b), " do not broadcast (dim ", i, ": ", da, " vs ", db, ")");
     shape[i] = da == 1 ? db : da;
   }
   return shape;

@@ -10,12 +10,12 @@
 namespace tg {
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
-  check(indices.defined() && weight.defined(), "op 'embedding': undefined tensor");
-  check(indices.dtype() == DType::i64, "op 'embedding': indices must be i64, got ",
-        dtype_name(indices.dtype()), " of shape ", shape_str(indices.shape()));
-  check(weight.dim() == 2 && is_floating(weight.dtype()), "op 'embedding': weight must be a ",
-        "floating [num_embeddings, dim] matrix, got ", dtype_name(weight.dtype()), " of shape ",
-        shape_str(weight.shape()));
+  TG_CHECK(indices.defined() && weight.defined(), "op 'embedding': undefined tensor");
+  TG_CHECK(indices.dtype() == DType::i64, "op 'embedding': indices must be i64, got ",
+           dtype_name(indices.dtype()), " of shape ", shape_str(indices.shape()));
+  TG_CHECK(weight.dim() == 2 && is_floating(weight.dtype()), "op 'embedding': weight must be a ",
+           "floating [num_embeddings, dim] matrix, got ", dtype_name(weight.dtype()), " of shape ",
+           shape_str(weight.shape()));
   check_same_device("embedding", {indices, weight});
   const int64_t rows = weight.size(0), width = weight.size(1);
   const Tensor flat = indices.contiguous().reshape({-1});

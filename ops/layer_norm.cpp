@@ -14,11 +14,11 @@ namespace {
 
 void check_affine(const Tensor& t, const char* name, const Tensor& x, const Shape& normalized) {
   if (!t.defined()) return;
-  check(t.shape() == normalized, "op 'layer_norm': ", name, " of shape ", shape_str(t.shape()),
-        " does not match normalized_shape ", shape_str(normalized));
+  TG_CHECK(t.shape() == normalized, "op 'layer_norm': ", name, " of shape ", shape_str(t.shape()),
+           " does not match normalized_shape ", shape_str(normalized));
   check_same_device("layer_norm", {x, t});
-  check(t.dtype() == x.dtype(), "op 'layer_norm': ", name, " is ",
-        dtype_name(t.dtype()), " but the input is ", dtype_name(x.dtype()));
+  TG_CHECK(t.dtype() == x.dtype(), "op 'layer_norm': ", name, " is ",
+           dtype_name(t.dtype()), " but the input is ", dtype_name(x.dtype()));
 }
 
 }  // namespace
@@ -28,15 +28,15 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   // f32 under autocast: mean and variance are sums over the row.
   const Tensor x = autocast_to_f32(x_in), weight = autocast_to_f32(weight_in);
   const Tensor bias = autocast_to_f32(bias_in);
-  check(x.defined() && is_floating(x.dtype()), "op 'layer_norm': needs a floating tensor");
+  TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'layer_norm': needs a floating tensor");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  check(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
-        "op 'layer_norm': normalized_shape ", shape_str(normalized_shape),
-        " is not the trailing dims of the input's shape ", shape_str(x.shape()));
+  TG_CHECK(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+           "op 'layer_norm': normalized_shape ", shape_str(normalized_shape),
+           " is not the trailing dims of the input's shape ", shape_str(x.shape()));
   check_affine(weight, "weight", x, normalized_shape);
   check_affine(bias, "bias", x, normalized_shape);
   const int64_t n = numel(normalized_shape);
-  check(n > 0, "op 'layer_norm': normalized_shape ", shape_str(normalized_shape), " is empty");
+  TG_CHECK(n > 0, "op 'layer_norm': normalized_shape ", shape_str(normalized_shape), " is empty");
   const int64_t rows = x.numel() / n;
 
   Tensor xhat = empty({rows, n}, x.dtype(), x.device());

@@ -17,17 +17,17 @@ namespace tg {
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore_index) {
   const Tensor log_probs = autocast_to_f32(log_probs_in);  // losses are f32 under autocast
-  check(log_probs.defined() && target.defined(), "op 'nll_loss': undefined tensor");
-  check(log_probs.dim() == 2 && is_floating(log_probs.dtype()), "op 'nll_loss': log_probs must ",
-        "be a floating [N, C] tensor, got ", dtype_name(log_probs.dtype()), " of shape ",
-        shape_str(log_probs.shape()));
-  check(target.dtype() == DType::i64, "op 'nll_loss': target must be i64 class indices, got ",
-        dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
+  TG_CHECK(log_probs.defined() && target.defined(), "op 'nll_loss': undefined tensor");
+  TG_CHECK(log_probs.dim() == 2 && is_floating(log_probs.dtype()), "op 'nll_loss': log_probs must ",
+           "be a floating [N, C] tensor, got ", dtype_name(log_probs.dtype()), " of shape ",
+           shape_str(log_probs.shape()));
+  TG_CHECK(target.dtype() == DType::i64, "op 'nll_loss': target must be i64 class indices, got ",
+           dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
   check_same_device("nll_loss", {log_probs, target});
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
-  check(target.shape() == Shape{rows}, "op 'nll_loss': target of shape ", shape_str(target.shape()),
-        " does not match log_probs of shape ", shape_str(log_probs.shape()), " (expected [", rows,
-        "])");
+  TG_CHECK(target.shape() == Shape{rows}, "op 'nll_loss': target of shape ", shape_str(target.shape()),
+           " does not match log_probs of shape ", shape_str(log_probs.shape()), " (expected [", rows,
+           "])");
 
   // Ignored rows gather class 0 (always in range) and are then left out by `keep`. The targets'
   // range and count come back to the host (screen_indices: the op's one synchronisation).
@@ -67,15 +67,15 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  check(logits.defined() && target.defined(), "op 'cross_entropy': undefined tensor");
-  check(logits.dim() >= 1, "op 'cross_entropy': logits need a class dim, got shape ",
-        shape_str(logits.shape()));
-  check(target.dtype() == DType::i64, "op 'cross_entropy': target must be i64 class indices, got ",
-        dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
+  TG_CHECK(logits.defined() && target.defined(), "op 'cross_entropy': undefined tensor");
+  TG_CHECK(logits.dim() >= 1, "op 'cross_entropy': logits need a class dim, got shape ",
+           shape_str(logits.shape()));
+  TG_CHECK(target.dtype() == DType::i64, "op 'cross_entropy': target must be i64 class indices, got ",
+           dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
   const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
-  check(target.shape() == leading, "op 'cross_entropy': target of shape ",
-        shape_str(target.shape()), " does not match logits of shape ", shape_str(logits.shape()),
-        " (classes are the last dim, so target should be ", shape_str(leading), ")");
+  TG_CHECK(target.shape() == leading, "op 'cross_entropy': target of shape ",
+           shape_str(target.shape()), " does not match logits of shape ", shape_str(logits.shape()),
+           " (classes are the last dim, so target should be ", shape_str(leading), ")");
   const int64_t classes = logits.size(-1);
   const Tensor log_probs = log_softmax(logits, -1).reshape({-1, classes});
   return nll_loss(log_probs, target.reshape({-1}), ignore_index);
@@ -84,9 +84,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in) {
   // f32 under autocast: the squares and their mean
   const Tensor input = autocast_to_f32(input_in), target = autocast_to_f32(target_in);
-  check(input.defined() && target.defined(), "op 'mse_loss': undefined tensor");
-  check(input.shape() == target.shape(), "op 'mse_loss': input of shape ", shape_str(input.shape()),
-        " and target of shape ", shape_str(target.shape()), " differ (no broadcasting)");
+  TG_CHECK(input.defined() && target.defined(), "op 'mse_loss': undefined tensor");
+  TG_CHECK(input.shape() == target.shape(), "op 'mse_loss': input of shape ", shape_str(input.shape()),
+           " and target of shape ", shape_str(target.shape()), " differ (no broadcasting)");
   const Tensor diff = sub(input, target);
   return mean(mul(diff, diff));
 }

@@ -12,10 +12,10 @@ namespace tg {
 namespace {
 
 void check_bool_mask(const Tensor& mask, const char* op, const char* name) {
-  check(mask.defined(), "op '", op, "': ", name, " is undefined");
-  check(mask.dtype() == DType::b8, "op '", op, "': ", name, " must be bool, got ",
-        dtype_name(mask.dtype()), " of shape ", shape_str(mask.shape()),
-        " (build it with a comparison or from_bools)");
+  TG_CHECK(mask.defined(), "op '", op, "': ", name, " is undefined");
+  TG_CHECK(mask.dtype() == DType::b8, "op '", op, "': ", name, " must be bool, got ",
+           dtype_name(mask.dtype()), " of shape ", shape_str(mask.shape()),
+           " (build it with a comparison or from_bools)");
 }
 
 // True when `from` broadcasts to exactly `to` (PyTorch's expand rule).
@@ -34,9 +34,9 @@ Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
   check_bool_mask(condition, "where", "condition");
   Tensor a = a_in, b = b_in;
   autocast_promote(a, b);  // a half and an f32 branch: both f32 under autocast
-  check(a.defined() && b.defined(), "op 'where': undefined tensor");
-  check(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
-        "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  TG_CHECK(a.defined() && b.defined(), "op 'where': undefined tensor");
+  TG_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
+           "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   check_same_device("where", {condition, a, b});
   const Shape ab = broadcast_shapes(a.shape(), b.shape(), "where");
   const Shape shape = broadcast_shapes(condition.shape(), ab, "where");
@@ -55,12 +55,12 @@ Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_bool_mask(mask, "masked_fill", "mask");
-  check(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
-        x.defined() ? dtype_name(x.dtype()) : "undefined");
+  TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
+           x.defined() ? dtype_name(x.dtype()) : "undefined");
   check_same_device("masked_fill", {x, mask});
-  check(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
-        shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));
-  check(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");
+  TG_CHECK(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
+           shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));
+  TG_CHECK(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   const Tensor filler = scalar(value, x.dtype(), x.device());
   kernels(x.device()).where(broadcast_view(mask, x.shape()), broadcast_view(filler, x.shape()), x,

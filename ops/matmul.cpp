@@ -80,8 +80,8 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  check(b.size(-2) == k, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
-        shape_str(b.shape()), " do not match (inner dims ", k, " vs ", b.size(-2), ")");
+  TG_CHECK(b.size(-2) == k, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), " do not match (inner dims ", k, " vs ", b.size(-2), ")");
   const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
                                        Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   Shape a_shape = batch, b_shape = batch, out_shape = batch;
@@ -105,12 +105,12 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   // Under autocast: f16/bf16 operands and result; the kernel accumulates in f32.
   const Tensor a = autocast_to_half(a_in), b = autocast_to_half(b_in);
-  check(a.defined() && b.defined(), "op 'matmul': undefined tensor");
-  check(a.dim() >= 1 && b.dim() >= 1, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
-        shape_str(b.shape()), ": both need at least 1 dim");
-  check(a.dtype() == b.dtype(), "op 'matmul': dtypes ", dtype_name(a.dtype()), " and ",
-        dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
-        shape_str(b.shape()), ")");
+  TG_CHECK(a.defined() && b.defined(), "op 'matmul': undefined tensor");
+  TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), ": both need at least 1 dim");
+  TG_CHECK(a.dtype() == b.dtype(), "op 'matmul': dtypes ", dtype_name(a.dtype()), " and ",
+           dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), ")");
   check_same_device("matmul", {a, b});
   // A 1-D operand is a row (left) or column (right) vector, removed again from the result.
   if (a.dim() == 1 && b.dim() == 1) {  // a dot product: [1, k] @ [k, 1] -> []
@@ -125,13 +125,13 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // Under autocast: f16/bf16 operands (a weight's cast is cached for the scope) and result.
   const Tensor x = autocast_to_half(x_in), weight = autocast_to_half(weight_in);
   const Tensor bias = autocast_to_half(bias_in);
-  check(x.defined() && weight.defined(), "op 'linear': undefined tensor");
-  check(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
-        shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
-        " (expected (..., in) and (out, in))");
+  TG_CHECK(x.defined() && weight.defined(), "op 'linear': undefined tensor");
+  TG_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
+           shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
+           " (expected (..., in) and (out, in))");
   check_same_device("linear", {x, weight, bias});
-  check(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
-        " and weight dtype ", dtype_name(weight.dtype()), " differ");
+  TG_CHECK(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
+           " and weight dtype ", dtype_name(weight.dtype()), " differ");
   const int64_t in = weight.size(1), out_features = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
@@ -139,10 +139,10 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor out = empty({rows.size(0), out_features}, x.dtype(), x.device());
   gemm_into(rows, weight.detach().transpose(0, 1), out);
   if (bias.defined()) {
-    check(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
-          shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
-    check(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
-          " and input dtype ", dtype_name(x.dtype()), " differ");
+    TG_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
+             shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
+    TG_CHECK(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
+             " and input dtype ", dtype_name(x.dtype()), " differ");
     kernels(x.device()).binary(BinaryOp::add, out, broadcast_view(bias.detach(), out.shape()), out);
   }
   out = out.view(out_shape);

@@ -19,8 +19,8 @@ std::vector<int64_t> reduced_dims(const Tensor& x, const std::vector<int64_t>& d
   for (int64_t d : dims) result.push_back(normalize_dim(d, x.dim(), op));
   if (dims.empty()) for (int64_t d = 0; d < x.dim(); ++d) result.push_back(d);
   std::sort(result.begin(), result.end());
-  check(std::adjacent_find(result.begin(), result.end()) == result.end(), "op '", op,
-        "': dims ", shape_str(dims), " repeat a dim");
+  TG_CHECK(std::adjacent_find(result.begin(), result.end()) == result.end(), "op '", op,
+           "': dims ", shape_str(dims), " repeat a dim");
   return result;
 }
 
@@ -39,9 +39,9 @@ Shape dropped_shape(const Shape& shape, const std::vector<int64_t>& dims) {
 }
 
 void check_floating(const Tensor& x, const char* op) {
-  check(x.defined() && is_floating(x.dtype()), "op '", op, "': needs a floating tensor, got ",
-        x.defined() ? dtype_name(x.dtype()) : "undefined", " of shape ",
-        x.defined() ? shape_str(x.shape()) : "[]");
+  TG_CHECK(x.defined() && is_floating(x.dtype()), "op '", op, "': needs a floating tensor, got ",
+           x.defined() ? dtype_name(x.dtype()) : "undefined", " of shape ",
+           x.defined() ? shape_str(x.shape()) : "[]");
 }
 
 }  // namespace
@@ -92,7 +92,7 @@ MaxResult max(const Tensor& x_in, int64_t dim, bool keepdim) {
   const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   check_floating(x, "max");
   const int64_t d = normalize_dim(dim, x.dim(), "max");
-  check(x.shape()[d] > 0, "op 'max': dim ", d, " of shape ", shape_str(x.shape()), " is empty");
+  TG_CHECK(x.shape()[d] > 0, "op 'max': dim ", d, " of shape ", shape_str(x.shape()), " is empty");
   const DimSplit split = split_at(x.shape(), d);
   const Shape kept = kept_shape(x.shape(), {d});
   Tensor values = empty(kept, x.dtype(), x.device());
@@ -112,7 +112,7 @@ MaxResult max(const Tensor& x_in, int64_t dim, bool keepdim) {
 }
 
 Tensor max(const Tensor& x) {
-  check(x.numel() > 0, "op 'max': tensor of shape ", shape_str(x.shape()), " is empty");
+  TG_CHECK(x.numel() > 0, "op 'max': tensor of shape ", shape_str(x.shape()), " is empty");
   return max(x.reshape({-1}), 0).values;
 }
 

@@ -19,9 +19,9 @@ Tensor softmax_forward(const Tensor& x, int64_t d, bool log) {
 }
 
 int64_t checked_dim(const Tensor& x, int64_t dim, const char* op) {
-  check(x.defined() && is_floating(x.dtype()), "op '", op, "': needs a floating tensor, got ",
-        x.defined() ? dtype_name(x.dtype()) : "undefined", " of shape ",
-        x.defined() ? shape_str(x.shape()) : "[]");
+  TG_CHECK(x.defined() && is_floating(x.dtype()), "op '", op, "': needs a floating tensor, got ",
+           x.defined() ? dtype_name(x.dtype()) : "undefined", " of shape ",
+           x.defined() ? shape_str(x.shape()) : "[]");
   return normalize_dim(dim, x.dim(), op);
 }
 

@@ -12,6 +12,7 @@ namespace tg {
 namespace {
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  check_shape(shape, "view");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
   impl->shape = std::move(shape);
@@ -26,20 +27,20 @@ Shape infer_shape(Shape shape, int64_t count, const char* op, const Shape& from)
   int64_t known = 1, unknown = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      check(unknown < 0, "op '", op, "': more than one -1 in ", shape_str(shape));
+      TG_CHECK(unknown < 0, "op '", op, "': more than one -1 in ", shape_str(shape));
       unknown = static_cast<int64_t>(i);
     } else {
-      check(shape[i] >= 0, "op '", op, "': negative size in ", shape_str(shape));
+      TG_CHECK(shape[i] >= 0, "op '", op, "': negative size in ", shape_str(shape));
       known *= shape[i];
     }
   }
   if (unknown >= 0) {
-    check(known > 0 && count % known == 0, "op '", op, "': cannot view ", shape_str(from), " as ",
-          shape_str(shape));
+    TG_CHECK(known > 0 && count % known == 0, "op '", op, "': cannot view ", shape_str(from), " as ",
+             shape_str(shape));
     shape[unknown] = count / known;
   }
-  check(numel(shape) == count, "op '", op, "': cannot view ", shape_str(from), " (", count,
-        " elements) as ", shape_str(shape));
+  TG_CHECK(numel(shape) == count, "op '", op, "': cannot view ", shape_str(from), " (", count,
+           " elements) as ", shape_str(shape));
   return shape;
 }
 
@@ -53,8 +54,8 @@ Tensor copy_of(const Tensor& t, DType dtype) {
 
 Tensor Tensor::view(const Shape& requested) const {
   const Shape shape = infer_shape(requested, numel(), "view", this->shape());
-  check(is_contiguous(), "op 'view': tensor of shape ", shape_str(this->shape()),
-        " is not contiguous; use reshape()");
+  TG_CHECK(is_contiguous(), "op 'view': tensor of shape ", shape_str(this->shape()),
+           " is not contiguous; use reshape()");
   Tensor out = make_view(*this, shape, contiguous_strides(shape), offset());
   // d view(x)/dx: the gradient reshaped back
   record("view", {*this}, out, {}, [from = this->shape()](const Tensor& g, const Node&) {
@@ -68,12 +69,12 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::permute(const Shape& order) const {
-  check(static_cast<int64_t>(order.size()) == dim(), "op 'permute': order ", shape_str(order),
-        " does not match a tensor of shape ", shape_str(shape()));
+  TG_CHECK(static_cast<int64_t>(order.size()) == dim(), "op 'permute': order ", shape_str(order),
+           " does not match a tensor of shape ", shape_str(shape()));
   Shape seen(order.size(), 0), shape(order.size()), strides(order.size()), inverse(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const int64_t from = normalize_dim(order[i], dim(), "permute");
-    check(!seen[from]++, "op 'permute': ", shape_str(order), " repeats dim ", from);
+    TG_CHECK(!seen[from]++, "op 'permute': ", shape_str(order), " repeats dim ", from);
     shape[i] = this->shape()[from];
     strides[i] = this->strides()[from];
     inverse[from] = static_cast<int64_t>(i);
@@ -94,8 +95,8 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   const int64_t d = normalize_dim(dim, this->dim(), "narrow");
-  check(start >= 0 && length >= 0 && start + length <= shape()[d], "op 'narrow': [", start, ", ",
-        start + length, ") is outside dim ", d, " of shape ", shape_str(shape()));
+  TG_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], "op 'narrow': [", start, ", ",
+           start + length, ") is outside dim ", d, " of shape ", shape_str(shape()));
   Shape shape = this->shape();
   shape[d] = length;
   Tensor out = make_view(*this, shape, strides(), offset() + start * strides()[d]);
@@ -112,12 +113,12 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 
 Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   const int64_t extra = static_cast<int64_t>(shape.size()) - t.dim();
-  check(extra >= 0, "op 'expand': cannot expand ", shape_str(t.shape()), " to ", shape_str(shape));
+  TG_CHECK(extra >= 0, "op 'expand': cannot expand ", shape_str(t.shape()), " to ", shape_str(shape));
   Shape strides(shape.size(), 0);
   for (int64_t i = 0; i < t.dim(); ++i) {
     const int64_t have = t.shape()[i], want = shape[extra + i];
-    check(have == want || have == 1, "op 'expand': cannot expand ", shape_str(t.shape()), " to ",
-          shape_str(shape));
+    TG_CHECK(have == want || have == 1, "op 'expand': cannot expand ", shape_str(t.shape()), " to ",
+             shape_str(shape));
     strides[extra + i] = have == want ? t.strides()[i] : 0;
   }
   return make_view(t, shape, strides, t.offset());
@@ -201,7 +202,7 @@ Tensor Tensor::to(Device target) const {
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  check(!tensors.empty(), "op 'cat': no tensors given");
+  TG_CHECK(!tensors.empty(), "op 'cat': no tensors given");
   const Tensor& first = tensors[0];
   const int64_t d = normalize_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();
@@ -209,12 +210,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors) {
     Shape other = t.shape();
     check_same_device("cat", {first, t});
-    check(t.dim() == first.dim() && t.dtype() == first.dtype(),
-          "op 'cat': tensors of shapes ", shape_str(first.shape()), " (", dtype_name(first.dtype()),
-          ") and ", shape_str(t.shape()), " (", dtype_name(t.dtype()), ") cannot be joined");
+    TG_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype(),
+             "op 'cat': tensors of shapes ", shape_str(first.shape()), " (", dtype_name(first.dtype()),
+             ") and ", shape_str(t.shape()), " (", dtype_name(t.dtype()), ") cannot be joined");
     other[d] = first.shape()[d];
-    check(other == first.shape(), "op 'cat': shapes ", shape_str(first.shape()), " and ",
-          shape_str(t.shape()), " differ outside dim ", d);
+    TG_CHECK(other == first.shape(), "op 'cat': shapes ", shape_str(first.shape()), " and ",
+             shape_str(t.shape()), " differ outside dim ", d);
     shape[d] += t.shape()[d];
   }
   Tensor out = empty(shape, first.dtype(), first.device());
@@ -243,12 +244,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  check(!tensors.empty(), "op 'stack': no tensors given");
+  TG_CHECK(!tensors.empty(), "op 'stack': no tensors given");
   const int64_t d = normalize_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> unsqueezed;
   for (const Tensor& t : tensors) {
-    check(t.shape() == tensors[0].shape(), "op 'stack': shapes ", shape_str(tensors[0].shape()),
-          " and ", shape_str(t.shape()), " differ");
+    TG_CHECK(t.shape() == tensors[0].shape(), "op 'stack': shapes ", shape_str(tensors[0].shape()),
+             " and ", shape_str(t.shape()), " differ");
     unsqueezed.push_back(t.unsqueeze(d));
   }
   return cat(unsqueezed, d);

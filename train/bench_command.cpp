@@ -242,11 +242,11 @@ int bench(const Args& args) {
     return 0;
   }
   po::notify(vm);
-  check(steps >= 1, "--steps must be >= 1, got ", steps);
-  check(warmup >= 0, "--warmup must be >= 0, got ", warmup);
-  check(threads >= 0, "--threads must be >= 0 (0 = all cores), got ", threads);
-  check(path == "fused" || path == "explicit", "--path must be fused or explicit, got '", path, "'");
-  check(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '", amp, "'");
+  TG_CHECK(steps >= 1, "--steps must be >= 1, got ", steps);
+  TG_CHECK(warmup >= 0, "--warmup must be >= 0, got ", warmup);
+  TG_CHECK(threads >= 0, "--threads must be >= 0 (0 = all cores), got ", threads);
+  TG_CHECK(path == "fused" || path == "explicit", "--path must be fused or explicit, got '", path, "'");
+  TG_CHECK(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '", amp, "'");
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
 
   set_num_threads(threads);  // 0: all cores

@@ -246,16 +246,16 @@ void draw_panel(Canvas& canvas, const Heatmap& map, const PanelLayout& p, int x,
 
 void check_heatmap(const Heatmap& map, size_t index) {
   const std::string name = map.title.empty() ? "heatmap " + std::to_string(index) : "heatmap '" + map.title + "'";
-  check(map.rows > 0 && map.cols > 0, name, ": rows and cols must be positive, got ", map.rows, " and ",
-        map.cols);
-  check(map.rows <= 1'000'000 && map.cols <= 1'000'000 && map.rows * map.cols <= 100'000'000, name,
-        ": ", map.rows, "x", map.cols, " is too large to plot");
-  check(static_cast<int64_t>(map.values.size()) == map.rows * map.cols, name, ": ", map.values.size(),
-        " values for ", map.rows, "x", map.cols, " cells");
-  check(map.row_labels.empty() || static_cast<int64_t>(map.row_labels.size()) == map.rows, name, ": ",
-        map.row_labels.size(), " row labels for ", map.rows, " rows");
-  check(map.col_labels.empty() || static_cast<int64_t>(map.col_labels.size()) == map.cols, name, ": ",
-        map.col_labels.size(), " column labels for ", map.cols, " columns");
+  TG_CHECK(map.rows > 0 && map.cols > 0, name, ": rows and cols must be positive, got ", map.rows, " and ",
+           map.cols);
+  TG_CHECK(map.rows <= 1'000'000 && map.cols <= 1'000'000 && map.rows * map.cols <= 100'000'000, name,
+           ": ", map.rows, "x", map.cols, " is too large to plot");
+  TG_CHECK(static_cast<int64_t>(map.values.size()) == map.rows * map.cols, name, ": ", map.values.size(),
+           " values for ", map.rows, "x", map.cols, " cells");
+  TG_CHECK(map.row_labels.empty() || static_cast<int64_t>(map.row_labels.size()) == map.rows, name, ": ",
+           map.row_labels.size(), " row labels for ", map.rows, " rows");
+  TG_CHECK(map.col_labels.empty() || static_cast<int64_t>(map.col_labels.size()) == map.cols, name, ": ",
+           map.col_labels.size(), " column labels for ", map.cols, " columns");
 }
 
 // The colour bar: `height` pixels of the colour map, max at the top, with its min, max and a few
@@ -293,7 +293,7 @@ void draw_colorbar(Canvas& canvas, int x, int y, int height, double lo, double h
 }  // namespace
 
 void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, const std::string& title) {
-  check(!panels.empty(), "heatmap: nothing to plot (no panels)");
+  TG_CHECK(!panels.empty(), "heatmap: nothing to plot (no panels)");
   for (size_t i = 0; i < panels.size(); ++i) check_heatmap(panels[i], i);
 
   // One colour scale for every panel, over the finite values.
@@ -397,16 +397,16 @@ void polyline(Canvas& canvas, const std::vector<double>& xs, const std::vector<d
 
 void line_chart_png(const std::string& path, const std::vector<Series>& series, const std::string& title,
                     const std::string& x_label, const std::string& y_label) {
-  check(!series.empty(), "line chart: nothing to plot (no series)");
+  TG_CHECK(!series.empty(), "line chart: nothing to plot (no series)");
   Range xr, yr;
   for (const Series& s : series) {
-    check(s.x.size() == s.y.size(), "line chart: series '", s.name, "' has ", s.x.size(), " x values but ",
-          s.y.size(), " y values");
+    TG_CHECK(s.x.size() == s.y.size(), "line chart: series '", s.name, "' has ", s.x.size(), " x values but ",
+             s.y.size(), " y values");
     for (size_t i = 0; i < s.x.size(); ++i) {
       if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) xr.add(s.x[i]), yr.add(s.y[i]);
     }
   }
-  check(xr.lo <= xr.hi, "line chart: nothing to plot (no series has a finite point)");
+  TG_CHECK(xr.lo <= xr.hi, "line chart: nothing to plot (no series has a finite point)");
   xr.widen(0.02);
   yr.widen(0.05);
 

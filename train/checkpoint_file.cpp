@@ -41,11 +41,11 @@ Checkpoint load_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   auto field = [&](const char* key) -> const std::string& {
     const auto found = file.metadata.find(key);
-    check(found != file.metadata.end(), path, " is not a tapegrad training checkpoint (no '", key,
-          "' in its metadata)");
+    TG_CHECK(found != file.metadata.end(), path, " is not a tapegrad training checkpoint (no '", key,
+             "' in its metadata)");
     return found->second;
   };
-  check(field("format") == kFormat, path, ": unknown checkpoint format '", field("format"), "'");
+  TG_CHECK(field("format") == kFormat, path, ": unknown checkpoint format '", field("format"), "'");
   Checkpoint checkpoint;
   try {
     checkpoint.config = config_from_json(nlohmann::json::parse(field("config")));
@@ -68,10 +68,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const std::exception& error) {
     fail(path, ": malformed checkpoint metadata (", error.what(), ")");
   }
-  check(checkpoint.step >= 0, path, ": negative step in the metadata");
-  check(checkpoint.skipped_steps >= 0 && checkpoint.scaler.growth_tracker >= 0 &&
-            checkpoint.scaler.scale > 0 && std::isfinite(checkpoint.scaler.scale),
-        path, ": bad loss scaler state in the metadata");
+  TG_CHECK(checkpoint.step >= 0, path, ": negative step in the metadata");
+  TG_CHECK(checkpoint.skipped_steps >= 0 && checkpoint.scaler.growth_tracker >= 0 &&
+               checkpoint.scaler.scale > 0 && std::isfinite(checkpoint.scaler.scale),
+           path, ": bad loss scaler state in the metadata");
   const std::string prefix = kOptimizerPrefix;
   for (auto& [name, t] : file.tensors) {
     if (name.rfind(prefix, 0) == 0) checkpoint.optimizer.emplace_back(name.substr(prefix.size()), t);

@@ -24,34 +24,34 @@ DType TrainConfig::amp_dtype() const {
 Device TrainConfig::compute_device() const { return parse_device(device); }
 
 void TrainConfig::validate() const {
-  check(task == "textcls" || task == "timeseries" || task == "charlm", "--task must be textcls, ",
-        "timeseries or charlm, got '", task, "'");
-  check(dim > 0 && heads > 0, "--dim and --heads must be positive, got ", dim, " and ", heads);
-  check(dim % heads == 0, "--heads ", heads, " does not divide --dim ", dim);
-  check(layers >= 0 && (task != "timeseries" || layers >= 1),
-        "--layers must be >= 0 (>= 1 for timeseries), got ", layers);
-  check(max_len > 0, "--max-len must be positive, got ", max_len);
-  check(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
-  check(batch > 0, "--batch must be positive, got ", batch);
-  check(epochs >= 0 && steps >= 0, "--epochs and --steps must be >= 0");
-  check(lr > 0, "--lr must be positive, got ", lr);
-  check(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw",
-        "--optimizer must be sgd, adam or adamw, got '", optimizer, "'");
-  check(warmup >= 0 && clip >= 0 && weight_decay >= 0, "--warmup, --clip and --weight-decay must be >= 0");
-  check(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
+  TG_CHECK(task == "textcls" || task == "timeseries" || task == "charlm", "--task must be textcls, ",
+           "timeseries or charlm, got '", task, "'");
+  TG_CHECK(dim > 0 && heads > 0, "--dim and --heads must be positive, got ", dim, " and ", heads);
+  TG_CHECK(dim % heads == 0, "--heads ", heads, " does not divide --dim ", dim);
+  TG_CHECK(layers >= 0 && (task != "timeseries" || layers >= 1),
+           "--layers must be >= 0 (>= 1 for timeseries), got ", layers);
+  TG_CHECK(max_len > 0, "--max-len must be positive, got ", max_len);
+  TG_CHECK(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
+  TG_CHECK(batch > 0, "--batch must be positive, got ", batch);
+  TG_CHECK(epochs >= 0 && steps >= 0, "--epochs and --steps must be >= 0");
+  TG_CHECK(lr > 0, "--lr must be positive, got ", lr);
+  TG_CHECK(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw",
+           "--optimizer must be sgd, adam or adamw, got '", optimizer, "'");
+  TG_CHECK(warmup >= 0 && clip >= 0 && weight_decay >= 0, "--warmup, --clip and --weight-decay must be >= 0");
+  TG_CHECK(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
   compute_device();  // a malformed --device is an error here; an absent one when first used
-  check(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '",
-        amp, "'");
-  check(window > 0 && horizon > 0, "--window and --horizon must be positive");
-  check(task != "timeseries" || window <= max_len, "--window ", window, " is past --max-len ",
-        max_len, " (the positional encoding's length)");
-  check(normalize == "zscore" || normalize == "none", "--normalize must be zscore or none, got '",
-        normalize, "'");
-  check(tokenizer == "char" || tokenizer == "word", "--tokenizer must be char or word, got '",
-        tokenizer, "'");
-  check(context > 0, "--context must be positive, got ", context);
-  check(task != "charlm" || context <= max_len, "--context ", context, " is past --max-len ",
-        max_len, " (the positional encoding's length)");
+  TG_CHECK(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '",
+           amp, "'");
+  TG_CHECK(window > 0 && horizon > 0, "--window and --horizon must be positive");
+  TG_CHECK(task != "timeseries" || window <= max_len, "--window ", window, " is past --max-len ",
+           max_len, " (the positional encoding's length)");
+  TG_CHECK(normalize == "zscore" || normalize == "none", "--normalize must be zscore or none, got '",
+           normalize, "'");
+  TG_CHECK(tokenizer == "char" || tokenizer == "word", "--tokenizer must be char or word, got '",
+           tokenizer, "'");
+  TG_CHECK(context > 0, "--context must be positive, got ", context);
+  TG_CHECK(task != "charlm" || context <= max_len, "--context ", context, " is past --max-len ",
+           max_len, " (the positional encoding's length)");
 }
 
 nlohmann::json to_json(const TrainConfig& c) {

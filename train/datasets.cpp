@@ -37,12 +37,12 @@ namespace {
 
 std::string read_file(const std::string& path, const char* what) {
   std::error_code ec;
-  check(!std::filesystem::is_directory(path, ec), what, ": '", path, "' is a directory, not a file");
+  TG_CHECK(!std::filesystem::is_directory(path, ec), what, ": '", path, "' is a directory, not a file");
   std::ifstream file(path, std::ios::binary);
-  check(file.is_open(), what, ": cannot open '", path, "' (missing or unreadable)");
+  TG_CHECK(file.is_open(), what, ": cannot open '", path, "' (missing or unreadable)");
   std::ostringstream contents;
   contents << file.rdbuf();
-  check(!file.bad(), what, ": error while reading '", path, "'");
+  TG_CHECK(!file.bad(), what, ": error while reading '", path, "'");
   std::string text = contents.str();
   if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // UTF-8 byte-order mark
   return text;
@@ -82,8 +82,8 @@ std::vector<Line> nonblank_lines(const std::string& text) {
 }
 
 void check_val_frac(double val_frac, const char* what) {
-  check(val_frac >= 0.0 && val_frac < 1.0, what, ": val_frac ", val_frac,
-        " is outside [0, 1)");
+  TG_CHECK(val_frac >= 0.0 && val_frac < 1.0, what, ": val_frac ", val_frac,
+           " is outside [0, 1)");
 }
 
 // How many of n items go to validation: floor(n * val_frac), with a little slack so that
@@ -124,19 +124,19 @@ struct Table {
 Table read_csv(const std::string& path) {
   const char* what = "load_timeseries";
   const std::vector<Line> lines = nonblank_lines(read_file(path, what));
-  check(!lines.empty(), what, ": '", path, "' is empty (expected a header row and numeric rows)");
+  TG_CHECK(!lines.empty(), what, ": '", path, "' is empty (expected a header row and numeric rows)");
   Table table;
   table.columns = split_csv(lines[0].text);
-  check(lines.size() > 1, what, ": '", path, "' has a header row but no data rows");
+  TG_CHECK(lines.size() > 1, what, ": '", path, "' has a header row but no data rows");
   const size_t width = table.columns.size();
   for (size_t l = 1; l < lines.size(); ++l) {
     const std::vector<std::string> cells = split_csv(lines[l].text);
-    check(cells.size() == width, what, ": '", path, "' line ", lines[l].number, ": ragged row with ",
-          cells.size(), " cells, the header has ", width);
+    TG_CHECK(cells.size() == width, what, ": '", path, "' line ", lines[l].number, ": ragged row with ",
+             cells.size(), " cells, the header has ", width);
     std::vector<double> row(width);
     for (size_t c = 0; c < width; ++c) {
-      check(parse_number(cells[c], row[c]), what, ": '", path, "' line ", lines[l].number, ", column ",
-            c + 1, " ('", table.columns[c], "'): '", cells[c], "' is not a finite number");
+      TG_CHECK(parse_number(cells[c], row[c]), what, ": '", path, "' line ", lines[l].number, ", column ",
+               c + 1, " ('", table.columns[c], "'): '", cells[c], "' is not a finite number");
     }
     table.rows.push_back(std::move(row));
   }
@@ -228,8 +228,8 @@ uint64_t shuffle_bits(uint64_t seed, int64_t epoch, uint64_t k) {
 
 TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& spec, const Normalization* norm) {
   const char* what = "load_timeseries";
-  check(spec.window >= 1, what, ": window ", spec.window, " must be at least 1");
-  check(spec.horizon >= 1, what, ": horizon ", spec.horizon, " must be at least 1");
+  TG_CHECK(spec.window >= 1, what, ": window ", spec.window, " must be at least 1");
+  TG_CHECK(spec.horizon >= 1, what, ": horizon ", spec.horizon, " must be at least 1");
   check_val_frac(spec.val_frac, what);
   const Table table = read_csv(path);
 
@@ -250,19 +250,19 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
 
   const int64_t rows = static_cast<int64_t>(table.rows.size());
   const int64_t windows = rows - spec.window - spec.horizon + 1;
-  check(windows >= 1, what, ": '", path, "' has ", rows, " data rows: no window fits (window ", spec.window,
-        " + horizon ", spec.horizon, " = ", spec.window + spec.horizon, " rows)");
+  TG_CHECK(windows >= 1, what, ": '", path, "' has ", rows, " data rows: no window fits (window ", spec.window,
+           " + horizon ", spec.horizon, " = ", spec.window + spec.horizon, " rows)");
   const int64_t val_windows = validation_count(windows, spec.val_frac);
   const int64_t train_windows = windows - val_windows;  // >= 1 since val_frac < 1
 
   if (norm) {
-    check(static_cast<int64_t>(norm->mean.size()) == width && static_cast<int64_t>(norm->stddev.size()) == width,
-          what, ": the given normalization has ", norm->mean.size(), " means and ", norm->stddev.size(),
-          " stddevs, '", path, "' has ", width, " columns");
+    TG_CHECK(static_cast<int64_t>(norm->mean.size()) == width && static_cast<int64_t>(norm->stddev.size()) == width,
+             what, ": the given normalization has ", norm->mean.size(), " means and ", norm->stddev.size(),
+             " stddevs, '", path, "' has ", width, " columns");
     for (int64_t c = 0; c < width; ++c)
-      check(std::isfinite(norm->mean[c]) && std::isfinite(norm->stddev[c]) && norm->stddev[c] > 0, what,
-            ": the given normalization of column '", table.columns[c], "' is invalid (mean ", norm->mean[c],
-            ", stddev ", norm->stddev[c], ")");
+      TG_CHECK(std::isfinite(norm->mean[c]) && std::isfinite(norm->stddev[c]) && norm->stddev[c] > 0, what,
+               ": the given normalization of column '", table.columns[c], "' is invalid (mean ", norm->mean[c],
+               ", stddev ", norm->stddev[c], ")");
     data.norm = *norm;
   } else if (!spec.zscore) {
     data.norm.mean.assign(width, 0.0);
@@ -324,10 +324,10 @@ int64_t Vocabulary::id(const std::string& token) const {
 TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t max_len, double val_frac,
                          const Vocabulary* vocab, const std::vector<std::string>* labels) {
   const char* what = "load_textcls";
-  check(max_len >= 1, what, ": max_len ", max_len, " must be at least 1");
+  TG_CHECK(max_len >= 1, what, ": max_len ", max_len, " must be at least 1");
   check_val_frac(val_frac, what);
   const std::vector<Line> lines = nonblank_lines(read_file(path, what));
-  check(!lines.empty(), what, ": '", path, "' is empty (expected lines 'label<TAB>text')");
+  TG_CHECK(!lines.empty(), what, ": '", path, "' is empty (expected lines 'label<TAB>text')");
 
   // Split every line first, so that a malformed line is reported wherever it is.
   struct Raw {
@@ -338,18 +338,18 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
   std::vector<Raw> raws;
   for (const Line& line : lines) {
     const size_t tab = line.text.find('\t');
-    check(tab != std::string::npos, what, ": '", path, "' line ", line.number,
-          ": no tab (expected 'label<TAB>text')");
+    TG_CHECK(tab != std::string::npos, what, ": '", path, "' line ", line.number,
+             ": no tab (expected 'label<TAB>text')");
     Raw raw{line.number, trim(line.text.substr(0, tab)), tokenize(line.text.substr(tab + 1), tokenizer)};
-    check(!raw.label.empty(), what, ": '", path, "' line ", line.number, ": label missing before the tab");
-    check(!raw.tokens.empty(), what, ": '", path, "' line ", line.number, ": the text has no ",
-          tokenizer_name(tokenizer), " tokens");
+    TG_CHECK(!raw.label.empty(), what, ": '", path, "' line ", line.number, ": label missing before the tab");
+    TG_CHECK(!raw.tokens.empty(), what, ": '", path, "' line ", line.number, ": the text has no ",
+             tokenizer_name(tokenizer), " tokens");
     if (static_cast<int64_t>(raw.tokens.size()) > max_len) raw.tokens.resize(max_len);
     raws.push_back(std::move(raw));
   }
   const int64_t total = static_cast<int64_t>(raws.size());
   const int64_t train_count = total - validation_count(total, val_frac);
-  check(train_count >= 1, what, ": '", path, "' leaves no training examples");
+  TG_CHECK(train_count >= 1, what, ": '", path, "' leaves no training examples");
 
   TextClsData data;
   data.tokenizer = tokenizer;
@@ -370,8 +370,8 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
   for (int64_t i = 0; i < total; ++i) {
     const Raw& raw = raws[i];
     const auto found = std::find(data.labels.begin(), data.labels.end(), raw.label);
-    check(found != data.labels.end(), what, ": '", path, "' line ", raw.line, ": label '", raw.label,
-          labels ? "' is not one of the given labels" : "' does not appear in the training split");
+    TG_CHECK(found != data.labels.end(), what, ": '", path, "' line ", raw.line, ": label '", raw.label,
+             labels ? "' is not one of the given labels" : "' does not appear in the training split");
     TextExample example;
     example.label = found - data.labels.begin();
     for (const auto& token : raw.tokens) example.tokens.push_back(data.vocab.id(token));
@@ -381,12 +381,12 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
 }
 
 TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids) {
-  check(!ids.empty(), "make_text_batch: no examples in the batch");
+  TG_CHECK(!ids.empty(), "make_text_batch: no examples in the batch");
   const int64_t batch = static_cast<int64_t>(ids.size());
   int64_t longest = 0;
   for (const int64_t id : ids) {
-    check(id >= 0 && id < static_cast<int64_t>(examples.size()), "make_text_batch: example ", id,
-          " out of range [0, ", examples.size(), ")");
+    TG_CHECK(id >= 0 && id < static_cast<int64_t>(examples.size()), "make_text_batch: example ", id,
+             " out of range [0, ", examples.size(), ")");
     longest = std::max<int64_t>(longest, examples[id].tokens.size());
   }
   std::vector<int64_t> tokens(batch * longest, 0);  // 0 = <pad>
@@ -409,7 +409,7 @@ CharLMData load_charlm(const std::string& path, double val_frac, const Vocabular
   const char* what = "load_charlm";
   check_val_frac(val_frac, what);
   const std::vector<std::string> chars = utf8_chars(read_file(path, what));
-  check(!chars.empty(), what, ": '", path, "' is empty");
+  TG_CHECK(!chars.empty(), what, ": '", path, "' is empty");
   const int64_t total = static_cast<int64_t>(chars.size());
   const int64_t train_count = total - validation_count(total, val_frac);
 
@@ -424,21 +424,21 @@ CharLMData load_charlm(const std::string& path, double val_frac, const Vocabular
 }
 
 int64_t charlm_examples(const std::vector<int64_t>& ids, int64_t context) {
-  check(context >= 1, "charlm_examples: context ", context, " must be at least 1");
+  TG_CHECK(context >= 1, "charlm_examples: context ", context, " must be at least 1");
   const int64_t n = static_cast<int64_t>(ids.size());
   return n >= context + 1 ? (n - 1) / context : 0;
 }
 
 std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<int64_t>& tokens, int64_t context,
                                             const std::vector<int64_t>& example_ids) {
-  check(!example_ids.empty(), "make_charlm_batch: no examples in the batch");
+  TG_CHECK(!example_ids.empty(), "make_charlm_batch: no examples in the batch");
   const int64_t count = charlm_examples(tokens, context);
   const int64_t batch = static_cast<int64_t>(example_ids.size());
   std::vector<int64_t> inputs(batch * context), targets(batch * context);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t example = example_ids[b];
-    check(example >= 0 && example < count, "make_charlm_batch: example ", example, " out of range [0, ", count,
-          ") for ", tokens.size(), " tokens and context ", context);
+    TG_CHECK(example >= 0 && example < count, "make_charlm_batch: example ", example, " out of range [0, ", count,
+             ") for ", tokens.size(), " tokens and context ", context);
     const auto start = tokens.begin() + example * context;
     std::copy(start, start + context, inputs.begin() + b * context);
     std::copy(start + 1, start + context + 1, targets.begin() + b * context);
@@ -450,8 +450,8 @@ std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<int64_t>& tokens, 
 
 std::vector<std::vector<int64_t>> epoch_batches(int64_t examples, int64_t batch, bool shuffle, uint64_t seed,
                                                 int64_t epoch) {
-  check(examples >= 0, "epoch_batches: examples ", examples, " is negative");
-  check(batch >= 1, "epoch_batches: batch ", batch, " must be at least 1");
+  TG_CHECK(examples >= 0, "epoch_batches: examples ", examples, " is negative");
+  TG_CHECK(batch >= 1, "epoch_batches: batch ", batch, " must be at least 1");
   std::vector<int64_t> order(examples);
   for (int64_t i = 0; i < examples; ++i) order[i] = i;
   if (shuffle) {

@@ -33,7 +33,7 @@ int eval(const Args& args) {
                  "  tapegrad eval --load cls.safetensors --data data/fortunes.tsv --device cuda\n";
     return 0;
   }
-  check(!load.empty() && !data.empty(), "--load and --data are required");
+  TG_CHECK(!load.empty() && !data.empty(), "--load and --data are required");
   set_num_threads(threads);
   train::Checkpoint checkpoint = train::load_checkpoint(load);
   checkpoint.config.device = device;  // wherever it was trained

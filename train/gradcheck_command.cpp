@@ -46,7 +46,7 @@ int gradcheck(const Args& args) {
     for (const GradcheckCase& check : selected) std::cout << check.name << "\n";
     return 0;
   }
-  check(!selected.empty(), "no check matches --filter '", filter, "'");
+  TG_CHECK(!selected.empty(), "no check matches --filter '", filter, "'");
   const Device device = parse_device(device_text);
   kernels(device);  // a missing device is one clear error before any check runs
 

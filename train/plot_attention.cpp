@@ -22,11 +22,11 @@ Tensor layer_weights(const std::vector<std::shared_ptr<nn::TransformerEncoderLay
                      const std::shared_ptr<nn::MultiHeadAttention>& single, Tensor h, int64_t layer,
                      bool causal) {
   if (single) {
-    check(layer == 0, "--layer ", layer, ": this model has a single attention layer (0)");
+    TG_CHECK(layer == 0, "--layer ", layer, ": this model has a single attention layer (0)");
     return single->forward(h, h, h, Tensor(), true, causal).weights;
   }
-  check(layer >= 0 && layer < static_cast<int64_t>(layers.size()), "--layer ", layer,
-        " is outside the model's ", layers.size(), " layers");
+  TG_CHECK(layer >= 0 && layer < static_cast<int64_t>(layers.size()), "--layer ", layer,
+           " is outside the model's ", layers.size(), " layers");
   for (int64_t i = 0; i < layer; ++i) h = layers[i]->forward(h, Tensor(), causal);
   const Tensor normed = layers[layer]->norm1->forward(h);
   return layers[layer]->attn->forward(normed, normed, normed, Tensor(), true, causal).weights;
@@ -51,17 +51,17 @@ int plot_attention(const Args& args) {
     std::cout << options << "\nexample:\n  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
     return 0;
   }
-  check(!load.empty() && !text.empty() && !out.empty(), "--load, --text and --out are required");
+  TG_CHECK(!load.empty() && !text.empty() && !out.empty(), "--load, --text and --out are required");
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
   const train::TrainConfig& config = checkpoint.config;
-  check(config.task == "textcls" || config.task == "charlm", "plot attention needs a textcls or charlm checkpoint; ",
-        load, " is a ", config.task, " model");
+  TG_CHECK(config.task == "textcls" || config.task == "charlm", "plot attention needs a textcls or charlm checkpoint; ",
+           load, " is a ", config.task, " model");
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   const auto tokenizer = config.task == "charlm" ? train::Tokenizer::chars : train::parse_tokenizer(config.tokenizer);
   std::vector<std::string> tokens = train::tokenize(text, tokenizer);
-  check(!tokens.empty(), "--text has no tokens");
-  check(static_cast<int64_t>(tokens.size()) <= config.max_len, "--text has ", tokens.size(),
-        " tokens, past the model's max_len ", config.max_len);
+  TG_CHECK(!tokens.empty(), "--text has no tokens");
+  TG_CHECK(static_cast<int64_t>(tokens.size()) <= config.max_len, "--text has ", tokens.size(),
+           " tokens, past the model's max_len ", config.max_len);
   std::vector<int64_t> ids;
   for (const auto& token : tokens) ids.push_back(vocab.id(token));
   const Tensor input = from_indices(ids, {1, static_cast<int64_t>(ids.size())});

@@ -48,8 +48,8 @@ int plot_pe(const Args& args) {
       ("len", po::value(&len)->required(), "number of positions (1 to 4096)")
       ("out", po::value(&out)->required(), "the PNG to write");
   if (!parse(args, options, "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n")) return 0;
-  check(dim >= 1 && dim <= kMaxDim, "--dim must be between 1 and ", kMaxDim, ", got ", dim);
-  check(len >= 1 && len <= kMaxLen, "--len must be between 1 and ", kMaxLen, ", got ", len);
+  TG_CHECK(dim >= 1 && dim <= kMaxDim, "--dim must be between 1 and ", kMaxDim, ", got ", dim);
+  TG_CHECK(len >= 1 && len <= kMaxLen, "--len must be between 1 and ", kMaxLen, ", got ", len);
 
   plot::Heatmap map;
   map.rows = len;
@@ -88,13 +88,13 @@ std::vector<std::string> split_csv_line(std::string line) {
 
 LossLog read_loss_log(const std::string& path) {
   std::error_code ignored;
-  check(!std::filesystem::is_directory(path, ignored), "cannot read log '", path, "': it is a directory");
+  TG_CHECK(!std::filesystem::is_directory(path, ignored), "cannot read log '", path, "': it is a directory");
   std::ifstream in(path);
-  check(in.is_open(), "cannot read log '", path, "': ", std::strerror(errno));
+  TG_CHECK(in.is_open(), "cannot read log '", path, "': ", std::strerror(errno));
   std::string line;
   int64_t line_number = 1;
-  check(static_cast<bool>(std::getline(in, line)), "log '", path,
-        "' is empty (expected a CSV header with step and loss columns)");
+  TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
+           "' is empty (expected a CSV header with step and loss columns)");
   const std::vector<std::string> header = split_csv_line(line);
   auto column = [&](const std::string& name) -> int64_t {
     for (size_t i = 0; i < header.size(); ++i) {
@@ -103,24 +103,24 @@ LossLog read_loss_log(const std::string& path) {
     return -1;
   };
   const int64_t step_col = column("step"), loss_col = column("loss"), val_col = column("val_loss");
-  check(step_col >= 0 && loss_col >= 0, "log '", path, "' line 1: the header '", line,
-        "' has no step and loss columns (is this a training log?)");
+  TG_CHECK(step_col >= 0 && loss_col >= 0, "log '", path, "' line 1: the header '", line,
+           "' has no step and loss columns (is this a training log?)");
 
   LossLog log;
   auto number = [&](const std::string& text, const char* name) {
     char* end = nullptr;
     errno = 0;
     const double value = std::strtod(text.c_str(), &end);
-    check(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value), "log '", path,
-          "' line ", line_number, ": ", name, " '", text, "' is not a finite number");
+    TG_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value), "log '", path,
+             "' line ", line_number, ": ", name, " '", text, "' is not a finite number");
     return value;
   };
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
     const std::vector<std::string> fields = split_csv_line(line);
-    check(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
-          " fields, the header has ", header.size());
+    TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
+             " fields, the header has ", header.size());
     const double step = number(fields[step_col], "step");
     log.step.push_back(step);
     log.loss.push_back(number(fields[loss_col], "loss"));
@@ -129,8 +129,8 @@ LossLog read_loss_log(const std::string& path) {
       log.val_loss.push_back(number(fields[val_col], "val_loss"));
     }
   }
-  check(!in.bad(), "cannot read log '", path, "': ", std::strerror(errno));
-  check(!log.step.empty(), "log '", path, "' has a header but no rows");
+  TG_CHECK(!in.bad(), "cannot read log '", path, "': ", std::strerror(errno));
+  TG_CHECK(!log.step.empty(), "log '", path, "' has a header but no rows");
   return log;
 }
 
@@ -189,10 +189,10 @@ int plot(const Args& args) {
                  "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
     return 0;
   }
-  check(!args.empty(), "say what to plot: one of ", plot_names(), " (try tapegrad plot --help)");
+  TG_CHECK(!args.empty(), "say what to plot: one of ", plot_names(), " (try tapegrad plot --help)");
   const auto kind = kPlots.find(args[0]);
-  check(kind != kPlots.end(), "unknown plot '", args[0], "': expected one of ", plot_names(),
-        " (try tapegrad plot --help)");
+  TG_CHECK(kind != kPlots.end(), "unknown plot '", args[0], "': expected one of ", plot_names(),
+           " (try tapegrad plot --help)");
   return kind->second.run(Args(args.begin() + 1, args.end()));
 }
 

@@ -39,13 +39,13 @@ Font load_font() {
   const std::string remedy = std::string(" (DejaVu Sans comes with the Debian package ") + kFontPackage +
                              (overridden ? "; this path is from TAPEGRAD_FONT)" : ")");
   std::ifstream in(path, std::ios::binary);
-  check(in.good(), "font '", path, "' cannot be read: ", std::strerror(errno), remedy);
+  TG_CHECK(in.good(), "font '", path, "' cannot be read: ", std::strerror(errno), remedy);
   Font font;
   font.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   // stb_truetype trusts the font it is given; this only turns away files that are not fonts.
   const int offset = font.bytes.size() < 1024 ? -1 : stbtt_GetFontOffsetForIndex(font.bytes.data(), 0);
-  check(offset >= 0 && stbtt_InitFont(&font.info, font.bytes.data(), offset) != 0, "font '", path,
-        "' is not a TrueType font", remedy);
+  TG_CHECK(offset >= 0 && stbtt_InitFont(&font.info, font.bytes.data(), offset) != 0, "font '", path,
+           "' is not a TrueType font", remedy);
   return font;
 }
 
@@ -141,7 +141,7 @@ std::string errno_text() { return std::strerror(errno); }
 void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::string temp = path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(temp.data());
-  check(fd >= 0, "cannot write '", path, "': cannot create a temporary file next to it: ", errno_text());
+  TG_CHECK(fd >= 0, "cannot write '", path, "': cannot create a temporary file next to it: ", errno_text());
   ::fchmod(fd, 0644);  // mkstemp makes it 0600; a plot is readable like any other file
   auto give_up = [&](const std::string& what) {
     const std::string reason = errno_text();
@@ -205,15 +205,15 @@ Rgb colormap(double t) {
 // ---- Canvas ------------------------------------------------------------------------------------
 
 Canvas::Canvas(int width, int height, Rgb background) : width_(width), height_(height) {
-  check(width > 0 && height > 0 && width <= 16384 && height <= 16384,
-        "canvas: size ", width, "x", height, " is not between 1x1 and 16384x16384");
+  TG_CHECK(width > 0 && height > 0 && width <= 16384 && height <= 16384,
+           "canvas: size ", width, "x", height, " is not between 1x1 and 16384x16384");
   rgb_.resize(static_cast<size_t>(width) * height * 3);
   fill(background);
 }
 
 Rgb Canvas::pixel(int x, int y) const {
-  check(x >= 0 && y >= 0 && x < width_ && y < height_, "canvas: pixel (", x, ", ", y,
-        ") is outside ", width_, "x", height_);
+  TG_CHECK(x >= 0 && y >= 0 && x < width_ && y < height_, "canvas: pixel (", x, ", ", y,
+           ") is outside ", width_, "x", height_);
   const uint8_t* p = &rgb_[(static_cast<size_t>(y) * width_ + x) * 3];
   return {p[0], p[1], p[2]};
 }
@@ -297,11 +297,11 @@ void Canvas::text(const std::string& text, double x, double y, double size, Rgb 
 }
 
 void Canvas::save_png(const std::string& path) const {
-  check(!path.empty(), "cannot write a PNG to an empty path");
+  TG_CHECK(!path.empty(), "cannot write a PNG to an empty path");
   std::vector<uint8_t> png;
-  check(stbi_write_png_to_func(append_bytes, &png, width_, height_, 3, rgb_.data(), width_ * 3) != 0 &&
-            !png.empty(),
-        "cannot write '", path, "': PNG encoding failed");
+  TG_CHECK(stbi_write_png_to_func(append_bytes, &png, width_, height_, 3, rgb_.data(), width_ * 3) != 0 &&
+               !png.empty(),
+           "cannot write '", path, "': PNG encoding failed");
   write_file_atomically(path, png);
 }
 

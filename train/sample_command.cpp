@@ -48,7 +48,7 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   model.eval();
   std::vector<int64_t> ids;
   for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
-  check(!ids.empty(), "--prompt must not be empty");
+  TG_CHECK(!ids.empty(), "--prompt must not be empty");
   NoGrad no_grad;
   std::string text = prompt;
   const int64_t window = std::min(checkpoint.config.context, checkpoint.config.max_len);
@@ -77,7 +77,7 @@ int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Dev
   for (const auto& token : train::tokenize(prompt, train::parse_tokenizer(checkpoint.config.tokenizer))) {
     if (static_cast<int64_t>(ids.size()) < checkpoint.config.max_len) ids.push_back(vocab.id(token));
   }
-  check(!ids.empty(), "--prompt has no tokens");
+  TG_CHECK(!ids.empty(), "--prompt has no tokens");
   NoGrad no_grad;
   const int64_t length = static_cast<int64_t>(ids.size());
   const auto probs =
@@ -115,9 +115,9 @@ int sample(const Args& args) {
                  "  tapegrad sample --load cls.safetensors --prompt \"Computers are useless\"\n";
     return 0;
   }
-  check(!load.empty(), "--load is required");
-  check(temperature > 0, "--temperature must be positive, got ", temperature);
-  check(tokens >= 0 && top_k >= 0, "--tokens and --top-k must be >= 0");
+  TG_CHECK(!load.empty(), "--load is required");
+  TG_CHECK(temperature > 0, "--temperature must be positive, got ", temperature);
+  TG_CHECK(tokens >= 0 && top_k >= 0, "--tokens and --top-k must be >= 0");
   const Device device = parse_device(device_text);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
   if (checkpoint.config.task == "charlm") {

@@ -132,8 +132,8 @@ class CharLMTask : public Task {
     } else {
       data_ = load_charlm(path, val_frac);
     }
-    check(charlm_examples(data_.train, context_) > 0, "charlm: ", path, " has ",
-          data_.train.size(), " training characters, fewer than --context + 1 = ", context_ + 1);
+    TG_CHECK(charlm_examples(data_.train, context_) > 0, "charlm: ", path, " has ",
+             data_.train.size(), " training characters, fewer than --context + 1 = ", context_ + 1);
     model_ = std::make_shared<nn::CharLM>(data_.vocab.size(), config.model_config());
     model_->checkpoint_layers = config.checkpoint_activations;
     model_->to(device_);

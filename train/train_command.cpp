@@ -77,12 +77,12 @@ int train(const Args& args) {
                  "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n";
     return 0;
   }
-  check(vm.count("resume") || (vm.count("task") && vm.count("data")),
-        "--task and --data are required (or --resume)");
+  TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
+           "--task and --data are required (or --resume)");
   c.shuffle = vm.count("no-shuffle") == 0;
   run.json = vm.count("json") > 0;
   run.profile = vm.count("profile") > 0;
-  check(run.stop_after >= 0, "--stop-after must be >= 0");
+  TG_CHECK(run.stop_after >= 0, "--stop-after must be >= 0");
   return train::train(run);
 }
 

@@ -40,8 +40,8 @@ std::string number(double value) {
 void check_output_dir(const std::string& path, const char* flag) {
   if (path.empty()) return;
   const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  check(std::filesystem::is_directory(parent), flag, " ", path, ": the directory ", parent.string(),
-        " does not exist");
+  TG_CHECK(std::filesystem::is_directory(parent), flag, " ", path, ": the directory ", parent.string(),
+           " does not exist");
 }
 
 }  // namespace
@@ -87,20 +87,20 @@ int train(const TrainRun& run) {
 
   const int64_t examples = task->examples(true);
   const int64_t per_epoch = examples / config.batch;
-  check(per_epoch > 0, "--batch ", config.batch, " is larger than the ", examples,
-        " training examples in ", config.data);
+  TG_CHECK(per_epoch > 0, "--batch ", config.batch, " is larger than the ", examples,
+           " training examples in ", config.data);
   const int64_t total = config.steps > 0 ? config.steps : std::max<int64_t>(1, config.epochs) * per_epoch;
   const int64_t first = run.resume.empty() ? 0 : resumed.step;
-  check(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ", total, " steps");
+  TG_CHECK(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ", total, " steps");
   const int64_t last = run.stop_after > 0 ? std::min(total, first + run.stop_after) : total;
-  check(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total, " steps");
+  TG_CHECK(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total, " steps");
   const WarmupCosine schedule(config.lr, config.warmup, total);
   if (!run.resume.empty()) set_rng_state(resumed.rng);  // dropout continues where it stopped
 
   std::ofstream log;
   if (!run.log.empty()) {
     log.open(run.log);
-    check(log.good(), "--log: cannot write ", run.log);
+    TG_CHECK(log.good(), "--log: cannot write ", run.log);
     log << "step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped\n";
   }
   std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",

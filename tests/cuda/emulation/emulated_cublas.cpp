@@ -52,7 +52,7 @@ size_t span_bytes(Stored matrix, int ld, cudaDataType type) {
 bool valid_operation(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
 // cuBLAS's argument checks, then its table of supported type combinations.
-cublasStatus_t check(const Gemm& g) {
+cublasStatus_t TG_CHECK(const Gemm& g) {
   if (!valid_operation(g.transa) || !valid_operation(g.transb) || g.m < 0 || g.n < 0 || g.k < 0 ||
       g.lda < std::max(1, stored_a(g).rows) || g.ldb < std::max(1, stored_b(g).rows) ||
       g.ldc < std::max(1, g.m) || g.alpha == nullptr || g.beta == nullptr) {
@@ -140,7 +140,7 @@ template <typename ItemAt>
 cublasStatus_t run(cublasHandle_t handle, const Gemm& g, int batch, ItemAt item_at) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  if (const cublasStatus_t status = check(g); status != CUBLAS_STATUS_SUCCESS) return status;
+  if (const cublasStatus_t status = TG_CHECK(g); status != CUBLAS_STATUS_SUCCESS) return status;
   for (int i = 0; i < batch; ++i) {
     if (!in_device_memory(g, item_at(i))) {
       std::fprintf(stderr, "CUDA emulation: %s: A, B or C of item %d is not in device memory\n", g.entry_point, i);
