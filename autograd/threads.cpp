@@ -2,7 +2,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <thread>
+
+#include "autograd/error.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -12,7 +15,9 @@ int current_threads = 0;
 }
 
 void set_num_threads(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "set_num_threads: ", threads,
+           " threads is outside [0, ", kMaxThreads, "] (0: all cores)");
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   current_threads = threads;
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);

@@ -15,6 +15,65 @@ void check_config(const ModelConfig& c, const char* model) {
   TG_CHECK(c.max_len > 0, model, ": max_len must be positive, got ", c.max_len);
 }
 
+// The constructors' checks, shared with state_shapes() so that both reject the same configs.
+void check_text_classifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
+  check_config(c, "TextClassifier");
+  TG_CHECK(vocab > 0 && classes > 0, "TextClassifier: vocab and classes must be positive");
+}
+
+void check_time_series_model(int64_t inputs, int64_t horizon, const ModelConfig& c) {
+  check_config(c, "TimeSeriesModel");
+  TG_CHECK(inputs > 0 && horizon > 0, "TimeSeriesModel: inputs and horizon must be positive");
+  TG_CHECK(c.layers >= 1, "TimeSeriesModel: layers must be >= 1, got ", c.layers);
+}
+
+void check_char_lm(int64_t vocab, const ModelConfig& c) {
+  check_config(c, "CharLM");
+  TG_CHECK(vocab > 0, "CharLM: vocab must be positive");
+}
+
+// The hidden size of an encoder layer's MLP: 4 * dim, as in "Attention Is All You Need".
+int64_t mlp_hidden(const ModelConfig& c) { return checked_mul(4, c.dim, "MLP hidden size (4 * dim)"); }
+
+std::shared_ptr<TransformerEncoderLayer> make_encoder_layer(const ModelConfig& c) {
+  return std::make_shared<TransformerEncoderLayer>(c.dim, c.heads, mlp_hidden(c), c.dropout,
+                                                   Activation::gelu, c.dtype);
+}
+
+// The state_dict entries each layer adds under `prefix` (e.g. "layers.0."), in registration
+// order. Mirrors the constructors in nn/layers.cpp, nn/attention.cpp and nn/transformer.cpp; the
+// tests compare the result with state_dict() of built models. Positional encodings add nothing:
+// their table is a non-persistent buffer.
+void add_linear(StateShapes& out, const std::string& prefix, int64_t in, int64_t out_features) {
+  out.emplace_back(prefix + "weight", Shape{out_features, in});
+  out.emplace_back(prefix + "bias", Shape{out_features});
+}
+
+void add_embedding(StateShapes& out, const std::string& prefix, int64_t rows, int64_t dim) {
+  out.emplace_back(prefix + "weight", Shape{rows, dim});
+}
+
+void add_layer_norm(StateShapes& out, const std::string& prefix, int64_t dim) {
+  out.emplace_back(prefix + "weight", Shape{dim});
+  out.emplace_back(prefix + "bias", Shape{dim});
+}
+
+void add_attention(StateShapes& out, const std::string& prefix, int64_t dim) {
+  for (const char* projection : {"q_proj.", "k_proj.", "v_proj.", "o_proj."}) {
+    add_linear(out, prefix + projection, dim, dim);
+  }
+}
+
+void add_encoder_layer(StateShapes& out, const std::string& prefix, const ModelConfig& c) {
+  add_layer_norm(out, prefix + "norm1.", c.dim);
+  add_attention(out, prefix + "attn.", c.dim);
+  add_layer_norm(out, prefix + "norm2.", c.dim);
+  add_linear(out, prefix + "mlp.linear1.", c.dim, mlp_hidden(c));
+  add_linear(out, prefix + "mlp.linear2.", mlp_hidden(c), c.dim);
+}
+
+std::string layer_prefix(int64_t i) { return "layers." + std::to_string(i) + "."; }
+
 }  // namespace
 
 Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Tensor& mask,
@@ -26,18 +85,26 @@ Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Te
 }
 
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
-  check_config(c, "TextClassifier");
-  TG_CHECK(vocab > 0 && classes > 0, "TextClassifier: vocab and classes must be positive");
+  check_text_classifier(vocab, classes, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
   pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
   if (c.layers == 0) {
     mha = register_module("mha", std::make_shared<MultiHeadAttention>(c.dim, c.heads, c.dropout, c.dtype));
   }
   for (int64_t i = 0; i < c.layers; ++i) {
-    layers.push_back(register_module("layers." + std::to_string(i),
-        std::make_shared<TransformerEncoderLayer>(c.dim, c.heads, 4 * c.dim, c.dropout, Activation::gelu, c.dtype)));
+    layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }
   classifier = register_module("classifier", std::make_shared<Linear>(c.dim, classes, true, c.dtype));
+}
+
+StateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, const ModelConfig& c) {
+  check_text_classifier(vocab, classes, c);
+  StateShapes out;
+  add_embedding(out, "embedding.", vocab, c.dim);
+  if (c.layers == 0) add_attention(out, "mha.", c.dim);
+  for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
+  add_linear(out, "classifier.", c.dim, classes);
+  return out;
 }
 
 Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>& lengths) const {
@@ -60,20 +127,30 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
 }
 
 TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& c) {
-  check_config(c, "TimeSeriesModel");
-  TG_CHECK(inputs > 0 && horizon > 0, "TimeSeriesModel: inputs and horizon must be positive");
-  TG_CHECK(c.layers >= 1, "TimeSeriesModel: layers must be >= 1, got ", c.layers);
+  check_time_series_model(inputs, horizon, c);
   input_proj = register_module("input_proj", std::make_shared<Linear>(inputs, c.dim, true, c.dtype));
   pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
   if (c.layers == 1) {
     mha = register_module("mha", std::make_shared<MultiHeadAttention>(c.dim, c.heads, c.dropout, c.dtype));
   } else {
     for (int64_t i = 0; i < c.layers; ++i) {
-      layers.push_back(register_module("layers." + std::to_string(i),
-          std::make_shared<TransformerEncoderLayer>(c.dim, c.heads, 4 * c.dim, c.dropout, Activation::gelu, c.dtype)));
+      layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
     }
   }
   output = register_module("output", std::make_shared<Linear>(c.dim, horizon, true, c.dtype));
+}
+
+StateShapes TimeSeriesModel::state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& c) {
+  check_time_series_model(inputs, horizon, c);
+  StateShapes out;
+  add_linear(out, "input_proj.", inputs, c.dim);
+  if (c.layers == 1) {
+    add_attention(out, "mha.", c.dim);
+  } else {
+    for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
+  }
+  add_linear(out, "output.", c.dim, horizon);
+  return out;
 }
 
 Tensor TimeSeriesModel::forward(const Tensor& x) const {
@@ -87,16 +164,24 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
 }
 
 CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
-  check_config(c, "CharLM");
-  TG_CHECK(vocab > 0, "CharLM: vocab must be positive");
+  check_char_lm(vocab, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
   pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
   for (int64_t i = 0; i < c.layers; ++i) {
-    layers.push_back(register_module("layers." + std::to_string(i),
-        std::make_shared<TransformerEncoderLayer>(c.dim, c.heads, 4 * c.dim, c.dropout, Activation::gelu, c.dtype)));
+    layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }
   norm = register_module("norm", std::make_shared<LayerNorm>(c.dim, 1e-5, c.dtype));
   head = register_module("head", std::make_shared<Linear>(c.dim, vocab, true, c.dtype));
+}
+
+StateShapes CharLM::state_shapes(int64_t vocab, const ModelConfig& c) {
+  check_char_lm(vocab, c);
+  StateShapes out;
+  add_embedding(out, "embedding.", vocab, c.dim);
+  for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
+  add_layer_norm(out, "norm.", c.dim);
+  add_linear(out, "head.", c.dim, vocab);
+  return out;
 }
 
 Tensor CharLM::forward(const Tensor& tokens) const {

@@ -1,5 +1,7 @@
 #pragma once
 // The three models the CLI trains.
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/positional_encoding.h"
@@ -11,6 +13,9 @@ namespace tg::nn {
 // recomputed in backward instead of kept).
 Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Tensor& mask,
                  bool is_causal, bool checkpointed);
+
+// The names and shapes of a state_dict, in its order.
+using StateShapes = std::vector<std::pair<std::string, Shape>>;
 
 struct ModelConfig {
   int64_t dim = 64;
@@ -26,6 +31,10 @@ struct ModelConfig {
 class TextClassifier : public Module {
  public:
   TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& config);
+  // What state_dict() of TextClassifier(vocab, classes, config) holds, computed without
+  // allocating a tensor (to check a checkpoint before building its model); the same tg::Error
+  // as the constructor for an impossible config.
+  static StateShapes state_shapes(int64_t vocab, int64_t classes, const ModelConfig& config);
   // tokens [B, S] i64; lengths[b] = number of real (non-padding) tokens of sequence b.
   Tensor forward(const Tensor& tokens, const std::vector<int64_t>& lengths) const;
 
@@ -43,6 +52,8 @@ class TextClassifier : public Module {
 class TimeSeriesModel : public Module {
  public:
   TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& config);
+  // state_dict()'s names and shapes without building the model, as TextClassifier's.
+  static StateShapes state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& config);
   Tensor forward(const Tensor& x) const;  // -> [B, P]
 
   std::shared_ptr<Linear> input_proj;
@@ -58,6 +69,8 @@ class TimeSeriesModel : public Module {
 class CharLM : public Module {
  public:
   CharLM(int64_t vocab, const ModelConfig& config);
+  // state_dict()'s names and shapes without building the model, as TextClassifier's.
+  static StateShapes state_shapes(int64_t vocab, const ModelConfig& config);
   Tensor forward(const Tensor& tokens) const;  // [B, S] -> logits [B, S, vocab]
 
   std::shared_ptr<Embedding> embedding;

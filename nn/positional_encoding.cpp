@@ -10,7 +10,7 @@ namespace tg::nn {
 Tensor sinusoidal_table(int64_t max_len, int64_t dim, DType dtype) {
   TG_CHECK(max_len > 0 && dim > 0, "positional encoding: max_len and dim must be positive, got ",
            max_len, " and ", dim);
-  std::vector<double> values(max_len * dim);
+  std::vector<double> values(checked_mul(max_len, dim, "positional encoding: max_len x dim"));
   for (int64_t pos = 0; pos < max_len; ++pos) {
     for (int64_t i = 0; 2 * i < dim; ++i) {
       const double angle = pos / std::pow(10000.0, 2.0 * i / dim);

@@ -1,13 +1,7 @@
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstring>
 #include <optional>
 #include <set>
 
@@ -15,6 +9,7 @@
 
 #include "autograd/error.h"
 #include "autograd/tape.h"
+#include "nn/file_io.h"
 
 namespace tg {
 namespace {
@@ -50,74 +45,6 @@ std::optional<DType> dtype_from_format_name(const std::string& name) {
   return std::nullopt;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
-// ---- Writing: a temporary file renamed into place -----------------------------------------------
-
-// A temporary file next to `target`. It is removed when destroyed unless commit() renamed it over
-// the target, so every failure path leaves the target as it was and no temporary behind.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : target_(target) {
-    std::string pattern = target + ".tmp-XXXXXX";
-    fd_ = ::mkstemp(pattern.data());
-    TG_CHECK(fd_ >= 0, "save_safetensors '", target, "': cannot create a temporary file '", pattern,
-             "': ", errno_text());
-    path_ = pattern;
-    // mkstemp creates the file 0600; a checkpoint is readable like any other file (umask 022).
-    ::fchmod(fd_, 0644);
-  }
-
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t nbytes) {
-    const char* bytes = static_cast<const char*>(data);
-    while (nbytes > 0) {
-      const ssize_t written = ::write(fd_, bytes, nbytes);
-      if (written < 0 && errno == EINTR) continue;
-      TG_CHECK(written > 0, "save_safetensors '", target_, "': writing '", path_,
-               "' failed: ", written < 0 ? errno_text() : "nothing written");
-      bytes += written;
-      nbytes -= static_cast<size_t>(written);
-    }
-  }
-
-  // Makes the data durable, then atomically replaces the target with it.
-  void commit() {
-    TG_CHECK(::fsync(fd_) == 0, "save_safetensors '", target_, "': fsync failed: ", errno_text());
-    const int fd = fd_;
-    fd_ = -1;
-    TG_CHECK(::close(fd) == 0, "save_safetensors '", target_, "': close failed: ", errno_text());
-    TG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "save_safetensors '", target_,
-             "': cannot rename the temporary file over it: ", errno_text());
-    committed_ = true;
-    sync_directory();
-  }
-
- private:
-  // Makes the rename itself durable. Best effort: the new file is already in place, so a failure
-  // here is not reported as a failed save.
-  void sync_directory() const {
-    const size_t slash = target_.rfind('/');
-    const std::string directory = slash == std::string::npos ? "." : target_.substr(0, slash + 1);
-    const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    ::fsync(fd);
-    ::close(fd);
-  }
-
-  std::string target_;
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 // The JSON header, padded with spaces to a multiple of 8 bytes, for `tensors` (already
 // contiguous) laid out one after the other in the order given.
 std::string build_header(const std::string& path,
@@ -143,47 +70,6 @@ std::string build_header(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
 }
-
-// ---- Reading: a file that is checked before it is trusted ---------------------------------------
-
-class InputFile {
- public:
-  explicit InputFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY);
-    TG_CHECK(fd_ >= 0, "load_safetensors '", path, "': cannot open: ", errno_text());
-    struct stat info {};
-    if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
-      ::close(fd_);
-      fail("load_safetensors '", path, "': not a regular file");
-    }
-    size_ = static_cast<uint64_t>(info.st_size);
-  }
-  ~InputFile() { ::close(fd_); }
-  InputFile(const InputFile&) = delete;
-  InputFile& operator=(const InputFile&) = delete;
-
-  uint64_t size() const { return size_; }
-
-  // Exactly `nbytes` bytes from `offset`, or tg::Error (the file may shrink while we read it).
-  void read_at(uint64_t offset, void* destination, uint64_t nbytes) const {
-    char* bytes = static_cast<char*>(destination);
-    while (nbytes > 0) {
-      const ssize_t got = ::pread(fd_, bytes, nbytes, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      TG_CHECK(got >= 0, "load_safetensors '", path_, "': read failed: ", errno_text());
-      TG_CHECK(got > 0, "load_safetensors '", path_,
-               "': the file ended early (truncated while being read?)");
-      bytes += got;
-      offset += static_cast<uint64_t>(got);
-      nbytes -= static_cast<uint64_t>(got);
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-};
 
 // A JSON value for an error message: a short scalar, or just the kind of container (a file's
 // arrays can be 100 MB long or nested a million deep, and dump() recurses).
@@ -315,7 +201,7 @@ void save_safetensors(const std::string& path,
   }
   const std::string header = build_header(path, contiguous, metadata);
 
-  TempFile file(path);
+  AtomicFile file(path, "save_safetensors");
   uint8_t header_length[8];
   for (int i = 0; i < 8; ++i) header_length[i] = static_cast<uint8_t>(header.size() >> (8 * i));
   file.write(header_length, sizeof header_length);
@@ -328,7 +214,7 @@ void save_safetensors(const std::string& path,
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "load_safetensors '" + path + "': ";
-  const InputFile file(path);
+  const InputFile file(path, "load_safetensors");
   TG_CHECK(file.size() >= 8, where, "the file is ", file.size(),
            " bytes long, too short for the 8-byte header length");
 

@@ -14,7 +14,9 @@
 //
 // save_safetensors writes the tensors in the order given (contiguous CPU copies) to a temporary
 // file next to `path`, syncs it and renames it over `path`: a failed save throws tg::Error and
-// leaves whatever was at `path` untouched.
+// leaves whatever was at `path` untouched. The rules of nn/file_io.h apply: a symbolic link is
+// followed (the file it leads to is replaced), and a directory, FIFO, socket or device at `path`
+// is refused; load_safetensors refuses anything but a regular file, without blocking on a FIFO.
 //
 // load_safetensors checks everything before it trusts it (the header length against the file and
 // a 100 MB limit, the JSON, every entry's fields, dtypes and shapes, that the data_offsets tile the

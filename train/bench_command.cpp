@@ -242,9 +242,12 @@ int bench(const Args& args) {
     return 0;
   }
   po::notify(vm);
-  TG_CHECK(steps >= 1, "--steps must be >= 1, got ", steps);
-  TG_CHECK(warmup >= 0, "--warmup must be >= 0, got ", warmup);
-  TG_CHECK(threads >= 0, "--threads must be >= 0 (0 = all cores), got ", threads);
+  constexpr int64_t kMaxBenchSteps = 100'000;  // a median of more says nothing new
+  TG_CHECK(steps >= 1 && steps <= kMaxBenchSteps, "--steps must be in [1, ", kMaxBenchSteps, "], got ", steps);
+  TG_CHECK(warmup >= 0 && warmup <= kMaxBenchSteps, "--warmup must be in [0, ", kMaxBenchSteps, "], got ",
+           warmup);
+  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
+           "] (0 = all cores), got ", threads);
   TG_CHECK(path == "fused" || path == "explicit", "--path must be fused or explicit, got '", path, "'");
   TG_CHECK(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '", amp, "'");
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;

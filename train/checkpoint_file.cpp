@@ -1,10 +1,18 @@
 #include "train/checkpoint_file.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
+#include <optional>
 
 #include "autograd/error.h"
 #include "nn/safetensors.h"
+#include "train/json_bytes.h"
+#include "train/strict_numbers.h"
+#include "train/tasks.h"
 
 namespace tg::train {
 namespace {
@@ -12,13 +20,159 @@ namespace {
 constexpr const char* kFormat = "tapegrad-checkpoint-1";
 constexpr const char* kOptimizerPrefix = "optimizer.";
 
-std::string exact(double value) {  // round-trips through std::stod
+std::string exact(double value) {  // round-trips through std::from_chars
   char text[32];
   std::snprintf(text, sizeof text, "%.17g", value);
   return text;
 }
 
+// A metadata value as one line of an error message (JSON escapes, or byte values).
+std::string quoted(const std::string& text) { return bytes_to_json(text).dump(); }
+
+// ---- strict metadata numbers --------------------------------------------------------------------
+// A checkpoint's numbers must be exactly what save_checkpoint writes: digits only for the counters
+// (train/strict_numbers.h), a finite positive number for the loss scale.
+
+int64_t parse_count(const std::string& text, const char* key) {
+  const std::string what = std::string("metadata '") + key + "'";
+  const uint64_t value = parse_uint64(text, what.c_str());
+  TG_CHECK(value <= static_cast<uint64_t>(INT64_MAX), what, ": ", value, " is out of range");
+  return static_cast<int64_t>(value);
+}
+
+uint64_t parse_seed(const std::string& text, const char* key) {
+  return parse_uint64(text, (std::string("metadata '") + key + "'").c_str());
+}
+
+double parse_positive(const std::string& text, const char* key) {
+  const std::string what = std::string("metadata '") + key + "'";
+  const double value = parse_finite_double(text, what.c_str());
+  TG_CHECK(value > 0, what, " must be positive, got ", quoted(text));
+  return value;
+}
+
+// ---- metadata -----------------------------------------------------------------------------------
+
+const std::string& required(const std::map<std::string, std::string>& metadata, const char* key) {
+  const auto found = metadata.find(key);
+  TG_CHECK(found != metadata.end(), "not a tapegrad training checkpoint (no '", key, "' in its metadata)");
+  return found->second;
+}
+
+const std::string* optional_field(const std::map<std::string, std::string>& metadata, const char* key) {
+  const auto found = metadata.find(key);
+  return found == metadata.end() ? nullptr : &found->second;
+}
+
+// The config, data state, step, RNG and loss scaler fields, each parsed strictly.
+void read_metadata(const std::map<std::string, std::string>& metadata, Checkpoint& checkpoint) {
+  const std::string& format = required(metadata, "format");
+  TG_CHECK(format == kFormat, "unknown checkpoint format ", quoted(format));
+  try {
+    checkpoint.config = config_from_json(nlohmann::json::parse(required(metadata, "config")));
+    checkpoint.data_state = nlohmann::json::parse(required(metadata, "data"));
+  } catch (const nlohmann::json::exception& error) {
+    fail("malformed JSON in the metadata (", error.what(), ")");
+  }
+  checkpoint.step = parse_count(required(metadata, "step"), "step");
+  checkpoint.rng.seed = parse_seed(required(metadata, "rng_seed"), "rng_seed");
+  checkpoint.rng.offset = parse_seed(required(metadata, "rng_offset"), "rng_offset");
+  // The scaler's fields are optional: checkpoints from before mixed precision lack them.
+  if (const std::string* scale = optional_field(metadata, "scaler_scale")) {
+    checkpoint.scaler.scale = parse_positive(*scale, "scaler_scale");
+  }
+  if (const std::string* tracker = optional_field(metadata, "scaler_growth_tracker")) {
+    checkpoint.scaler.growth_tracker = parse_count(*tracker, "scaler_growth_tracker");
+  }
+  if (const std::string* skipped = optional_field(metadata, "skipped_steps")) {
+    checkpoint.skipped_steps = parse_count(*skipped, "skipped_steps");
+  }
+}
+
+// ---- tensors ------------------------------------------------------------------------------------
+
+// Every expected tensor is declared with its shape, and nothing else is: the first problem found,
+// in state_dict order, is the error.
+void check_model_tensors(const nn::NamedTensors& model, const nn::StateShapes& expected,
+                         const std::string& task) {
+  std::map<std::string, const Tensor*> declared;
+  for (const auto& [name, t] : model) declared.emplace(name, &t);
+  for (const auto& [name, shape] : expected) {
+    const auto found = declared.find(name);
+    TG_CHECK(found != declared.end(), "tensor '", name, "' is missing (the config and data state imply ",
+             "it, with shape ", shape_str(shape), ")");
+    TG_CHECK(found->second->shape() == shape, "tensor '", name, "' has shape ",
+             shape_str(found->second->shape()), " but the config and data state imply ", shape_str(shape));
+    declared.erase(found);
+  }
+  TG_CHECK(declared.empty(), "unexpected tensor '", declared.empty() ? "" : declared.begin()->first,
+           "' (a ", task, " model with this config and data state has none of that name)");
+}
+
+// "3.exp_avg" -> 3; nullopt unless the name is digits, a dot and a buffer name.
+std::optional<uint64_t> parameter_index(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string::npos || dot + 1 == name.size()) return std::nullopt;
+  uint64_t index = 0;
+  const char* digits_end = name.data() + dot;
+  const auto [stop, error] = std::from_chars(name.data(), digits_end, index);  // digits only
+  return error == std::errc() && stop == digits_end ? std::optional<uint64_t>(index) : std::nullopt;
+}
+
+// Optimizer entries against the parameters they belong to (`parameters` in the optimizer's
+// order, which for these models is state_dict order: they keep no persistent buffers).
+void check_optimizer_tensors(const nn::NamedTensors& optimizer, const nn::StateShapes& parameters) {
+  for (const auto& [name, t] : optimizer) {
+    const std::string stored = kOptimizerPrefix + name;
+    if (name == "step") {
+      TG_CHECK(t.dim() == 0, "tensor '", stored, "' must be a scalar, got shape ", shape_str(t.shape()));
+      continue;
+    }
+    const std::optional<uint64_t> index = parameter_index(name);
+    TG_CHECK(index.has_value(), "unexpected tensor '", stored, "' (expected '", kOptimizerPrefix,
+             "step' or '", kOptimizerPrefix, "<parameter index>.<buffer>')");
+    TG_CHECK(*index < parameters.size(), "tensor '", stored, "' names parameter ", *index,
+             " but the model has ", parameters.size());
+    if (name.substr(name.find('.') + 1) == "step") {
+      TG_CHECK(t.dim() == 0, "tensor '", stored, "' has shape ", shape_str(t.shape()),
+               " but a step count is a scalar");
+      continue;
+    }
+    const auto& [parameter, shape] = parameters[*index];
+    TG_CHECK(t.shape() == shape, "tensor '", stored, "' has shape ", shape_str(t.shape()), " but parameter ",
+             *index, " ('", parameter, "') implies ", shape_str(shape));
+  }
+}
+
+template <typename T>
+bool all_finite(const T* values, size_t count) {
+  return std::all_of(values, values + count, [](T v) { return std::isfinite(v); });
+}
+
+// Integers and bools always are; f32 and f64 are scanned in place, half types through values().
+bool all_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return true;
+  const Tensor dense = t.cpu().contiguous();
+  const size_t count = static_cast<size_t>(dense.numel());
+  if (dense.dtype() == DType::f32) return all_finite(dense.data_as<float>(), count);
+  if (dense.dtype() == DType::f64) return all_finite(dense.data_as<double>(), count);
+  const std::vector<double> values = dense.values();
+  return all_finite(values.data(), values.size());
+}
+
+void check_finite(const nn::NamedTensors& tensors, const std::string& prefix) {
+  const std::string bad = first_non_finite(tensors);
+  TG_CHECK(bad.empty(), "tensor '", prefix, bad, "' holds NaN/Inf values");
+}
+
 }  // namespace
+
+std::string first_non_finite(const nn::NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (!all_finite(t)) return name;
+  }
+  return "";
+}
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   nn::NamedTensors tensors = checkpoint.model;
@@ -37,45 +191,30 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   save_safetensors(path, tensors, metadata);
 }
 
+void validate_checkpoint(const Checkpoint& checkpoint) {
+  const DataState data = data_state_from_json(checkpoint.config, checkpoint.data_state);
+  const nn::StateShapes expected = model_state_shapes(checkpoint.config, data);
+  check_model_tensors(checkpoint.model, expected, checkpoint.config.task);
+  check_optimizer_tensors(checkpoint.optimizer, expected);
+  check_finite(checkpoint.model, "");
+  check_finite(checkpoint.optimizer, kOptimizerPrefix);
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
-  auto field = [&](const char* key) -> const std::string& {
-    const auto found = file.metadata.find(key);
-    TG_CHECK(found != file.metadata.end(), path, " is not a tapegrad training checkpoint (no '", key,
-             "' in its metadata)");
-    return found->second;
-  };
-  TG_CHECK(field("format") == kFormat, path, ": unknown checkpoint format '", field("format"), "'");
   Checkpoint checkpoint;
   try {
-    checkpoint.config = config_from_json(nlohmann::json::parse(field("config")));
-    checkpoint.data_state = nlohmann::json::parse(field("data"));
-    checkpoint.step = std::stoll(field("step"));
-    checkpoint.rng.seed = std::stoull(field("rng_seed"));
-    checkpoint.rng.offset = std::stoull(field("rng_offset"));
-    // The scaler's fields are optional: checkpoints from before mixed precision lack them.
-    const auto optional = [&](const char* key) -> const std::string* {
-      const auto found = file.metadata.find(key);
-      return found == file.metadata.end() ? nullptr : &found->second;
-    };
-    if (const std::string* scale = optional("scaler_scale")) checkpoint.scaler.scale = std::stod(*scale);
-    if (const std::string* tracker = optional("scaler_growth_tracker")) {
-      checkpoint.scaler.growth_tracker = std::stoll(*tracker);
+    read_metadata(file.metadata, checkpoint);
+    const std::string prefix = kOptimizerPrefix;
+    for (auto& [name, t] : file.tensors) {
+      if (name.rfind(prefix, 0) == 0) checkpoint.optimizer.emplace_back(name.substr(prefix.size()), t);
+      else checkpoint.model.emplace_back(name, t);
     }
-    if (const std::string* skipped = optional("skipped_steps")) checkpoint.skipped_steps = std::stoll(*skipped);
+    validate_checkpoint(checkpoint);
   } catch (const Error& error) {
-    fail(path, ": ", error.what());
-  } catch (const std::exception& error) {
-    fail(path, ": malformed checkpoint metadata (", error.what(), ")");
-  }
-  TG_CHECK(checkpoint.step >= 0, path, ": negative step in the metadata");
-  TG_CHECK(checkpoint.skipped_steps >= 0 && checkpoint.scaler.growth_tracker >= 0 &&
-               checkpoint.scaler.scale > 0 && std::isfinite(checkpoint.scaler.scale),
-           path, ": bad loss scaler state in the metadata");
-  const std::string prefix = kOptimizerPrefix;
-  for (auto& [name, t] : file.tensors) {
-    if (name.rfind(prefix, 0) == 0) checkpoint.optimizer.emplace_back(name.substr(prefix.size()), t);
-    else checkpoint.model.emplace_back(name, t);
+    fail("checkpoint ", path, ": ", error.what());
+  } catch (const nlohmann::json::exception& error) {  // a JSON value of an unexpected type
+    fail("checkpoint ", path, ": malformed metadata (", error.what(), ")");
   }
   return checkpoint;
 }

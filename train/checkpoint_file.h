@@ -28,7 +28,24 @@ struct Checkpoint {
 
 // Written atomically (temporary file, then rename): a failed save leaves `path` as it was.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
-// Validates the file (safetensors rules, then tapegrad's metadata) with one clear tg::Error.
+
+// Reads and validates the whole file before anything is built from it, with one tg::Error
+// "checkpoint <path>: <problem>": the safetensors rules; the metadata (strict decimal step, RNG
+// and scaler fields, the config, the data state); then validate_checkpoint(). The one loader of
+// eval, sample, plot and train --resume: what it returns fits the model its config describes.
 Checkpoint load_checkpoint(const std::string& path);
+
+// The checks on a decoded checkpoint, cheap and before any model exists: the data state is
+// well-formed (data_state_from_json); every model tensor is one the config and data state imply
+// (model_state_shapes), none missing, none unexpected, each of the implied shape; each optimizer
+// entry is "step" or "<parameter index>.<buffer>" with the parameter's shape ("step" buffers are
+// scalars); no floating tensor, model or optimizer, holds NaN or Inf. Throws tg::Error naming the
+// tensor (and both shapes) or the field. The optimizer's own load_state still checks the buffer
+// names its kind keeps and their dtypes, before it changes anything.
+void validate_checkpoint(const Checkpoint& checkpoint);
+
+// The name of the first floating tensor holding a NaN or an infinity, or "" when all are finite.
+// (train checks its weights with it before saving: it never writes what load_checkpoint refuses.)
+std::string first_non_finite(const nn::NamedTensors& tensors);
 
 }  // namespace tg::train

@@ -1,7 +1,11 @@
 #include "train/config.h"
 
+#include <cmath>
+
 #include "autograd/error.h"
 #include "autograd/kernels.h"
+#include "autograd/threads.h"
+#include "train/json_bytes.h"
 
 namespace tg::train {
 
@@ -26,36 +30,51 @@ Device TrainConfig::compute_device() const { return parse_device(device); }
 void TrainConfig::validate() const {
   TG_CHECK(task == "textcls" || task == "timeseries" || task == "charlm", "--task must be textcls, ",
            "timeseries or charlm, got '", task, "'");
-  TG_CHECK(dim > 0 && heads > 0, "--dim and --heads must be positive, got ", dim, " and ", heads);
+  const auto in_range = [](int64_t value, int64_t low, int64_t high, const char* flag) {
+    TG_CHECK(value >= low && value <= high, flag, " must be in [", low, ", ", high, "], got ", value);
+  };
+  const auto finite_at_least_zero = [](double value, const char* flag) {
+    TG_CHECK(std::isfinite(value) && value >= 0, flag, " must be a finite number >= 0, got ", value);
+  };
+  in_range(dim, 1, Limits::dim, "--dim");
+  in_range(heads, 1, dim, "--heads");
   TG_CHECK(dim % heads == 0, "--heads ", heads, " does not divide --dim ", dim);
-  TG_CHECK(layers >= 0 && (task != "timeseries" || layers >= 1),
-           "--layers must be >= 0 (>= 1 for timeseries), got ", layers);
-  TG_CHECK(max_len > 0, "--max-len must be positive, got ", max_len);
+  in_range(layers, task == "timeseries" ? 1 : 0, Limits::layers, "--layers (>= 1 for timeseries)");
+  in_range(max_len, 1, Limits::sequence, "--max-len");
+  TG_CHECK(max_len * dim <= Limits::positions, "--max-len ", max_len, " x --dim ", dim,
+           " is more than the ", Limits::positions, " entries a positional encoding table may have");
   TG_CHECK(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
-  TG_CHECK(batch > 0, "--batch must be positive, got ", batch);
-  TG_CHECK(epochs >= 0 && steps >= 0, "--epochs and --steps must be >= 0");
+  in_range(batch, 1, Limits::batch, "--batch");
+  in_range(epochs, 0, Limits::steps, "--epochs");
+  in_range(steps, 0, Limits::steps, "--steps");
+  in_range(warmup, 0, Limits::steps, "--warmup");
+  in_range(eval_every, 0, Limits::steps, "--eval-every");
+  in_range(threads, 0, kMaxThreads, "--threads (0: all cores)");
+  finite_at_least_zero(lr, "--lr");
   TG_CHECK(lr > 0, "--lr must be positive, got ", lr);
+  finite_at_least_zero(weight_decay, "--weight-decay");
+  finite_at_least_zero(clip, "--clip");
   TG_CHECK(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw",
            "--optimizer must be sgd, adam or adamw, got '", optimizer, "'");
-  TG_CHECK(warmup >= 0 && clip >= 0 && weight_decay >= 0, "--warmup, --clip and --weight-decay must be >= 0");
   TG_CHECK(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
   compute_device();  // a malformed --device is an error here; an absent one when first used
   TG_CHECK(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '",
            amp, "'");
-  TG_CHECK(window > 0 && horizon > 0, "--window and --horizon must be positive");
+  in_range(window, 1, Limits::sequence, "--window");
+  in_range(horizon, 1, Limits::sequence, "--horizon");
+  in_range(context, 1, Limits::sequence, "--context");
   TG_CHECK(task != "timeseries" || window <= max_len, "--window ", window, " is past --max-len ",
            max_len, " (the positional encoding's length)");
   TG_CHECK(normalize == "zscore" || normalize == "none", "--normalize must be zscore or none, got '",
            normalize, "'");
   TG_CHECK(tokenizer == "char" || tokenizer == "word", "--tokenizer must be char or word, got '",
            tokenizer, "'");
-  TG_CHECK(context > 0, "--context must be positive, got ", context);
   TG_CHECK(task != "charlm" || context <= max_len, "--context ", context, " is past --max-len ",
            max_len, " (the positional encoding's length)");
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
-  return {{"task", c.task}, {"data", c.data}, {"dim", c.dim}, {"heads", c.heads},
+  return {{"task", c.task}, {"data", bytes_to_json(c.data)}, {"dim", c.dim}, {"heads", c.heads},
           {"layers", c.layers}, {"max_len", c.max_len}, {"dropout", c.dropout},
           {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"lr", c.lr},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"val_frac", c.val_frac},
@@ -63,47 +82,100 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"threads", c.threads}, {"device", c.device},
           {"checkpoint_activations", c.checkpoint_activations}, {"shuffle", c.shuffle},
           {"eval_every", c.eval_every}, {"amp", c.amp}, {"window", c.window}, {"horizon", c.horizon},
-          {"target", c.target}, {"normalize", c.normalize}, {"tokenizer", c.tokenizer},
+          {"target", bytes_to_json(c.target)}, {"normalize", c.normalize}, {"tokenizer", c.tokenizer},
           {"context", c.context}};
 }
 
-TrainConfig config_from_json(const nlohmann::json& json) {
-  try {
-    TrainConfig c;
-    c.task = json.at("task");
-    c.data = json.at("data");
-    c.dim = json.at("dim");
-    c.heads = json.at("heads");
-    c.layers = json.at("layers");
-    c.max_len = json.at("max_len");
-    c.dropout = json.at("dropout");
-    c.batch = json.at("batch");
-    c.epochs = json.at("epochs");
-    c.steps = json.at("steps");
-    c.lr = json.at("lr");
-    c.weight_decay = json.at("weight_decay");
-    c.clip = json.at("clip");
-    c.val_frac = json.at("val_frac");
-    c.optimizer = json.at("optimizer");
-    c.warmup = json.at("warmup");
-    c.seed = json.at("seed");
-    c.threads = json.at("threads");
-    c.device = json.at("device");
-    c.checkpoint_activations = json.at("checkpoint_activations");
-    c.shuffle = json.at("shuffle");
-    c.eval_every = json.at("eval_every");
-    c.amp = json.value("amp", "none");  // checkpoints from before mixed precision have none
-    c.window = json.at("window");
-    c.horizon = json.at("horizon");
-    c.target = json.at("target");
-    c.normalize = json.at("normalize");
-    c.tokenizer = json.at("tokenizer");
-    c.context = json.at("context");
-    c.validate();
-    return c;
-  } catch (const nlohmann::json::exception& error) {
-    fail("checkpoint config is malformed: ", error.what());
+namespace {
+
+// One field of a stored config, of exactly the JSON type asked for.
+class Fields {
+ public:
+  explicit Fields(const nlohmann::json& json) : json_(json) {
+    TG_CHECK(json.is_object(), "checkpoint config: expected a JSON object, got ", json.type_name());
   }
+  const nlohmann::json& at(const char* key) const {
+    TG_CHECK(json_.contains(key), "checkpoint config: the field '", key, "' is missing");
+    return json_[key];
+  }
+  int64_t integer(const char* key) const {
+    const nlohmann::json& value = at(key);
+    TG_CHECK(value.is_number_integer() &&
+                 (value.is_number_unsigned() ? value.get<uint64_t>() <= INT64_MAX : true),
+             "checkpoint config: '", key, "' must be an integer in int64's range, got ", value.dump());
+    return value.get<int64_t>();
+  }
+  uint64_t unsigned_integer(const char* key) const {
+    const nlohmann::json& value = at(key);
+    TG_CHECK(value.is_number_unsigned(), "checkpoint config: '", key,
+             "' must be a non-negative integer, got ", value.dump());
+    return value.get<uint64_t>();
+  }
+  double number(const char* key) const {
+    const nlohmann::json& value = at(key);
+    TG_CHECK(value.is_number(), "checkpoint config: '", key, "' must be a number, got ", value.dump());
+    return value.get<double>();
+  }
+  bool boolean(const char* key) const {
+    const nlohmann::json& value = at(key);
+    TG_CHECK(value.is_boolean(), "checkpoint config: '", key, "' must be true or false, got ",
+             value.dump());
+    return value.get<bool>();
+  }
+  std::string text(const char* key) const {
+    const nlohmann::json& value = at(key);
+    TG_CHECK(value.is_string(), "checkpoint config: '", key, "' must be a string, got ", value.type_name());
+    return value.get<std::string>();
+  }
+  std::string bytes(const char* key) const { return bytes_from_json(at(key), key); }
+
+ private:
+  const nlohmann::json& json_;
+};
+
+}  // namespace
+
+TrainConfig config_from_json(const nlohmann::json& json) {
+  const Fields f(json);
+  TrainConfig c;
+  c.task = f.text("task");
+  c.data = f.bytes("data");
+  c.dim = f.integer("dim");
+  c.heads = f.integer("heads");
+  c.layers = f.integer("layers");
+  c.max_len = f.integer("max_len");
+  c.dropout = f.number("dropout");
+  c.batch = f.integer("batch");
+  c.epochs = f.integer("epochs");
+  c.steps = f.integer("steps");
+  c.lr = f.number("lr");
+  c.weight_decay = f.number("weight_decay");
+  c.clip = f.number("clip");
+  c.val_frac = f.number("val_frac");
+  c.optimizer = f.text("optimizer");
+  c.warmup = f.integer("warmup");
+  c.seed = f.unsigned_integer("seed");
+  const int64_t threads = f.integer("threads");
+  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "checkpoint config: 'threads' ", threads,
+           " is outside [0, ", kMaxThreads, "]");
+  c.threads = static_cast<int>(threads);
+  c.device = f.text("device");
+  c.checkpoint_activations = f.boolean("checkpoint_activations");
+  c.shuffle = f.boolean("shuffle");
+  c.eval_every = f.integer("eval_every");
+  c.amp = json.contains("amp") ? f.text("amp") : "none";  // older checkpoints have none
+  c.window = f.integer("window");
+  c.horizon = f.integer("horizon");
+  c.target = f.bytes("target");
+  c.normalize = f.text("normalize");
+  c.tokenizer = f.text("tokenizer");
+  c.context = f.integer("context");
+  try {
+    c.validate();
+  } catch (const Error& error) {
+    fail("checkpoint config: ", error.what());
+  }
+  return c;
 }
 
 }  // namespace tg::train

@@ -10,6 +10,17 @@
 
 namespace tg::train {
 
+// The largest sizes a run may ask for. They keep every product of sizes far from int64's limit
+// and turn a typo (or a hostile checkpoint) into an error instead of a huge allocation.
+struct Limits {
+  static constexpr int64_t dim = 1 << 16;          // --dim (and so --heads)
+  static constexpr int64_t layers = 1024;          // --layers
+  static constexpr int64_t sequence = 1 << 20;     // --max-len, --window, --horizon, --context
+  static constexpr int64_t positions = 1 << 26;    // --max-len x --dim: the positional table
+  static constexpr int64_t batch = 1 << 20;        // --batch
+  static constexpr int64_t steps = int64_t{1} << 40;  // --steps, --epochs, --warmup, total steps
+};
+
 struct TrainConfig {
   std::string task;  // textcls | timeseries | charlm
   std::string data;
@@ -40,11 +51,14 @@ struct TrainConfig {
   // The autocast dtype of --amp: f16, bf16, or f32 for none (Autocast(f32) is autocast off).
   DType amp_dtype() const;
   Device compute_device() const;  // --device, parsed
-  // Throws tg::Error for impossible settings (heads not dividing dim, sizes <= 0, ...).
+  // Throws tg::Error for impossible settings: heads not dividing dim, sizes <= 0 or past Limits,
+  // NaN or infinite rates, ...
   void validate() const;
 };
 
 nlohmann::json to_json(const TrainConfig& config);
+// Strict: every field must be there with its JSON type (an integer for sizes, no 3.5 or -1 for a
+// seed), then validate() runs. tg::Error names the field.
 TrainConfig config_from_json(const nlohmann::json& json);
 
 }  // namespace tg::train

@@ -21,13 +21,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include "autograd/error.h"
 #include "autograd/rng.h"
+#include "nn/file_io.h"
 
 namespace tg::train {
 
@@ -35,15 +33,10 @@ namespace {
 
 // ---- files and lines ----------------------------------------------------------------------------
 
+// The whole file (nn/file_io.h: only a regular file, never blocking on a FIFO), without a UTF-8
+// byte-order mark.
 std::string read_file(const std::string& path, const char* what) {
-  std::error_code ec;
-  TG_CHECK(!std::filesystem::is_directory(path, ec), what, ": '", path, "' is a directory, not a file");
-  std::ifstream file(path, std::ios::binary);
-  TG_CHECK(file.is_open(), what, ": cannot open '", path, "' (missing or unreadable)");
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  TG_CHECK(!file.bad(), what, ": error while reading '", path, "'");
-  std::string text = contents.str();
+  std::string text = read_regular_file(path, what);
   if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // UTF-8 byte-order mark
   return text;
 }
@@ -152,7 +145,11 @@ std::pair<Tensor, Tensor> make_windows(const Table& table, int64_t first, int64_
   float* xs = x.data_as<float>();
   float* ys = y.data_as<float>();
   auto normalised = [&](int64_t row, int64_t column) {
-    return static_cast<float>((table.rows[row][column] - norm.mean[column]) / norm.stddev[column]);
+    const float value = static_cast<float>((table.rows[row][column] - norm.mean[column]) / norm.stddev[column]);
+    // A value past f32's range (about 3.4e38) would train on infinities: normalise it or scale it.
+    TG_CHECK(std::isfinite(value), "load_timeseries: data row ", row + 1, ", column '", table.columns[column],
+             "': ", table.rows[row][column], " is too large for f32 after normalisation");
+    return value;
   };
   for (int64_t n = 0; n < count; ++n) {
     const int64_t start = first + n;
@@ -249,9 +246,10 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
   }
 
   const int64_t rows = static_cast<int64_t>(table.rows.size());
-  const int64_t windows = rows - spec.window - spec.horizon + 1;
+  const int64_t window_rows = checked_add(spec.window, spec.horizon, "load_timeseries: window + horizon");
+  const int64_t windows = rows - window_rows + 1;
   TG_CHECK(windows >= 1, what, ": '", path, "' has ", rows, " data rows: no window fits (window ", spec.window,
-           " + horizon ", spec.horizon, " = ", spec.window + spec.horizon, " rows)");
+           " + horizon ", spec.horizon, " = ", window_rows, " rows)");
   const int64_t val_windows = validation_count(windows, spec.val_frac);
   const int64_t train_windows = windows - val_windows;  // >= 1 since val_frac < 1
 
@@ -280,6 +278,8 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
       for (int64_t r = 0; r < covered; ++r) squares += (table.rows[r][c] - mean) * (table.rows[r][c] - mean);
       const double stddev = std::sqrt(squares / static_cast<double>(covered));
       data.norm.mean[c] = mean;
+      TG_CHECK(std::isfinite(mean) && std::isfinite(stddev), what, ": '", path, "': column '",
+               table.columns[c], "' has values too large to normalise (mean ", mean, ", stddev ", stddev, ")");
       data.norm.stddev[c] = stddev > 0 ? stddev : 1.0;
     }
   }
@@ -426,7 +426,7 @@ CharLMData load_charlm(const std::string& path, double val_frac, const Vocabular
 int64_t charlm_examples(const std::vector<int64_t>& ids, int64_t context) {
   TG_CHECK(context >= 1, "charlm_examples: context ", context, " must be at least 1");
   const int64_t n = static_cast<int64_t>(ids.size());
-  return n >= context + 1 ? (n - 1) / context : 0;
+  return n - 1 >= context ? (n - 1) / context : 0;  // (not context + 1, which may overflow)
 }
 
 std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<int64_t>& tokens, int64_t context,

@@ -34,6 +34,10 @@ int eval(const Args& args) {
     return 0;
   }
   TG_CHECK(!load.empty() && !data.empty(), "--load and --data are required");
+  TG_CHECK(!vm.count("batch") || (batch >= 1 && batch <= train::Limits::batch), "--batch must be in [1, ",
+           train::Limits::batch, "], got ", batch);
+  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
+           "] (0: all cores), got ", threads);
   set_num_threads(threads);
   train::Checkpoint checkpoint = train::load_checkpoint(load);
   checkpoint.config.device = device;  // wherever it was trained

@@ -1,9 +1,11 @@
 // tapegrad: the command line. `tapegrad <command> --help` explains each command.
 #include <boost/program_options/errors.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <map>
+#include <new>
 
 #include "autograd/error.h"
 #include "train/cli.h"
@@ -45,12 +47,18 @@ int main(int argc, char** argv) {
     std::cerr << "tapegrad: unknown command '" << name << "' (try tapegrad --help)\n";
     return 2;
   }
+  // A pipe whose reader has gone (`tapegrad sample ... | head`) makes writes fail with EPIPE,
+  // which is reported, instead of killing the process without a word.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return command->second.first(tg::cli::Args(argv + 2, argv + argc));
   } catch (const tg::Error& error) {
     std::cerr << "tapegrad " << name << ": error: " << error.what() << "\n";
   } catch (const boost::program_options::error& error) {
     std::cerr << "tapegrad " << name << ": error: " << error.what() << " (try --help)\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tapegrad " << name << ": error: out of memory (the sizes asked for need more than "
+                 "this machine has)\n";
   } catch (const std::exception& error) {
     std::cerr << "tapegrad " << name << ": error: " << error.what() << "\n";
   }

@@ -5,6 +5,7 @@
 
 #include "autograd/error.h"
 #include "autograd/tape.h"
+#include "nn/file_io.h"
 #include "nn/masks.h"
 #include "ops/ops.h"
 #include "train/checkpoint_file.h"
@@ -52,6 +53,7 @@ int plot_attention(const Args& args) {
     return 0;
   }
   TG_CHECK(!load.empty() && !text.empty() && !out.empty(), "--load, --text and --out are required");
+  check_output_path(out, "--out");
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
   const train::TrainConfig& config = checkpoint.config;
   TG_CHECK(config.task == "textcls" || config.task == "charlm", "plot attention needs a textcls or charlm checkpoint; ",
@@ -69,7 +71,7 @@ int plot_attention(const Args& args) {
   NoGrad no_grad;
   Tensor weights;  // [1, heads, S, S]
   if (config.task == "textcls") {
-    const auto labels = checkpoint.data_state.at("labels").get<std::vector<std::string>>();
+    const auto labels = train::labels_from_json(checkpoint.data_state.at("labels"));
     nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), config.model_config());
     model.load_state_dict(checkpoint.model);
     model.eval();

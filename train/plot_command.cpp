@@ -4,14 +4,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
 
 #include "autograd/error.h"
+#include "nn/file_io.h"
 #include "nn/positional_encoding.h"
 #include "train/cli.h"
 #include "train/png.h"
@@ -50,6 +48,7 @@ int plot_pe(const Args& args) {
   if (!parse(args, options, "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n")) return 0;
   TG_CHECK(dim >= 1 && dim <= kMaxDim, "--dim must be between 1 and ", kMaxDim, ", got ", dim);
   TG_CHECK(len >= 1 && len <= kMaxLen, "--len must be between 1 and ", kMaxLen, ", got ", len);
+  check_output_path(out, "--out");
 
   plot::Heatmap map;
   map.rows = len;
@@ -87,10 +86,7 @@ std::vector<std::string> split_csv_line(std::string line) {
 }
 
 LossLog read_loss_log(const std::string& path) {
-  std::error_code ignored;
-  TG_CHECK(!std::filesystem::is_directory(path, ignored), "cannot read log '", path, "': it is a directory");
-  std::ifstream in(path);
-  TG_CHECK(in.is_open(), "cannot read log '", path, "': ", std::strerror(errno));
+  std::istringstream in(read_regular_file(path, "--log"));  // a FIFO is refused, never waited on
   std::string line;
   int64_t line_number = 1;
   TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
@@ -129,7 +125,6 @@ LossLog read_loss_log(const std::string& path) {
       log.val_loss.push_back(number(fields[val_col], "val_loss"));
     }
   }
-  TG_CHECK(!in.bad(), "cannot read log '", path, "': ", std::strerror(errno));
   TG_CHECK(!log.step.empty(), "log '", path, "' has a header but no rows");
   return log;
 }
@@ -145,6 +140,8 @@ int plot_loss(const Args& args) {
       ("out", po::value(&out)->required(), "the PNG to write");
   if (!parse(args, options, "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n")) return 0;
 
+  check_output_path(out, "--out");  // before the work: a bad --out is reported first
+  TG_CHECK(!same_file(out, log_path), "--out: '", out, "' is the --log file; the plot would replace it");
   const LossLog log = read_loss_log(log_path);
   std::vector<plot::Series> series = {{"train loss", log.step, log.loss}};
   if (!log.val_loss.empty()) series.push_back({"validation loss", log.val_step, log.val_loss});

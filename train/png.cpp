@@ -1,22 +1,16 @@
 #include "train/png.h"
 
-#include <fcntl.h>
 #include <stb/stb_image_write.h>
 #include <stb/stb_truetype.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <iterator>
-#include <limits>
+#include <string_view>
 
 #include "autograd/error.h"
+#include "nn/file_io.h"
 
 // libstb (Debian's libstb-dev) carries the compiled stb_image_write and stb_truetype, so this file
 // includes only their declarations (no STB_*_IMPLEMENTATION) and the library links -lstb.
@@ -38,10 +32,14 @@ Font load_font() {
   const std::string path = overridden ? override_path : kDefaultFontPath;
   const std::string remedy = std::string(" (DejaVu Sans comes with the Debian package ") + kFontPackage +
                              (overridden ? "; this path is from TAPEGRAD_FONT)" : ")");
-  std::ifstream in(path, std::ios::binary);
-  TG_CHECK(in.good(), "font '", path, "' cannot be read: ", std::strerror(errno), remedy);
+  std::string bytes;
+  try {
+    bytes = read_regular_file(path, "font");  // never blocks: TAPEGRAD_FONT may name a FIFO
+  } catch (const Error& error) {
+    fail(error.what(), remedy);
+  }
   Font font;
-  font.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  font.bytes.assign(bytes.begin(), bytes.end());
   // stb_truetype trusts the font it is given; this only turns away files that are not fonts.
   const int offset = font.bytes.size() < 1024 ? -1 : stbtt_GetFontOffsetForIndex(font.bytes.data(), 0);
   TG_CHECK(offset >= 0 && stbtt_InitFont(&font.info, font.bytes.data(), offset) != 0, "font '", path,
@@ -130,43 +128,6 @@ TextBitmap render_text(const std::string& text, double size) {
 
 double align_offset(Align align, double extent) {
   return align == Align::start ? 0.0 : align == Align::center ? -extent / 2 : -extent;
-}
-
-// ---- Atomic file writes ------------------------------------------------------------------------
-
-std::string errno_text() { return std::strerror(errno); }
-
-// Writes `bytes` to a temporary file next to `path` and renames it over `path`. Every failure
-// throws and removes the temporary, leaving whatever was at `path` as it was.
-void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::string temp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  TG_CHECK(fd >= 0, "cannot write '", path, "': cannot create a temporary file next to it: ", errno_text());
-  ::fchmod(fd, 0644);  // mkstemp makes it 0600; a plot is readable like any other file
-  auto give_up = [&](const std::string& what) {
-    const std::string reason = errno_text();
-    ::close(fd);
-    ::unlink(temp.c_str());
-    fail("cannot write '", path, "': ", what, ": ", reason);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t written = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) give_up("writing '" + temp + "' failed");
-    done += static_cast<size_t>(written);
-  }
-  if (::fsync(fd) != 0) give_up("fsync failed");
-  if (::close(fd) != 0) {
-    const std::string reason = errno_text();
-    ::unlink(temp.c_str());
-    fail("cannot write '", path, "': close failed: ", reason);
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string reason = errno_text();
-    ::unlink(temp.c_str());
-    fail("cannot write '", path, "': cannot rename the temporary file over it: ", reason);
-  }
 }
 
 void append_bytes(void* context, void* data, int size) {
@@ -302,7 +263,8 @@ void Canvas::save_png(const std::string& path) const {
   TG_CHECK(stbi_write_png_to_func(append_bytes, &png, width_, height_, 3, rgb_.data(), width_ * 3) != 0 &&
                !png.empty(),
            "cannot write '", path, "': PNG encoding failed");
-  write_file_atomically(path, png);
+  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()),
+                        "save_png");
 }
 
 }  // namespace tg::plot

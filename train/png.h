@@ -59,7 +59,9 @@ class Canvas {
   static double text_width(const std::string& text, double size);
   static double text_height(double size);
 
-  // Writes the canvas as an RGB PNG: to a temporary file next to `path`, renamed over it.
+  // Writes the canvas as an RGB PNG: to a temporary file next to `path`, renamed over it
+  // (write_file_atomically in nn/file_io.h: a symbolic link is followed, and a directory, FIFO,
+  // socket or device at `path` is refused).
   void save_png(const std::string& path) const;
 
  private:

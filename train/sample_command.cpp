@@ -12,15 +12,23 @@
 #include "ops/ops.h"
 #include "train/checkpoint_file.h"
 #include "train/cli.h"
+#include "train/strict_numbers.h"
 #include "train/datasets.h"
 #include "train/tasks.h"
 
 namespace tg::cli {
 namespace {
 
-// Draws an index from logits [V] at a temperature, among the top_k largest (0: all), never
-// padding or unknown (ids 0 and 1).
+// Characters one `sample` may generate: the text streams out as it is drawn, but each character
+// costs a forward pass, so a mistyped count should be an error, not an afternoon.
+constexpr int64_t kMaxSampleTokens = 1'000'000;
+
+// Draws an index from logits [V] at a temperature, among the top_k largest (0 or past V: all),
+// never padding or unknown (ids 0 and 1): fewer than 3 logits, or logits that are not finite,
+// leave nothing to draw and are a tg::Error.
 int64_t draw(std::vector<double> logits, double temperature, int64_t top_k, float uniform01) {
+  TG_CHECK(logits.size() >= 3, "sample: the model has ", logits.size(), " output tokens, none to ",
+           "draw (ids 0 and 1 are padding and unknown)");
   logits[0] = logits[1] = -INFINITY;
   if (top_k > 0 && top_k < static_cast<int64_t>(logits.size())) {
     std::vector<double> sorted = logits;
@@ -32,6 +40,7 @@ int64_t draw(std::vector<double> logits, double temperature, int64_t top_k, floa
   std::vector<double> weights(logits.size());
   double total = 0;
   for (size_t i = 0; i < logits.size(); ++i) total += weights[i] = std::exp((logits[i] - largest) / temperature);
+  TG_CHECK(std::isfinite(total) && total > 0, "sample: the model's logits are not finite");
   double target = uniform01 * total;
   for (size_t i = 0; i < weights.size(); ++i) {
     if ((target -= weights[i]) < 0 && weights[i] > 0) return static_cast<int64_t>(i);
@@ -50,7 +59,7 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
   TG_CHECK(!ids.empty(), "--prompt must not be empty");
   NoGrad no_grad;
-  std::string text = prompt;
+  std::cout << prompt << std::flush;  // then each character as it is drawn
   const int64_t window = std::min(checkpoint.config.context, checkpoint.config.max_len);
   for (int64_t n = 0; n < tokens; ++n) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - window);
@@ -60,15 +69,16 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
     const Tensor last = logits.narrow(1, logits.size(1) - 1, 1).reshape({-1});
     const int64_t next = draw(last.values(), temperature, top_k, philox_uniform(seed, 0, n));
     ids.push_back(next);
-    text += vocab.tokens[next];
+    std::cout << vocab.tokens[next] << std::flush;
   }
-  std::cout << text << "\n";
+  std::cout << "\n";
+  TG_CHECK(std::cout.good(), "writing the sample to stdout failed");
   return 0;
 }
 
 int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Device device) {
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
-  const auto labels = checkpoint.data_state.at("labels").get<std::vector<std::string>>();
+  const auto labels = train::labels_from_json(checkpoint.data_state.at("labels"));
   nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), checkpoint.config.model_config());
   model.to(device);
   model.load_state_dict(checkpoint.model);
@@ -95,16 +105,16 @@ int sample(const Args& args) {
   std::string load, prompt;
   int64_t tokens = 200, top_k = 0;
   double temperature = 1.0;
-  uint64_t seed = 0;
+  std::string seed = "0";
   std::string device_text = "cpu";
   po::options_description options("tapegrad sample: generate from a charlm checkpoint (textcls: classify the prompt)");
   options.add_options()("help,h", "show this help")
       ("load", po::value(&load), "checkpoint written by tapegrad train --save")
       ("prompt", po::value(&prompt), "the text to start from")
-      ("tokens", po::value(&tokens)->default_value(tokens), "characters to generate")
+      ("tokens", po::value(&tokens)->default_value(tokens), "characters to generate (at most 1000000)")
       ("temperature", po::value(&temperature)->default_value(temperature), "softmax temperature (> 0)")
       ("top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely (0: all)")
-      ("seed", po::value(&seed)->default_value(seed), "random seed")
+      ("seed", po::value(&seed)->default_value(seed), "random seed (0 to 2^64-1)")
       ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
   po::variables_map vm;
@@ -116,12 +126,16 @@ int sample(const Args& args) {
     return 0;
   }
   TG_CHECK(!load.empty(), "--load is required");
-  TG_CHECK(temperature > 0, "--temperature must be positive, got ", temperature);
-  TG_CHECK(tokens >= 0 && top_k >= 0, "--tokens and --top-k must be >= 0");
+  TG_CHECK(std::isfinite(temperature) && temperature > 0, "--temperature must be a finite number > 0, got ",
+           temperature);
+  TG_CHECK(tokens >= 0 && tokens <= kMaxSampleTokens, "--tokens must be in [0, ", kMaxSampleTokens,
+           "], got ", tokens);
+  TG_CHECK(top_k >= 0, "--top-k must be >= 0, got ", top_k);
+  const uint64_t seed_value = train::parse_uint64(seed, "--seed");
   const Device device = parse_device(device_text);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
   if (checkpoint.config.task == "charlm") {
-    return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed, device);
+    return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed_value, device);
   }
   if (checkpoint.config.task == "textcls") return classify(checkpoint, prompt, device);
   fail("sample needs a charlm or textcls checkpoint; ", load, " is a ", checkpoint.config.task, " model");

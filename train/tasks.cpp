@@ -1,10 +1,13 @@
 #include "train/tasks.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "autograd/error.h"
 #include "autograd/tape.h"
 #include "ops/ops.h"
+#include "train/json_bytes.h"
 
 namespace tg::train {
 namespace {
@@ -18,7 +21,85 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   return correct;
 }
 
-nlohmann::json vocab_json(const Vocabulary& vocab) { return vocab.tokens; }
+// ---- the data state's fields --------------------------------------------------------------------
+
+constexpr const char* kStateError = "checkpoint data state: ";
+
+const nlohmann::json& state_field(const nlohmann::json& state, const char* key) {
+  TG_CHECK(state.is_object(), kStateError, "expected a JSON object, got ", state.type_name());
+  TG_CHECK(state.contains(key), kStateError, "the field '", key, "' is missing");
+  return state[key];
+}
+
+// A byte string as one line of an error message (its JSON form: escapes, or byte values).
+std::string quoted(const std::string& bytes) { return bytes_to_json(bytes).dump(); }
+
+nlohmann::json byte_strings_to_json(const std::vector<std::string>& strings) {
+  nlohmann::json values = nlohmann::json::array();
+  for (const std::string& bytes : strings) values.push_back(bytes_to_json(bytes));
+  return values;
+}
+
+std::vector<std::string> byte_strings_from_json(const nlohmann::json& values, const char* key) {
+  TG_CHECK(values.is_array(), kStateError, "'", key, "' must be an array, got ", values.type_name());
+  std::vector<std::string> strings;
+  for (const nlohmann::json& value : values) strings.push_back(bytes_from_json(value, key));
+  return strings;
+}
+
+void check_distinct(const std::vector<std::string>& strings, const char* key) {
+  std::set<std::string> seen;
+  for (const std::string& bytes : strings) {
+    TG_CHECK(seen.insert(bytes).second, kStateError, "'", key, "' holds ", quoted(bytes), " twice");
+  }
+}
+
+std::vector<double> numbers_from_json(const nlohmann::json& values, const char* key) {
+  TG_CHECK(values.is_array(), kStateError, "'", key, "' must be an array, got ", values.type_name());
+  std::vector<double> numbers;
+  for (const nlohmann::json& value : values) {
+    TG_CHECK(value.is_number(), kStateError, "'", key, "' must hold numbers, got ", value.dump());
+    numbers.push_back(value.get<double>());
+  }
+  return numbers;
+}
+
+// The timeseries fields: columns, their normalisation, and the target column, which must be the
+// one the config's target picks (as load_timeseries picks it: the last column when empty).
+void timeseries_state_from_json(const TrainConfig& config, const nlohmann::json& state, DataState& out) {
+  out.columns = byte_strings_from_json(state_field(state, "columns"), "columns");
+  const int64_t width = static_cast<int64_t>(out.columns.size());
+  TG_CHECK(width >= 1, kStateError, "'columns' is empty");
+  out.norm.mean = numbers_from_json(state_field(state, "mean"), "mean");
+  out.norm.stddev = numbers_from_json(state_field(state, "stddev"), "stddev");
+  TG_CHECK(static_cast<int64_t>(out.norm.mean.size()) == width &&
+               static_cast<int64_t>(out.norm.stddev.size()) == width,
+           kStateError, width, " columns but ", out.norm.mean.size(), " means and ",
+           out.norm.stddev.size(), " stddevs");
+  for (int64_t c = 0; c < width; ++c) {
+    TG_CHECK(std::isfinite(out.norm.mean[c]) && std::isfinite(out.norm.stddev[c]) && out.norm.stddev[c] > 0,
+             kStateError, "column ", quoted(out.columns[c]), " has mean ", out.norm.mean[c], " and stddev ",
+             out.norm.stddev[c], " (both must be finite, the stddev positive)");
+  }
+  const nlohmann::json& target = state_field(state, "target_column");
+  TG_CHECK(target.is_number_integer() && target.get<int64_t>() >= 0 && target.get<int64_t>() < width,
+           kStateError, "'target_column' must be a column index in [0, ", width, "), got ", target.dump());
+  out.target_column = target.get<int64_t>();
+  const auto named = std::find(out.columns.begin(), out.columns.end(), config.target);
+  const int64_t expected = config.target.empty() ? width - 1 : named - out.columns.begin();
+  TG_CHECK(out.target_column == expected, kStateError, "'target_column' ", out.target_column,
+           " is not the config's target ", config.target.empty() ? "(the last column)" : quoted(config.target));
+}
+
+// The optional "sha256" of the training data (train --resume compares it with --data's): when
+// present, 64 lowercase hex digits, as sha256_hex writes it.
+void check_data_hash(const nlohmann::json& state) {
+  if (!state.contains("sha256")) return;
+  const nlohmann::json& hash = state["sha256"];
+  const bool ok = hash.is_string() && hash.get<std::string>().size() == 64 &&
+                  hash.get<std::string>().find_first_not_of("0123456789abcdef") == std::string::npos;
+  TG_CHECK(ok, kStateError, "'sha256' must be 64 lowercase hex digits, got ", hash.dump());
+}
 
 class TextClsTask : public Task {
  public:
@@ -27,9 +108,8 @@ class TextClsTask : public Task {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     const Tokenizer tokenizer = parse_tokenizer(config.tokenizer);
     if (state) {
-      const Vocabulary vocab = vocabulary_from_json(state->at("vocab"));
-      const auto labels = state->at("labels").get<std::vector<std::string>>();
-      data_ = load_textcls(path, tokenizer, config.max_len, val_frac, &vocab, &labels);
+      const DataState stored = data_state_from_json(config, *state);
+      data_ = load_textcls(path, tokenizer, config.max_len, val_frac, &stored.vocab, &stored.labels);
     } else {
       data_ = load_textcls(path, tokenizer, config.max_len, val_frac);
     }
@@ -56,7 +136,7 @@ class TextClsTask : public Task {
   int64_t tokens_per_example() const override { return mean_tokens_; }
   bool classification() const override { return true; }
   nlohmann::json data_state() const override {
-    return {{"vocab", vocab_json(data_.vocab)}, {"labels", data_.labels}};
+    return {{"vocab", vocabulary_to_json(data_.vocab)}, {"labels", byte_strings_to_json(data_.labels)}};
   }
   const TextClsData& data() const { return data_; }
 
@@ -78,10 +158,8 @@ class TimeSeriesTask : public Task {
     spec.zscore = config.normalize == "zscore";
     spec.val_frac = whole_file ? 0.0 : config.val_frac;
     if (state) {
-      Normalization norm;
-      norm.mean = state->at("mean").get<std::vector<double>>();
-      norm.stddev = state->at("stddev").get<std::vector<double>>();
-      data_ = load_timeseries(path, spec, &norm);
+      const DataState stored = data_state_from_json(config, *state);
+      data_ = load_timeseries(path, spec, &stored.norm);
     } else {
       data_ = load_timeseries(path, spec);
     }
@@ -110,7 +188,7 @@ class TimeSeriesTask : public Task {
   }
   int64_t tokens_per_example() const override { return window_; }
   nlohmann::json data_state() const override {
-    return {{"columns", data_.columns}, {"target_column", data_.target_column},
+    return {{"columns", byte_strings_to_json(data_.columns)}, {"target_column", data_.target_column},
             {"mean", data_.norm.mean}, {"stddev", data_.norm.stddev}};
   }
 
@@ -127,8 +205,8 @@ class CharLMTask : public Task {
              bool whole_file) : device_(config.compute_device()), context_(config.context) {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     if (state) {
-      const Vocabulary vocab = vocabulary_from_json(state->at("vocab"));
-      data_ = load_charlm(path, val_frac, &vocab);
+      const DataState stored = data_state_from_json(config, *state);
+      data_ = load_charlm(path, val_frac, &stored.vocab);
     } else {
       data_ = load_charlm(path, val_frac);
     }
@@ -147,7 +225,7 @@ class CharLMTask : public Task {
     return cross_entropy(model_->forward(inputs.to(device_)), targets.to(device_));
   }
   int64_t tokens_per_example() const override { return context_; }
-  nlohmann::json data_state() const override { return {{"vocab", vocab_json(data_.vocab)}}; }
+  nlohmann::json data_state() const override { return {{"vocab", vocabulary_to_json(data_.vocab)}}; }
 
  private:
   Device device_;
@@ -158,12 +236,49 @@ class CharLMTask : public Task {
 
 }  // namespace
 
+nlohmann::json vocabulary_to_json(const Vocabulary& vocab) { return byte_strings_to_json(vocab.tokens); }
+
 Vocabulary vocabulary_from_json(const nlohmann::json& tokens) {
+  const std::vector<std::string> strings = byte_strings_from_json(tokens, "vocab");
+  TG_CHECK(strings.size() >= 2 && strings[0] == "<pad>" && strings[1] == "<unk>", kStateError,
+           "'vocab' must start with \"<pad>\", \"<unk>\" (ids 0 and 1)");
+  check_distinct(strings, "vocab");
   Vocabulary vocab;
   vocab.tokens.clear();
   vocab.index.clear();
-  for (const auto& token : tokens) vocab.add(token.get<std::string>());
+  for (const std::string& token : strings) vocab.add(token);
   return vocab;
+}
+
+std::vector<std::string> labels_from_json(const nlohmann::json& labels) {
+  std::vector<std::string> strings = byte_strings_from_json(labels, "labels");
+  TG_CHECK(!strings.empty(), kStateError, "'labels' is empty");
+  check_distinct(strings, "labels");
+  return strings;
+}
+
+DataState data_state_from_json(const TrainConfig& config, const nlohmann::json& state) {
+  DataState out;
+  if (config.task == "textcls" || config.task == "charlm") {
+    out.vocab = vocabulary_from_json(state_field(state, "vocab"));
+  }
+  if (config.task == "textcls") out.labels = labels_from_json(state_field(state, "labels"));
+  if (config.task == "timeseries") timeseries_state_from_json(config, state, out);
+  check_data_hash(state);
+  return out;
+}
+
+nn::StateShapes model_state_shapes(const TrainConfig& config, const DataState& state) {
+  const nn::ModelConfig model = config.model_config();
+  const auto count = [](const auto& items) { return static_cast<int64_t>(items.size()); };
+  if (config.task == "textcls") {
+    return nn::TextClassifier::state_shapes(state.vocab.size(), count(state.labels), model);
+  }
+  if (config.task == "timeseries") {
+    return nn::TimeSeriesModel::state_shapes(count(state.columns), config.horizon, model);
+  }
+  if (config.task == "charlm") return nn::CharLM::state_shapes(state.vocab.size(), model);
+  fail("unknown task '", config.task, "' (textcls, timeseries, charlm)");
 }
 
 Metrics Task::evaluate(bool train_split, int64_t batch) {

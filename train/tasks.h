@@ -35,8 +35,34 @@ class Task {
   Metrics evaluate(bool train_split, int64_t batch);
 };
 
-// The vocabulary stored in a checkpoint's data state (its tokens, in id order).
+// ---- a checkpoint's data state ------------------------------------------------------------------
+// Tokens, labels and column names are byte strings read from users' files; they are stored with
+// train/json_bytes.h (a JSON string when valid UTF-8, else an array of byte values), and both forms
+// are read back. The readers throw tg::Error naming the field for anything malformed.
+
+// A vocabulary's tokens in id order, and back: "<pad>" and "<unk>" first, no token twice.
+nlohmann::json vocabulary_to_json(const Vocabulary& vocab);
 Vocabulary vocabulary_from_json(const nlohmann::json& tokens);
+// Class labels in id order: at least one (a one-label TSV trains, so its checkpoint must load),
+// none twice.
+std::vector<std::string> labels_from_json(const nlohmann::json& labels);
+
+// Everything a task keeps to encode new data the same way, decoded.
+struct DataState {
+  Vocabulary vocab;                  // textcls, charlm
+  std::vector<std::string> labels;   // textcls
+  std::vector<std::string> columns;  // timeseries: the CSV header, one model input a column
+  int64_t target_column = 0;         // timeseries: the forecast column, the config's target
+  Normalization norm;                // timeseries: one finite mean and positive stddev a column
+};
+
+// The data state of a `config.task` checkpoint, with every field checked and the counts checked
+// against one another and against the config (the target column).
+DataState data_state_from_json(const TrainConfig& config, const nlohmann::json& state);
+
+// The state_dict names and shapes of the model that make_task builds for `config` and a stored
+// data state, computed without building it (see nn::CharLM::state_shapes).
+nn::StateShapes model_state_shapes(const TrainConfig& config, const DataState& state);
 
 // Builds the task's data and model. With `data_state` (from a checkpoint) the data is encoded
 // with the stored vocabulary/statistics; `whole_file` puts every example in the train split.

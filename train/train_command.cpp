@@ -5,6 +5,7 @@
 #include "autograd/error.h"
 #include "autograd/kernels.h"
 #include "train/cli.h"
+#include "train/strict_numbers.h"
 #include "train/trainer.h"
 
 namespace tg::cli {
@@ -13,6 +14,7 @@ int train(const Args& args) {
   namespace po = boost::program_options;
   train::TrainRun run;
   train::TrainConfig& c = run.config;
+  std::string seed = std::to_string(c.seed);
   po::options_description what("what to train");
   what.add_options()
       ("task", po::value(&c.task), "textcls | timeseries | charlm")
@@ -35,7 +37,7 @@ int train(const Args& args) {
       ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 (sgd, adam) or decoupled (adamw)")
       ("warmup", po::value(&c.warmup)->default_value(c.warmup), "linear warm-up steps, then cosine decay")
       ("clip", po::value(&c.clip)->default_value(c.clip), "clip the global gradient norm (0: off)")
-      ("seed", po::value(&c.seed)->default_value(c.seed), "seed for weights, shuffling and dropout")
+      ("seed", po::value(&seed)->default_value(seed), "seed for weights, shuffling and dropout (0 to 2^64-1)")
       ("threads", po::value(&c.threads)->default_value(c.threads), "threads (0: all cores)")
       ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
@@ -79,7 +81,11 @@ int train(const Args& args) {
   }
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
            "--task and --data are required (or --resume)");
+  c.seed = train::parse_uint64(seed, "--seed");
   c.shuffle = vm.count("no-shuffle") == 0;
+  for (const auto& [name, value] : vm) {
+    if (!value.defaulted()) run.given.insert(name);
+  }
   run.json = vm.count("json") > 0;
   run.profile = vm.count("profile") > 0;
   TG_CHECK(run.stop_after >= 0, "--stop-after must be >= 0");

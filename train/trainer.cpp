@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include "autograd/autocast.h"
 #include "autograd/error.h"
@@ -17,8 +19,11 @@
 #include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
+#include "nn/file_io.h"
 #include "train/checkpoint_file.h"
+#include "train/json_bytes.h"
 #include "train/progress.h"
+#include "train/sha256.h"
 #include "train/tasks.h"
 
 namespace tg::train {
@@ -31,46 +36,110 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, const std::vecto
 }
 
 std::string number(double value) {
+  if (std::isnan(value)) return "NaN";  // not printf's "-nan"
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
   return text;
 }
 
-// Fails before training, not after it, when an output could not be written.
-void check_output_dir(const std::string& path, const char* flag) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  TG_CHECK(std::filesystem::is_directory(parent), flag, " ", path, ": the directory ", parent.string(),
-           " does not exist");
+// Every output is checked before training, not after it: a path that cannot be written, or one
+// that would overwrite the data being trained on, is an error while nothing has been spent yet.
+void check_outputs(const TrainRun& run, const std::string& data) {
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--save", &run.save}, {"--save-init", &run.save_init}, {"--log", &run.log}};
+  for (const auto& [flag, path] : outputs) {
+    if (path->empty()) continue;
+    // (A log may be a stream such as /dev/stdout; opening it, just before training, checks it.)
+    if (flag != std::string("--log")) check_output_path(*path, flag);
+    TG_CHECK(!same_file(*path, data), flag, " ", *path, " is the training data file ", data);
+    TG_CHECK(flag == std::string("--save") || run.save.empty() || !same_file(*path, run.save), flag,
+             " ", *path, " is also the --save file");
+  }
 }
+
+// A resumed run continues the saved one: its model, data pipeline and optimizer settings are the
+// checkpoint's, so options that would change them are errors rather than silently ignored. The
+// length of the run (--steps, --epochs), where it runs (--device, --threads, and whether it
+// recomputes activations) and where the data now lives (--data, checked by content) may change.
+void check_resume_conflicts(const TrainConfig& saved, const TrainConfig& asked,
+                            const std::set<std::string>& given) {
+  static const std::set<std::string> may_change = {"steps", "epochs", "device", "threads", "data",
+                                                   "checkpoint-activations"};
+  const nlohmann::json saved_json = to_json(saved), asked_json = to_json(asked);
+  for (const std::string& flag : given) {
+    std::string key = flag == "no-shuffle" ? "shuffle" : flag;
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (may_change.count(flag) || !saved_json.contains(key)) continue;
+    TG_CHECK(saved_json[key] == asked_json[key], "--resume: --", flag, " ", asked_json[key].dump(),
+             " conflicts with the checkpoint's ", key, " ", saved_json[key].dump(),
+             " (a resumed run keeps the saved model and settings)");
+  }
+}
+
+// The content hash that lets a resumed run find its data under a new path.
+std::string data_sha256(const std::string& path) { return sha256_hex(read_regular_file(path, "--data")); }
+
+// The data of a resumed run: --data if given (the same data moved elsewhere), else the saved
+// path; either way it must hash to what the checkpoint was trained on.
+std::string resume_data(const Checkpoint& resumed, const TrainRun& run) {
+  const std::string path = run.given.count("data") ? run.config.data : resumed.config.data;
+  if (resumed.data_state.contains("sha256")) {
+    const std::string expected = resumed.data_state["sha256"].get<std::string>();
+    TG_CHECK(data_sha256(path) == expected, "--resume: ", path, " is not the data the checkpoint was ",
+             "trained on (its SHA-256 differs from ", expected.substr(0, 16), "...); pass the ",
+             "original file with --data");
+  }
+  return path;
+}
+
+// Training stopped because it diverged: one line naming the step, exit code 3, and no checkpoint
+// written (the previous one, if any, stays as it was).
+int diverged(Progress& progress, int64_t step, const std::string& what) {
+  progress.finish();
+  std::fprintf(stderr, "tapegrad train: error: training diverged at step %lld: %s; no checkpoint "
+               "written (try a lower --lr, --clip, or normalised data)\n",
+               static_cast<long long>(step), what.c_str());
+  return kExitDiverged;
+}
+
+// fp16's smallest subnormal: a loss scale below it means no step has had finite gradients for
+// about 40 steps in a row (the scale halves on each), so the run can no longer recover.
+constexpr double kSmallestLossScale = 5.96e-8;
 
 }  // namespace
 
 int train(const TrainRun& run) {
   TrainConfig config = run.config;
   Checkpoint resumed;
-  if (!run.resume.empty()) {
-    resumed = load_checkpoint(run.resume);
-    const int64_t steps = config.steps, epochs = config.epochs;
+  const bool resuming = !run.resume.empty();
+  if (resuming) {
+    resumed = load_checkpoint(run.resume);  // validated: shapes, counts, finite values
+    check_resume_conflicts(resumed.config, run.config, run.given);
     config = resumed.config;  // the model and data pipeline must be the ones that were saved
-    config.device = run.config.device;  // ... but the device is this run's choice
-    if (steps > 0 || epochs > 0) {
-      config.steps = steps;
-      config.epochs = epochs;
+    config.device = run.config.device;  // ... but where and how fast it runs is this run's choice
+    config.threads = run.config.threads;
+    if (run.given.count("checkpoint-activations")) config.checkpoint_activations = true;
+    if (run.config.steps > 0 || run.config.epochs > 0) {
+      config.steps = run.config.steps;
+      config.epochs = run.config.epochs;
     }
+    config.data = resume_data(resumed, run);
   }
   config.validate();
-  check_output_dir(run.save, "--save");
-  check_output_dir(run.save_init, "--save-init");
-  check_output_dir(run.log, "--log");
+  std::error_code ignored;
+  const std::filesystem::path absolute_data = std::filesystem::absolute(config.data, ignored);
+  if (!absolute_data.empty()) config.data = absolute_data.string();  // resumable from anywhere
+  check_outputs(run, config.data);
   set_num_threads(config.threads);
   manual_seed(config.seed);  // the initial weights
-  std::unique_ptr<Task> task = make_task(config, config.data, run.resume.empty() ? nullptr : &resumed.data_state);
+  std::unique_ptr<Task> task = make_task(config, config.data, resuming ? &resumed.data_state : nullptr);
+  nlohmann::json data_state = task->data_state();
+  data_state["sha256"] = data_sha256(config.data);
   nn::Module& model = task->model();
   model.train();
-  if (!run.resume.empty()) model.load_state_dict(resumed.model);
+  if (resuming) model.load_state_dict(resumed.model);
   if (!run.save_init.empty()) {
-    save_checkpoint(run.save_init, {config, task->data_state(), model.state_dict(), {}, 0, rng_state(), {}, 0});
+    save_checkpoint(run.save_init, {config, data_state, model.state_dict(), {}, 0, rng_state(), {}, 0});
   }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
@@ -80,7 +149,7 @@ int train(const TrainRun& run) {
   scaler_options.enabled = config.amp == "fp16";
   GradScaler scaler(scaler_options);
   int64_t skipped_steps = 0;
-  if (!run.resume.empty()) {
+  if (resuming) {
     scaler.load_state(resumed.scaler);
     skipped_steps = resumed.skipped_steps;
   }
@@ -89,19 +158,22 @@ int train(const TrainRun& run) {
   const int64_t per_epoch = examples / config.batch;
   TG_CHECK(per_epoch > 0, "--batch ", config.batch, " is larger than the ", examples,
            " training examples in ", config.data);
-  const int64_t total = config.steps > 0 ? config.steps : std::max<int64_t>(1, config.epochs) * per_epoch;
-  const int64_t first = run.resume.empty() ? 0 : resumed.step;
+  const int64_t total = config.steps > 0 ? config.steps
+                                         : checked_mul(std::max<int64_t>(1, config.epochs), per_epoch,
+                                                       "--epochs x batches per epoch");
+  TG_CHECK(total <= Limits::steps, "the run would take ", total, " steps, more than the ",
+           Limits::steps, " allowed");
+  const int64_t first = resuming ? resumed.step : 0;
   TG_CHECK(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ", total, " steps");
-  const int64_t last = run.stop_after > 0 ? std::min(total, first + run.stop_after) : total;
+  const int64_t last = run.stop_after > 0 ? first + std::min(total - first, run.stop_after) : total;
   TG_CHECK(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total, " steps");
   const WarmupCosine schedule(config.lr, config.warmup, total);
-  if (!run.resume.empty()) set_rng_state(resumed.rng);  // dropout continues where it stopped
+  if (resuming) set_rng_state(resumed.rng);  // dropout continues where it stopped
 
-  std::ofstream log;
+  std::unique_ptr<LogFile> log;
   if (!run.log.empty()) {
-    log.open(run.log);
-    TG_CHECK(log.good(), "--log: cannot write ", run.log);
-    log << "step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped\n";
+    log = std::make_unique<LogFile>(run.log, "--log");
+    log->write_line("step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped");
   }
   std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
                config.task.c_str(), static_cast<long long>(examples),
@@ -138,7 +210,8 @@ int train(const TrainRun& run) {
     scaler.scale(loss).backward();
     scaler.unscale(*optimizer);  // clip the true gradients, not the scaled ones
     if (config.clip > 0) clip_grad_norm(model.parameters(), config.clip);
-    if (!scaler.step(*optimizer)) ++skipped_steps;  // inf/NaN gradients: no update
+    const bool skipped = !scaler.step(*optimizer);  // inf/NaN gradients: no update
+    if (skipped) ++skipped_steps;
     scaler.update();
     optimizer->zero_grad();
     loss = Tensor();
@@ -158,14 +231,27 @@ int train(const TrainRun& run) {
       progress.message("step " + std::to_string(step + 1) + ": val loss " + number(val.loss) +
                        (val.accuracy ? ", val accuracy " + number(*val.accuracy) : ""));
     }
-    if (log.is_open()) {
-      log << step + 1 << "," << epoch << "," << number(loss_value) << "," << number(lr) << ","
-          << number(ms) << "," << val_columns << "," << number(loss_scale) << "," << skipped_steps
-          << "\n";
+    if (log) {
+      log->write_line(std::to_string(step + 1) + "," + std::to_string(epoch) + "," + number(loss_value) +
+                      "," + number(lr) + "," + number(ms) + "," + val_columns + "," +
+                      number(loss_scale) + "," + std::to_string(skipped_steps));
+    }
+    // A non-finite loss is divergence, except on a step the loss scaler skipped (an fp16
+    // overflow it recovers from by lowering the scale) -- unless the scale has collapsed.
+    if (!std::isfinite(loss_value) && !skipped) {
+      return diverged(progress, step + 1, "the training loss is " + number(loss_value));
+    }
+    if (scaler.is_enabled() && scaler.get_scale() < kSmallestLossScale) {
+      return diverged(progress, step + 1, "the loss scale fell to " + number(scaler.get_scale()) +
+                                              " (no finite gradients for many steps)");
+    }
+    if (evaluate && val.examples > 0 && !std::isfinite(val.loss)) {
+      return diverged(progress, step + 1, "the validation loss is " + number(val.loss));
     }
     progress.update(step + 1, epoch, loss_value, lr, config.batch * 1000.0 / std::max(ms, 1e-9));
   }
   progress.finish();
+  if (log) log->close();
   if (profiler) {
     profiler.reset();
     std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap since the "
@@ -174,8 +260,16 @@ int train(const TrainRun& run) {
   const int64_t peak_bytes = allocator_stats().peak_bytes - bytes_before;
 
   if (!run.save.empty()) {
-    save_checkpoint(run.save, {config, task->data_state(), model.state_dict(), optimizer->state(),
-                               last, rng_state(), scaler.state(), skipped_steps});
+    // The last update can overflow the weights even when every loss was finite: a checkpoint
+    // that eval, sample and --resume would refuse is never written.
+    nn::NamedTensors state = model.state_dict();
+    const nn::NamedTensors optimizer_state = optimizer->state();
+    for (const nn::NamedTensors* tensors : {&std::as_const(state), &optimizer_state}) {
+      const std::string bad = first_non_finite(*tensors);
+      if (!bad.empty()) return diverged(progress, last, "tensor '" + bad + "' holds NaN/Inf values");
+    }
+    save_checkpoint(run.save, {config, data_state, std::move(state), optimizer_state, last,
+                               rng_state(), scaler.state(), skipped_steps});
   }
   const int64_t steps_run = last - first;
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;

@@ -1,6 +1,7 @@
 #pragma once
 // The training loop behind `tapegrad train`.
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "train/config.h"
@@ -16,9 +17,13 @@ struct TrainRun {
   bool json = false;      // last stdout line: one JSON object
   bool profile = false;   // per-op table after training
   int64_t stop_after = 0; // stop after this many steps of this run (then save), 0: run to the end
+  std::set<std::string> given;  // the options typed on the command line (--resume checks them)
 };
 
-// Returns the exit code; bad data or settings throw tg::Error.
+// The exit code of a run that diverged (a NaN or infinite loss): no checkpoint was written.
+inline constexpr int kExitDiverged = 3;
+
+// Returns the exit code (0, or kExitDiverged); bad data or settings throw tg::Error.
 int train(const TrainRun& run);
 
 }  // namespace tg::train

@@ -5,6 +5,7 @@
 #include "tests/support/temp_files.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -374,14 +375,26 @@ TEST_CASE("a failed save leaves the existing file byte-identical, no temporary b
   CHECK(names_in(dir.path) == std::vector<std::string>{"model.safetensors"});
 }
 
-TEST_CASE("a save that fails at the rename removes its temporary file", "[safetensors]") {
+TEST_CASE("a save onto a directory is refused and leaves no temporary", "[safetensors]") {
   TempDir dir;
   const std::string target = dir.file("occupied");
-  fs::create_directory(target);  // rename() cannot put a file over a directory
+  fs::create_directory(target);
   write_bytes(dir.file("occupied/keep"), "untouched");
-  REQUIRE_THROWS_AS(save_safetensors(target, {{"w", ones({4})}}), tg::Error);
+  REQUIRE_THROWS_WITH(save_safetensors(target, {{"w", ones({4})}}),
+                      Catch::Contains("save_safetensors") && Catch::Contains("is a directory"));
   CHECK(names_in(dir.path) == std::vector<std::string>{"occupied"});
   CHECK(read_bytes(dir.file("occupied/keep")) == "untouched");
+}
+
+TEST_CASE("a save onto a FIFO is refused and the FIFO stays", "[safetensors]") {
+  TempDir dir;
+  const std::string fifo = dir.file("model.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  // rename() would silently put a regular file in the FIFO's place.
+  REQUIRE_THROWS_WITH(save_safetensors(fifo, {{"w", ones({4})}}),
+                      Catch::Contains("'" + fifo + "' is a FIFO, not a regular file"));
+  CHECK(fs::is_fifo(fifo));
+  CHECK(names_in(dir.path) == std::vector<std::string>{"model.safetensors"});
 }
 
 TEST_CASE("a save into a directory that does not exist throws", "[safetensors]") {

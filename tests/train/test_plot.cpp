@@ -48,6 +48,7 @@ struct Run {
 struct Launch {
   std::map<std::string, std::string> env;
   bool no_file_writes = false;
+  unsigned alarm_seconds = 0;  // > 0: SIGALRM kills a child that hangs (exit code -1), not the test
 };
 
 // Runs `tapegrad <args>` and collects its exit code, stdout and stderr.
@@ -80,6 +81,7 @@ Run tapegrad(const std::vector<std::string>& args, const Launch& launch = {}) {
       const rlimit limit{0, 0};
       ::setrlimit(RLIMIT_FSIZE, &limit);
     }
+    if (launch.alarm_seconds > 0) ::alarm(launch.alarm_seconds);  // survives execve
     ::execve(TAPEGRAD_BIN, argv.data(), envp.data());
     ::_exit(127);
   }
@@ -347,12 +349,41 @@ TEST_CASE("a failed plot leaves an existing --out untouched and no temporary beh
   CHECK(names_in(dir.path) == std::vector<std::string>{"keep.png", "log.csv"});
 }
 
-TEST_CASE("a plot onto a directory fails at the rename and removes its temporary", "[plot]") {
+TEST_CASE("a plot onto a directory is refused and leaves no temporary", "[plot]") {
   TempDir dir;
   fs::create_directory(dir.file("occupied.png"));
   write_bytes(dir.file("occupied.png/keep"), "untouched");
   require_one_line_error(tapegrad({"pe", "--dim", "8", "--len", "8", "--out", dir.file("occupied.png")}),
-                         "occupied.png");
+                         "--out: '" + dir.file("occupied.png") + "' is a directory");
   CHECK(names_in(dir.path) == std::vector<std::string>{"occupied.png"});
   CHECK(read_bytes(dir.file("occupied.png/keep")) == "untouched");
+}
+
+TEST_CASE("plot refuses a FIFO as --out and as --log, without waiting on it", "[plot]") {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  write_bytes(dir.file("log.csv"), kLog);
+  Launch launch;
+  launch.alarm_seconds = 30;  // a child blocked in open() dies instead of hanging the test
+  SECTION("--out") {
+    // rename() would silently put the PNG in the FIFO's place (exit code 0).
+    require_one_line_error(tapegrad({"loss", "--log", dir.file("log.csv"), "--out", fifo}, launch),
+                           "--out: '" + fifo + "' is a FIFO, not a regular file");
+  }
+  SECTION("--log") {
+    require_one_line_error(tapegrad({"loss", "--log", fifo, "--out", dir.file("loss.png")}, launch),
+                           "--log: '" + fifo + "' is a FIFO, not a regular file");
+  }
+  CHECK(fs::is_fifo(fifo));
+  CHECK(names_in(dir.path) == std::vector<std::string>{"log.csv", "pipe"});
+}
+
+TEST_CASE("plot loss refuses an --out that is the --log itself", "[plot]") {
+  TempDir dir;
+  write_bytes(dir.file("log.csv"), kLog);
+  fs::create_symlink("log.csv", dir.file("same.png"));
+  require_one_line_error(tapegrad({"loss", "--log", dir.file("log.csv"), "--out", dir.file("same.png")}),
+                         "is the --log file");
+  CHECK(read_bytes(dir.file("log.csv")) == kLog);
 }

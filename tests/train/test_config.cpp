@@ -1,0 +1,60 @@
+// A stored training config is read strictly: the right JSON types, values in range.
+#include <catch2/catch.hpp>
+
+#include "autograd/error.h"
+#include "train/config.h"
+
+using namespace tg::train;
+
+namespace {
+
+nlohmann::json stored_config() {
+  TrainConfig config;
+  config.task = "charlm";
+  config.data = "corpus.txt";
+  return to_json(config);
+}
+
+}  // namespace
+
+TEST_CASE("config_from_json reads back what to_json wrote", "[config]") {
+  TrainConfig config;
+  config.task = "timeseries";
+  config.data = std::string("dir\xFF/series.csv");  // a path that is not UTF-8
+  config.seed = UINT64_MAX;
+  config.target = "value";
+  config.lr = 3e-3;
+  const TrainConfig back = config_from_json(nlohmann::json::parse(to_json(config).dump()));
+  REQUIRE(back.data == config.data);
+  REQUIRE(back.seed == UINT64_MAX);
+  REQUIRE(back.lr == config.lr);
+  REQUIRE(to_json(back) == to_json(config));
+}
+
+TEST_CASE("config_from_json refuses wrong types and values out of range", "[config]") {
+  const auto refused = [](const char* key, const nlohmann::json& value, const std::string& expected) {
+    nlohmann::json json = stored_config();
+    json[key] = value;
+    INFO(key << " = " << value.dump());
+    REQUIRE_THROWS_WITH(config_from_json(json), Catch::Contains(expected));
+  };
+  refused("dim", 3.5, "'dim' must be an integer");
+  refused("dim", "64", "'dim' must be an integer");
+  refused("dim", 8192ull << 40, "--dim");
+  refused("dim", UINT64_MAX, "'dim' must be an integer in int64's range");
+  refused("seed", -1, "'seed' must be a non-negative integer");
+  refused("max_len", 288230376151711744ll, "--max-len");
+  refused("context", INT64_MAX, "--context");
+  refused("horizon", INT64_MAX, "--horizon");
+  refused("epochs", INT64_MAX, "--epochs");
+  refused("threads", 100000, "threads");
+  refused("lr", "fast", "'lr' must be a number");
+  refused("lr", 1e308 * 10, "--lr");
+  refused("shuffle", 1, "'shuffle' must be true or false");
+  refused("task", 7, "'task' must be a string");
+  refused("data", nlohmann::json::array({300}), "data");
+  nlohmann::json missing = stored_config();
+  missing.erase("heads");
+  REQUIRE_THROWS_WITH(config_from_json(missing), Catch::Contains("'heads' is missing"));
+  REQUIRE_THROWS_WITH(config_from_json(nlohmann::json::array()), Catch::Contains("object"));
+}
