@@ -160,6 +160,10 @@ class TimeSeriesTask : public Task {
     if (state) {
       const DataState stored = data_state_from_json(config, *state);
       data_ = load_timeseries(path, spec, &stored.norm);
+      // The model reads columns by position: the file must have the trained-on columns, in order.
+      TG_CHECK(data_.columns == stored.columns, "load_timeseries: '", path, "' has the columns ",
+               byte_strings_to_json(data_.columns).dump(), " but the model was trained on ",
+               byte_strings_to_json(stored.columns).dump());
     } else {
       data_ = load_timeseries(path, spec);
     }

@@ -290,6 +290,19 @@ TEST_CASE("safetensors rejects negative or impossible dimensions", "[safetensors
       "too many elements");
 }
 
+TEST_CASE("safetensors rejects a shape of more than 16 dims, however long", "[safetensors]") {
+  // A 200 KB header with one shape of 100,000 ones: refused at its length, before any per-dim work.
+  std::string ones = "[1";
+  for (int i = 1; i < 100000; ++i) ones += ",1";
+  ones += "]";
+  require_rejected(file_bytes(entry_with(R"("F32")", ones, "[0,4]"), std::string(4, '\0')),
+                   "100000 dims, more than the 16");
+  std::string seventeen = "[1";
+  for (int i = 1; i < 17; ++i) seventeen += ",1";
+  require_rejected(file_bytes(entry_with(R"("F32")", seventeen + "]", "[0,4]"), std::string(4, '\0')),
+                   "17 dims");
+}
+
 TEST_CASE("safetensors rejects data_offsets outside the buffer", "[safetensors]") {
   require_rejected(file_bytes(entry_with(R"("F32")", "[4]", "[0,16]"), kEightBytes),
                    "run past the end");

@@ -165,3 +165,17 @@ TEST_CASE("sample streams what it draws", "[cli][reliability]") {
   REQUIRE(result.out.size() == 3 + 25 + 1);
   REQUIRE(result.out.rfind("the", 0) == 0);
 }
+
+TEST_CASE("eval refuses a CSV whose columns are not the trained-on ones", "[cli][reliability]") {
+  TempDir dir;
+  write_bytes(dir.file("series.csv"), small_csv());
+  const std::string model = dir.file("m.st");
+  REQUIRE(run_cli("train --task timeseries --window 4 --steps 1 --data " + dir.file("series.csv") + kTiny +
+                      " --save " + model, dir).exit_code == 0);
+  std::string swapped = "value,t\n";
+  for (int i = 0; i < 40; ++i) swapped += std::to_string(std::sin(i * 0.3)) + "," + std::to_string(i) + "\n";
+  write_bytes(dir.file("swapped.csv"), swapped);
+  require_one_line_error(run_cli("eval --load " + model + " --data " + dir.file("swapped.csv"), dir),
+                         "trained on [\"t\",\"value\"]");
+  REQUIRE(run_cli("eval --load " + model + " --data " + dir.file("series.csv"), dir).exit_code == 0);
+}
