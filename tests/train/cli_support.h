@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -49,6 +50,22 @@ inline void require_one_line_error(const CliResult& result, const std::string& e
   REQUIRE(result.exit_code == 2);
   REQUIRE(lines_of(result.err).size() == 1);
   REQUIRE_THAT(result.err, Catch::Contains(expected));
+}
+
+// Small data files for end-to-end runs: a sine series (times `scale`) with its index, 40 rows;
+// and a pangram repeated 40 times.
+inline std::string small_csv(double scale = 1.0) {
+  std::string csv = "t,value\n";
+  for (int i = 0; i < 40; ++i) {
+    csv += std::to_string(i) + "," + std::to_string(scale * std::sin(i * 0.3)) + "\n";
+  }
+  return csv;
+}
+
+inline std::string small_text() {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  return text;
 }
 
 }  // namespace tg::testing

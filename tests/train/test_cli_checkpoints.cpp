@@ -26,11 +26,10 @@ struct Trained {
   std::string lm = dir.file("lm.st"), cls = dir.file("cls.st"), ts = dir.file("ts.st");
 
   Trained() {
-    std::string corpus, tsv, csv = "t,value\n";
-    for (int i = 0; i < 40; ++i) corpus += "the quick brown fox jumps over the lazy dog. ";
+    std::string tsv, csv = "t,value\n";
     for (int i = 0; i < 30; ++i) tsv += std::string(i % 2 ? "pets" : "wild") + "\tthe cat sat on a mat\n";
     for (int i = 0; i < 40; ++i) csv += std::to_string(i) + "," + std::to_string(i % 7) + "\n";
-    write_bytes(text, corpus);
+    write_bytes(text, small_text());
     write_bytes(texts, tsv);
     write_bytes(series, csv);
     train("--task charlm --context 8 --layers 1 --data " + text + " --steps 2 --save " + lm);

@@ -10,20 +10,6 @@ using namespace tg::testing;
 
 namespace {
 
-std::string small_csv(double scale = 1.0) {
-  std::string csv = "t,value\n";
-  for (int i = 0; i < 40; ++i) {
-    csv += std::to_string(i) + "," + std::to_string(scale * std::sin(i * 0.3)) + "\n";
-  }
-  return csv;
-}
-
-std::string small_text() {
-  std::string text;
-  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
-  return text;
-}
-
 const std::string kTiny = " --dim 8 --heads 2 --batch 4 --threads 1 --seed 3";
 const std::string kHuge = "9223372036854775807";
 

@@ -8,25 +8,12 @@ using namespace tg::testing;
 
 namespace {
 
-// 40 rows, 2 columns: a noisy-free sine and its index.
-std::string small_csv() {
-  std::string csv = "t,value\n";
-  for (int i = 0; i < 40; ++i) csv += std::to_string(i) + "," + std::to_string(std::sin(i * 0.3)) + "\n";
-  return csv;
-}
-
 std::string small_tsv() {
   std::string tsv;
   const char* texts[] = {"the cat sat", "a dog ran far", "cats and dogs", "the bird flew", "fish swim deep",
                          "dogs bark loud", "cats purr", "birds sing", "fish blow bubbles", "a cat naps"};
   for (int i = 0; i < 30; ++i) tsv += std::string(i % 2 ? "pets" : "wild") + "\t" + texts[i % 10] + "\n";
   return tsv;
-}
-
-std::string small_text() {
-  std::string text;
-  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
-  return text;
 }
 
 const std::string kTinyModel = " --dim 8 --heads 2 --batch 4 --threads 1 --dropout 0.1";
