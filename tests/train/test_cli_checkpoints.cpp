@@ -187,7 +187,10 @@ TEST_CASE("cli checkpoints: metadata numbers are strict", "[cli][checkpoint]") {
   const std::pair<const char*, const char*> bad[] = {
       {"step", "12abc"}, {"rng_seed", "-1"}, {"rng_offset", " 5"}, {"skipped_steps", "1e3"},
       {"scaler_growth_tracker", "+4"}, {"scaler_scale", "nan"}};
-  for (const auto& [key, value] : bad) {
+  for (const auto& entry : bad) {
+    // Plain names, not structured bindings: clang 14 cannot capture those in a lambda.
+    const char* key = entry.first;
+    const char* value = entry.second;
     INFO(key << " = " << value);
     const std::string path = dir.file(std::string(key) + ".st");
     write_edited(t.lm, path, [&](SafetensorsFile& file) { file.metadata[key] = value; });
