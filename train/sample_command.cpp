@@ -70,8 +70,10 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
     const int64_t next = draw(last.values(), temperature, top_k, philox_uniform(seed, 0, n));
     ids.push_back(next);
     std::cout << vocab.tokens[next] << std::flush;
+    // A closed pipe (`| head`) ends the sampling at once rather than after every token.
+    TG_CHECK(std::cout.good(), "writing the sample to stdout failed after ", n + 1, " characters");
   }
-  std::cout << "\n";
+  std::cout << "\n" << std::flush;
   TG_CHECK(std::cout.good(), "writing the sample to stdout failed");
   return 0;
 }

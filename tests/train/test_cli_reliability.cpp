@@ -150,6 +150,14 @@ TEST_CASE("sample streams what it draws", "[cli][reliability]") {
   // The prompt, then 25 characters of the training text's alphabet (all one byte here), then "\n".
   REQUIRE(result.out.size() == 3 + 25 + 1);
   REQUIRE(result.out.rfind("the", 0) == 0);
+  // Output that cannot be written stops the sampling at the first character, with one line.
+  const std::string command = std::string("'") + TAPEGRAD_BIN + "' sample --load " + model +
+                              " --prompt the --tokens 1000000 > /dev/full 2> " + dir.file("err");
+  const int status = std::system(command.c_str());
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 2);
+  REQUIRE(lines_of(read_bytes(dir.file("err"))).size() == 1);
+  REQUIRE_THAT(read_bytes(dir.file("err")), Catch::Contains("writing the sample to stdout failed after 1 "));
 }
 
 TEST_CASE("eval refuses a CSV whose columns are not the trained-on ones", "[cli][reliability]") {
