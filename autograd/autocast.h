@@ -17,8 +17,8 @@
 // (around forward and loss, not backward): the optimizer changes the weights in place between
 // steps, and a cached cast would then be stale. backward() runs with autocast off.
 //
-// Outside any scope (and inside `Autocast(DType::f32)`, which turns it off) nothing changes:
-// mismatched dtypes are an error, as before.
+// Outside any scope (and inside `Autocast(DType::f32)`, which turns it off) ops apply no policy:
+// inputs of mismatched dtypes are an error.
 #include <optional>
 
 #include "autograd/dtype.h"

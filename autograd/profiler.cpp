@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "autograd/storage.h"
+#include "autograd/tape.h"
 
 namespace tg {
 namespace profiler_detail {
@@ -84,13 +85,6 @@ std::string human_bytes(int64_t bytes) {
 
 namespace profiler_detail {
 
-void op_recorded(const char* op) {
-  const Clock::time_point now = Clock::now();
-  const int64_t bytes = bytes_allocated();
-  charge_gap(op, now, bytes);
-  set_mark(now, bytes);
-}
-
 uint64_t begin_region(std::string_view name, const char* suffix) {
   const Clock::time_point now = Clock::now();
   const int64_t bytes = bytes_allocated();
@@ -121,16 +115,54 @@ void end_region(uint64_t token) {
 
 }  // namespace profiler_detail
 
+namespace {
+
+// The profiler's side of the engine's seam: a forward op is charged the gap since the last hook;
+// backward() and each node's backward are regions ("backward()", "matmul.backward"). Installed
+// while a Profiler is alive; thread_local and never destroyed before its thread, so a span that
+// ends after its Profiler (which end_region then ignores) still finds it.
+class ProfilerObserver final : public TapeObserver {
+ public:
+  void op_recorded(const char* op) override {
+    const Clock::time_point now = Clock::now();
+    const int64_t bytes = bytes_allocated();
+    charge_gap(op, now, bytes);
+    set_mark(now, bytes);
+  }
+  void backward_started() override { open("backward()", ""); }
+  void backward_finished() override { close(); }
+  void node_started(const Node& node) override { open(node.op, ".backward"); }
+  void node_finished(const Node&) override { close(); }
+
+ private:
+  // Spans nest (checkpoint's backward runs a backward() inside a node): a stack of region tokens.
+  void open(std::string_view name, const char* suffix) {
+    tokens_.push_back(profiler_detail::enabled ? profiler_detail::begin_region(name, suffix) : 0);
+  }
+  void close() {
+    const uint64_t token = tokens_.back();
+    tokens_.pop_back();
+    if (token != 0) profiler_detail::end_region(token);
+  }
+  std::vector<uint64_t> tokens_;
+};
+
+thread_local ProfilerObserver observer;
+
+}  // namespace
+
 Profiler::Profiler() : owner_(!profiler_detail::enabled) {
   if (!owner_) return;
   state.rows.clear();
   state.open.clear();
   set_mark(Clock::now(), bytes_allocated());
   profiler_detail::enabled = true;
+  previous_observer_ = set_tape_observer(&observer);
 }
 
 Profiler::~Profiler() {
   if (!owner_) return;
+  set_tape_observer(previous_observer_);
   if (state.open.empty()) charge_gap("(untaped)", Clock::now(), bytes_allocated());
   state.open.clear();
   profiler_detail::enabled = false;

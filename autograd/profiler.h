@@ -32,13 +32,18 @@
 // inclusive, "self bytes" without the children. The allocator counts every thread; the times
 // are this thread's (OpenMP workers run inside the op that started them).
 //
-// Cost when off: one thread_local bool test per taped op and per backward node.
+// How it hears of the engine: a Profiler installs a TapeObserver (autograd/tape.h) on its thread,
+// the engine's one hook, and takes it out again when it ends.
+//
+// Cost when off: one thread_local pointer test per taped op and per backward node.
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tg {
+
+class TapeObserver;
 
 struct ProfileRow {
   std::string name;
@@ -62,6 +67,7 @@ class Profiler {
 
  private:
   bool owner_;
+  TapeObserver* previous_observer_ = nullptr;
 };
 
 // This thread's rows from the running or the last finished Profiler.
@@ -71,7 +77,6 @@ std::string format_profile(const ProfileTable& table, size_t max_rows = 0);
 
 namespace profiler_detail {
 extern thread_local constinit bool enabled;
-void op_recorded(const char* op);                                  // the forward hook
 uint64_t begin_region(std::string_view name, const char* suffix);  // returns a token
 void end_region(uint64_t token);
 }  // namespace profiler_detail

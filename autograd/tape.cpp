@@ -3,12 +3,36 @@
 #include <algorithm>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "autograd/autocast.h"
 #include "autograd/error.h"
 #include "autograd/kernels.h"
-#include "autograd/profiler.h"
 
+// The engine: record() notes each op as it runs, backward() walks those notes in reverse.
+//
+// Who owns what, and why the tape holds weak references:
+//   - A tensor owns the node that produced it (TensorImpl::grad_fn), and a node owns the nodes of
+//     its inputs (Edge::node). So everything a tensor's gradient could flow through is kept alive
+//     by that tensor, and nothing else is.
+//   - The tape holds only std::weak_ptr<Node>: it remembers the ORDER in which ops ran, never
+//     keeps a node alive. A graph that no tensor can reach any more (an evaluation run with grad
+//     mode on, a loss that was printed and dropped) is freed at once with its last tensor, as in
+//     PyTorch, instead of living on the tape until someone clears it. Dead entries are compacted
+//     away as the tape grows (compact_tape).
+//   - A node saves what its backward needs as detach()ed handles (same storage, no history).
+//     Saving an op's own output (exp, tanh and sigmoid do) would otherwise make the output own
+//     its node and the node own the output: a cycle that never frees. The price is no double
+//     backward (create_graph), which nothing here needs.
+//   - Leaves (parameters) are not nodes: an Edge points straight at the leaf's TensorImpl, whose
+//     .grad is where its gradients add up.
+//   - Dropping the last owner of a long chain would free it by recursive destructors, one stack
+//     frame per node; Node::~Node frees the chain in a loop instead.
+//
+// Why walking the tape backwards is enough: a node's inputs existed before the op ran, so their
+// nodes are earlier on the tape. Walked in reverse, every node comes after every node that
+// consumed its output, so when a node's turn comes its output's gradient is complete. No graph
+// search, no recursion, no depth limit.
 namespace tg {
 namespace {
 
@@ -16,11 +40,106 @@ thread_local bool grad_mode = true;
 thread_local std::vector<std::weak_ptr<Node>> tape;
 thread_local size_t compact_at = 1024;
 thread_local uint64_t next_sequence = 0;
+thread_local TapeObserver* observer = nullptr;  // the seam (tape.h); null when nobody watches
 
 // Drops the entries of nodes that no tensor owns any more.
 void compact_tape() {
   std::erase_if(tape, [](const std::weak_ptr<Node>& entry) { return entry.expired(); });
   compact_at = std::max<size_t>(1024, 2 * tape.size());
+}
+
+// ---- Pieces of backward() ---------------------------------------------------------------------
+
+// Gradients waiting for their node's turn: node -> d(root)/d(node's output), summed so far.
+using PendingGrads = std::unordered_map<Node*, Tensor>;
+
+// The gradient the sweep starts from, d root / d root: `grad` when given (checked against root),
+// else 1, which needs a scalar root.
+Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
+  TG_CHECK(root.defined(), "backward: the tensor is undefined");
+  TG_CHECK(root.requires_grad(), "backward: tensor of shape ", shape_str(root.shape()),
+           " does not require grad and has no grad_fn");
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    TG_CHECK(root.numel() == 1, "backward: output of shape ", shape_str(root.shape()),
+             " is not a scalar; pass a gradient of the same shape");
+    seed = ones(root.shape(), root.dtype(), root.device());
+  }
+  TG_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ", shape_str(seed.shape()),
+           " does not match output shape ", shape_str(root.shape()));
+  TG_CHECK(seed.dtype() == root.dtype(), "backward: gradient dtype ", dtype_name(seed.dtype()),
+           " does not match output dtype ", dtype_name(root.dtype()));
+  TG_CHECK(seed.device() == root.device(), "backward: gradient on ", device_name(seed.device()),
+           " but output on ", device_name(root.device()));
+  return seed;
+}
+
+// What backward() switches off while it runs, and why:
+//   - grad mode: backward functions are written with ops (tanh's is mul(g, 1 - y*y)); recording
+//     them would build a graph of the backward pass, which only double backward would use.
+//   - autocast: each gradient must keep its input's dtype (an f32 weight cast to bf16 for the
+//     forward still gets an f32 gradient); under autocast the backward's matmuls would run in half.
+struct BackwardMode {
+  NoGrad no_grad;
+  AutocastStateScope no_autocast{std::nullopt};
+};
+
+// The seam, engine side: reports a span to this thread's TapeObserver, if one is installed: the
+// whole sweep (node == nullptr) or one node's backward. The end goes, from the destructor, to the
+// observer that saw the start, so a backward that throws still closes its span.
+class ObservedSpan {
+ public:
+  explicit ObservedSpan(const Node* node) : observer_(observer), node_(node) {
+    if (!observer_) return;
+    if (node_) observer_->node_started(*node_);
+    else observer_->backward_started();
+  }
+  ~ObservedSpan() {
+    if (!observer_) return;
+    if (node_) observer_->node_finished(*node_);
+    else observer_->backward_finished();
+  }
+  ObservedSpan(const ObservedSpan&) = delete;
+  ObservedSpan& operator=(const ObservedSpan&) = delete;
+
+ private:
+  TapeObserver* observer_;
+  const Node* node_;
+};
+
+// The next node to run: walking the tape down from `cursor`, the latest node with a gradient
+// waiting. Dead entries and nodes recorded after the root (they cannot feed it) are skipped.
+// Running off the start of the tape with gradients still waiting means a node is not on it.
+std::shared_ptr<Node> next_node(size_t& cursor, const Node& root, const PendingGrads& pending) {
+  while (cursor > 0) {
+    std::shared_ptr<Node> node = tape[--cursor].lock();
+    if (node && node->sequence <= root.sequence && pending.contains(node.get())) return node;
+  }
+  fail("backward: op '", pending.begin()->first->op,
+       "' is not on this thread's tape (was it recorded on another thread or in a TapeScope?)");
+}
+
+// Removes and returns the gradient waiting for `node`: complete, since its consumers all ran.
+Tensor take_pending(PendingGrads& pending, Node& node) {
+  auto found = pending.find(&node);
+  Tensor grad_output = std::move(found->second);
+  pending.erase(found);
+  return grad_output;
+}
+
+// Runs the node's backward: one gradient per input, each in the shape of the node's OUTPUT.
+Grads run_node_backward(Node& node, const Tensor& grad_output) {
+  TG_CHECK(!node.released, "backward: op '", node.op,
+           "' was already back-propagated and its saved tensors freed; "
+           "call backward(..., retain_graph=true) the first time to go through it again");
+  Grads grads;
+  {
+    const ObservedSpan span(&node);  // the profiler's "<op>.backward" row
+    grads = node.backward(grad_output, node);
+  }
+  TG_CHECK(grads.size() == node.inputs.size(), "backward of '", node.op, "' returned ",
+           grads.size(), " gradients for ", node.inputs.size(), " inputs");
+  return grads;
 }
 
 Tensor contiguous_copy(const Tensor& t) {
@@ -29,7 +148,9 @@ Tensor contiguous_copy(const Tensor& t) {
   return copy;
 }
 
-// Sums a gradient over the dimensions its input was broadcast along, giving it `shape`.
+// Sums a gradient over the dimensions its input was broadcast along, giving it `shape`. Done here,
+// once, for every op: a backward returns gradients in its output's shape and never repeats this
+// (so expand's backward is the identity).
 Tensor reduce_to_shape(const Tensor& grad, const Shape& shape, const std::string& op) {
   if (grad.shape() == shape) return grad;
   const int64_t extra = grad.dim() - static_cast<int64_t>(shape.size());
@@ -57,12 +178,23 @@ Tensor reduce_to_shape(const Tensor& grad, const Shape& shape, const std::string
   return Tensor(impl);
 }
 
+// One input's gradient, as that input needs it: reduced to its shape, and checked to be in its
+// dtype (a backward that returns another dtype is a bug in that op).
+Tensor gradient_for_input(const Tensor& grad, const Edge& edge, const std::string& op) {
+  Tensor g = reduce_to_shape(grad, edge.shape, op);
+  TG_CHECK(g.dtype() == edge.dtype, "backward of '", op, "': gradient dtype ",
+           dtype_name(g.dtype()), " for an input of dtype ", dtype_name(edge.dtype));
+  return g;
+}
+
 Tensor add_gradients(const Tensor& a, const Tensor& b) {
   Tensor sum = empty(a.shape(), a.dtype(), a.device());
   kernels(a.device()).binary(BinaryOp::add, a, b, sum);
   return sum;
 }
 
+// A leaf's gradient adds up in its .grad, across inputs and across backward() calls (until
+// zero_grad), as in PyTorch.
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   Tensor contiguous = grad.is_contiguous() ? grad : contiguous_copy(grad);
   // Gradients are never changed in place: a stored .grad may be shared with another tensor.
@@ -70,6 +202,15 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
                         : contiguous.detach().impl_ptr();
 }
 
+// An op's output used several times (fan-out) gets one gradient per use: they add up here until
+// the node's turn comes.
+void accumulate_pending(PendingGrads& pending, Node& node, const Tensor& grad) {
+  auto [slot, inserted] = pending.try_emplace(&node, grad);
+  if (!inserted) slot->second = add_gradients(slot->second, grad);
+}
+
+// After its backward a node frees what it saved (the activations: most of training's memory).
+// The node itself stays, owned by its output, marked so that a second backward fails clearly.
 void release(Node& node) {
   node.saved.clear();
   node.backward = nullptr;
@@ -102,27 +243,32 @@ NoGrad::~NoGrad() { grad_mode = previous_; }
 EnableGrad::EnableGrad() : previous_(grad_mode) { grad_mode = true; }
 EnableGrad::~EnableGrad() { grad_mode = previous_; }
 
+TapeObserver* set_tape_observer(TapeObserver* new_observer) {
+  return std::exchange(observer, new_observer);
+}
+
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   if (!grad_mode) return false;
   return std::any_of(inputs.begin(), inputs.end(),
                      [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
+// Called by every differentiable op right after computing `output`. The node it builds is owned
+// by `output` (grad_fn); the tape gets a weak reference that only remembers the order.
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
-  // Profiler: the op's forward compute just happened (its time is the gap since the last hook).
-  if (profiler_detail::enabled) profiler_detail::op_recorded(op);
+  if (observer) observer->op_recorded(op);  // the seam: the profiler times the forward op here
   auto node = std::make_shared<Node>();
   node->op = op;
   node->sequence = next_sequence++;
-  for (const Tensor& input : inputs) {
+  for (const Tensor& input : inputs) {  // where each input's gradient will go
     Edge edge;
     if (input.defined()) {
       edge.shape = input.shape();
       edge.dtype = input.dtype();
-      if (input.grad_fn()) edge.node = input.grad_fn();
-      else if (input.requires_grad()) edge.leaf = input.impl_ptr();
+      if (input.grad_fn()) edge.node = input.grad_fn();              // an op's output: its node
+      else if (input.requires_grad()) edge.leaf = input.impl_ptr();  // a parameter: its .grad
     }
     node->inputs.push_back(std::move(edge));
   }
@@ -141,68 +287,29 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
   if (tape.size() >= compact_at) compact_tape();
 }
 
+// Reverse-mode sweep: every leaf that `root` depends on gets d(root)/d(leaf) added to its .grad.
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  TG_CHECK(root.defined(), "backward: the tensor is undefined");
-  TG_CHECK(root.requires_grad(), "backward: tensor of shape ", shape_str(root.shape()),
-           " does not require grad and has no grad_fn");
-  Tensor seed = grad;
-  if (!seed.defined()) {
-    TG_CHECK(root.numel() == 1, "backward: output of shape ", shape_str(root.shape()),
-             " is not a scalar; pass a gradient of the same shape");
-    seed = ones(root.shape(), root.dtype(), root.device());
-  }
-  TG_CHECK(seed.shape() == root.shape(), "backward: gradient of shape ", shape_str(seed.shape()),
-           " does not match output shape ", shape_str(root.shape()));
-  TG_CHECK(seed.dtype() == root.dtype(), "backward: gradient dtype ", dtype_name(seed.dtype()),
-           " does not match output dtype ", dtype_name(root.dtype()));
-  TG_CHECK(seed.device() == root.device(), "backward: gradient on ", device_name(seed.device()),
-           " but output on ", device_name(root.device()));
+  const Tensor seed = seed_gradient(root, grad);
+  const ObservedSpan sweep(nullptr);  // the seam: the profiler's "backward()" row
+  const BackwardMode mode;            // nothing recorded, autocast off
+  if (root.is_leaf()) return accumulate_into_leaf(*root.impl(), seed);  // no graph to walk
 
-  const ProfileRegion profile_sweep("backward()");  // profiler: the whole sweep, when on
-  NoGrad no_grad;  // backward itself is not recorded
-  AutocastStateScope no_autocast(std::nullopt);  // gradients keep their inputs' dtypes
-  if (root.is_leaf()) {
-    accumulate_into_leaf(*root.impl(), seed);
-    return;
-  }
-  Node* root_node = root.grad_fn().get();
-  std::unordered_map<Node*, Tensor> pending{{root_node, seed}};
-  for (size_t i = tape.size(); i-- > 0 && !pending.empty();) {
-    std::shared_ptr<Node> node = tape[i].lock();
-    if (!node || node->sequence > root_node->sequence) continue;
-    auto found = pending.find(node.get());
-    if (found == pending.end()) continue;
-    Tensor grad_output = std::move(found->second);
-    pending.erase(found);
-    TG_CHECK(!node->released, "backward: op '", node->op,
-             "' was already back-propagated and its saved tensors freed; "
-             "call backward(..., retain_graph=true) the first time to go through it again");
-
-    Grads grads;
-    {
-      const ProfileRegion profile_node(node->op, ".backward");  // profiler: exact time, bytes
-      grads = node->backward(grad_output, *node);
-    }
-    TG_CHECK(grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ",
-             grads.size(), " gradients for ", node->inputs.size(), " inputs");
+  // Order: the tape, walked backwards from the root (a topological order, see the top).
+  Node& root_node = *root.grad_fn();
+  PendingGrads pending{{&root_node, seed}};
+  for (size_t cursor = tape.size(); !pending.empty();) {
+    const std::shared_ptr<Node> node = next_node(cursor, root_node, pending);
+    const Tensor grad_output = take_pending(pending, *node);
+    const Grads grads = run_node_backward(*node, grad_output);
+    // Send each input its gradient: to a leaf's .grad, or to the input's node, to wait its turn.
     for (size_t j = 0; j < grads.size(); ++j) {
-      const Edge& edge = node->inputs[j];
       if (!grads[j].defined() || !node->needs_grad(j)) continue;
-      Tensor g = reduce_to_shape(grads[j], edge.shape, node->op);
-      TG_CHECK(g.dtype() == edge.dtype, "backward of '", node->op, "': gradient dtype ",
-               dtype_name(g.dtype()), " for an input of dtype ", dtype_name(edge.dtype));
-      if (edge.leaf) {
-        accumulate_into_leaf(*edge.leaf, g);
-      } else {
-        auto [slot, inserted] = pending.try_emplace(edge.node.get(), g);
-        if (!inserted) slot->second = add_gradients(slot->second, g);
-      }
+      const Edge& edge = node->inputs[j];
+      const Tensor g = gradient_for_input(grads[j], edge, node->op);  // broadcast undone
+      if (edge.leaf) accumulate_into_leaf(*edge.leaf, g);
+      else accumulate_pending(pending, *edge.node, g);
     }
-    if (!retain_graph) release(*node);
-  }
-  if (!pending.empty()) {
-    fail("backward: op '", pending.begin()->first->op,
-         "' is not on this thread's tape (was it recorded on another thread or in a TapeScope?)");
+    if (!retain_graph) release(*node);  // free the saved activations now, not at the step's end
   }
 }
 

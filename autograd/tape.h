@@ -81,6 +81,24 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
 void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
 
 
+// The seam: the one way a tool watches the engine (the profiler is the tool that does). An
+// observer installed on a thread hears of every op recorded there and of every backward() sweep
+// and node backward run there; the engine has no other hook. A span's end goes to the observer
+// that saw its start, also when a backward throws. Observing costs one thread_local pointer test
+// per event when no observer is installed.
+class TapeObserver {
+ public:
+  virtual ~TapeObserver() = default;
+  virtual void op_recorded(const char* op) = 0;  // record(): `op` just computed its output
+  virtual void backward_started() = 0;           // backward(): the sweep, seed checked
+  virtual void backward_finished() = 0;
+  virtual void node_started(const Node& node) = 0;  // node.backward(...) is about to run
+  virtual void node_finished(const Node& node) = 0;
+};
+// Installs `observer` on this thread (nullptr: none) and returns the one it replaces. The
+// observer must outlive every span it has seen start.
+TapeObserver* set_tape_observer(TapeObserver* observer);
+
 // The tape as text: one line per live node (op, output shape, dtype, saved bytes).
 std::string format_tape();
 size_t tape_size();   // live nodes on this thread's tape
