@@ -141,7 +141,7 @@ TEST_CASE("checkpoint: save and load round-trip every field", "[checkpoint]") {
   REQUIRE(loaded.model.size() == saved.model.size());
   for (size_t i = 0; i < saved.model.size(); ++i) {
     REQUIRE(loaded.model[i].first == saved.model[i].first);
-    REQUIRE(loaded.model[i].second.values() == saved.model[i].second.values());
+    REQUIRE(loaded.model[i].second.to_host_f64() == saved.model[i].second.to_host_f64());
   }
   REQUIRE(loaded.optimizer.size() == saved.optimizer.size());
   REQUIRE(loaded.optimizer.size() == 1 + 3 * saved.model.size());  // step, then 3 Adam buffers each
@@ -318,7 +318,7 @@ TEST_CASE("checkpoint: NaN or Inf in any tensor is refused, naming it", "[checkp
   const auto poison = [](const std::string& name, double value, int64_t at) {
     return [name, value, at](SafetensorsFile& file) {
       Tensor& t = tensor_named(file, name);
-      std::vector<double> values = t.values();
+      std::vector<double> values = t.to_host_f64();
       values[at] = value;
       t = from_values(values, t.shape(), t.dtype());
     };
@@ -331,7 +331,7 @@ TEST_CASE("checkpoint: NaN or Inf in any tensor is refused, naming it", "[checkp
   // Half precision is scanned too (a model stored in f16: load_state_dict converts it).
   require_refused(dir, checkpoint, [](SafetensorsFile& file) {
     Tensor& t = tensor_named(file, "norm.weight");
-    std::vector<double> values = t.values();
+    std::vector<double> values = t.to_host_f64();
     values[2] = 1e6;  // past f16's largest finite value, 65504: rounds to Inf
     t = from_values(values, t.shape(), DType::f16);
   }, "tensor 'norm.weight' holds NaN/Inf values");
