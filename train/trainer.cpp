@@ -139,7 +139,8 @@ int train(const TrainRun& run) {
   model.train();
   if (resuming) model.load_state_dict(resumed.model);
   if (!run.save_init.empty()) {
-    save_checkpoint(run.save_init, {config, data_state, model.state_dict(), {}, 0, rng_state(), {}, 0});
+    save_checkpoint(run.save_init, {.config = config, .data_state = data_state, .model = model.state_dict(),
+                                    .rng = rng_state()});
   }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
@@ -268,8 +269,9 @@ int train(const TrainRun& run) {
       const std::string bad = first_non_finite(*tensors);
       if (!bad.empty()) return diverged(progress, last, "tensor '" + bad + "' holds NaN/Inf values");
     }
-    save_checkpoint(run.save, {config, data_state, std::move(state), optimizer_state, last,
-                               rng_state(), scaler.state(), skipped_steps});
+    save_checkpoint(run.save, {.config = config, .data_state = data_state, .model = std::move(state),
+                               .optimizer = optimizer_state, .step = last, .rng = rng_state(),
+                               .scaler = scaler.state(), .skipped_steps = skipped_steps});
   }
   const int64_t steps_run = last - first;
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;
