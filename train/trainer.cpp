@@ -25,6 +25,7 @@
 #include "train/progress.h"
 #include "train/sha256.h"
 #include "train/tasks.h"
+#include "train/train_step.h"
 
 namespace tg::train {
 namespace {
@@ -201,21 +202,12 @@ int train(const TrainRun& run) {
     const auto started = std::chrono::steady_clock::now();
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
-    Tensor loss;
-    {
-      const Autocast autocast(config.amp_dtype());  // f32: off
-      loss = task->loss(batches[step % per_epoch], true);
-    }
-    const double loss_value = loss.item();
-    const double loss_scale = scaler.get_scale();  // the scale this step's backward runs with
-    scaler.scale(loss).backward();
-    scaler.unscale(*optimizer);  // clip the true gradients, not the scaled ones
-    if (config.clip > 0) clip_grad_norm(model.parameters(), config.clip);
-    const bool skipped = !scaler.step(*optimizer);  // inf/NaN gradients: no update
+    const std::vector<int64_t>& batch = batches[step % per_epoch];
+    const TrainStepResult result = train_step([&] { return task->loss(batch, true); }, *optimizer, scaler,
+                                              {.autocast = config.amp_dtype(), .clip = config.clip});
+    const double loss_value = result.loss, loss_scale = result.loss_scale;
+    const bool skipped = result.skipped;  // inf/NaN gradients: no update
     if (skipped) ++skipped_steps;
-    scaler.update();
-    optimizer->zero_grad();
-    loss = Tensor();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     total_ms += ms;
     recent_loss_sum += loss_value;
