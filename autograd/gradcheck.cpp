@@ -32,7 +32,7 @@ void set_element(const Tensor& t, int64_t index, double value) {
 
 std::vector<double> evaluate(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
   NoGrad no_grad;
-  return fn(inputs).values();
+  return fn(inputs).to_host_f64();
 }
 
 // Runs fn with grad, back-propagates `seed`, returns each checked input's gradient values.
@@ -44,7 +44,7 @@ std::vector<std::vector<double>> analytical(const GradcheckFn& fn, const std::ve
   if (out.requires_grad()) out.backward(from_values(seed, out.shape(), DType::f64, out.device()));
   for (const Tensor& input : inputs) {
     if (!input.requires_grad()) continue;
-    grads.push_back(input.grad().defined() ? input.grad().values()
+    grads.push_back(input.grad().defined() ? input.grad().to_host_f64()
                                            : std::vector<double>(input.numel(), 0.0));
     input.zero_grad();
   }
@@ -109,10 +109,10 @@ GradcheckResult fast_check(const GradcheckFn& fn, const std::vector<Tensor>& inp
   const RngState previous = rng_state();
   manual_seed(options.seed);
   const int64_t outputs = static_cast<int64_t>(evaluate(fn, inputs).size());
-  const std::vector<double> v = rand({outputs}, DType::f64, kCPU).values();
+  const std::vector<double> v = rand({outputs}, DType::f64, kCPU).to_host_f64();
   std::vector<std::vector<double>> u;
   for (const Tensor& input : inputs) {
-    if (input.requires_grad()) u.push_back(rand({input.numel()}, DType::f64, kCPU).values());
+    if (input.requires_grad()) u.push_back(rand({input.numel()}, DType::f64, kCPU).to_host_f64());
   }
   set_rng_state(previous);
   // v^T J u analytically: the gradient for seed v, dotted with u.

@@ -130,7 +130,7 @@ Tensor copy_to_device(const Tensor& t, Device device) {
   return out;
 }
 
-std::vector<double> Tensor::values() const {
+std::vector<double> Tensor::to_host_f64() const {
   const Tensor host = device() == kCPU ? *this : copy_to_device(*this, kCPU);
   Tensor converted = empty(shape(), DType::f64, kCPU);
   kernels(kCPU).copy(host, converted);
@@ -138,7 +138,7 @@ std::vector<double> Tensor::values() const {
   return {begin, begin + converted.numel()};
 }
 
-std::vector<int64_t> Tensor::indices() const {
+std::vector<int64_t> Tensor::to_host_i64() const {
   const Tensor host = device() == kCPU ? *this : copy_to_device(*this, kCPU);
   Tensor converted = empty(shape(), DType::i64, kCPU);
   kernels(kCPU).copy(host, converted);
@@ -149,7 +149,7 @@ std::vector<int64_t> Tensor::indices() const {
 double Tensor::item() const {
   TG_CHECK(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(),
            " elements, not 1");
-  return values()[0];
+  return to_host_f64()[0];
 }
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
@@ -226,7 +226,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   os << "Tensor(shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype());
   if (t.numel() <= 64) {
     os << ", values=[";
-    const auto values = t.values();
+    const auto values = t.to_host_f64();
     for (size_t i = 0; i < values.size(); ++i) os << (i ? ", " : "") << values[i];
     os << "]";
   }

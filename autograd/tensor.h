@@ -64,10 +64,11 @@ class Tensor {
   Tensor detach() const;  // same storage, no history
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
-  // Values, for tests and printing: converted through f64 / i64 (copied to the host first).
+  // Host copies, for tests and printing: the elements (of any dtype, any device) copied to the
+  // host and converted to f64 / i64, in row-major order. Not views, and not sparse values/indices.
   double item() const;
-  std::vector<double> values() const;
-  std::vector<int64_t> indices() const;
+  std::vector<double> to_host_f64() const;
+  std::vector<int64_t> to_host_i64() const;
 
   // Views and conversions (defined in ops/, recorded on the tape).
   Tensor view(const Shape& shape) const;
@@ -75,7 +76,7 @@ class Tensor {
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor permute(const Shape& order) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor expand(const Shape& shape) const;
+  Tensor expand(const Shape& shape) const;  // recorded; ops/views.h: expand_untaped is not
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor contiguous() const;

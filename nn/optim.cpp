@@ -29,7 +29,7 @@ int64_t read_step(const char* optimizer, const std::string& name, const Tensor& 
   TG_CHECK(tensor.dim() == 0, optimizer, " load_state: '", name, "' must be a scalar, got shape ",
            shape_str(tensor.shape()));
   if (tensor.dtype() == DType::i64) {
-    const int64_t step = tensor.indices()[0];
+    const int64_t step = tensor.to_host_i64()[0];
     TG_CHECK(step >= 0, optimizer, " load_state: '", name, "' is negative (", step, ")");
     return step;
   }

@@ -30,6 +30,7 @@ class Optimizer {
   // Sets every parameter's grad to undefined (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
 
+  const char* name() const { return name_; }  // "SGD", "Adam", "AdamW"
   double lr() const { return lr_; }
   void set_lr(double lr);
   int64_t step_count() const { return step_count_; }  // step() calls so far

@@ -18,7 +18,7 @@ void attach_mask(AttentionProblem& problem, const Tensor& mask, const Shape& bat
                  int64_t sk) {
   Shape full = batch;
   full.insert(full.end(), {sq, sk});
-  const Tensor view = broadcast_view(mask, full);
+  const Tensor view = expand_untaped(mask, full);
   problem.mask = view;
   problem.mask_row_stride = view.strides()[view.dim() - 2];
   problem.mask_col_stride = view.strides()[view.dim() - 1];

@@ -22,7 +22,7 @@ Tensor binary_forward(BinaryOp kind, const Tensor& a, const Tensor& b, const cha
   check_same_kind(a, b, op);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = empty(shape, a.dtype(), a.device());
-  kernels(a.device()).binary(kind, broadcast_view(a, shape), broadcast_view(b, shape), out);
+  kernels(a.device()).binary(kind, expand_untaped(a, shape), expand_untaped(b, shape), out);
   return out;
 }
 

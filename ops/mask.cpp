@@ -41,8 +41,8 @@ Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
   const Shape ab = broadcast_shapes(a.shape(), b.shape(), "where");
   const Shape shape = broadcast_shapes(condition.shape(), ab, "where");
   Tensor out = empty(shape, a.dtype(), a.device());
-  kernels(a.device()).where(broadcast_view(condition, shape), broadcast_view(a, shape),
-                            broadcast_view(b, shape), out);
+  kernels(a.device()).where(expand_untaped(condition, shape), expand_untaped(a, shape),
+                            expand_untaped(b, shape), out);
   // d out/da = condition, d out/db = !condition (the engine sums over broadcast dims)
   record("where", {condition, a, b}, out, {condition}, [](const Tensor& g, const Node& n) {
     const Tensor& c = n.saved[0];
@@ -63,7 +63,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TG_CHECK(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   const Tensor filler = scalar(value, x.dtype(), x.device());
-  kernels(x.device()).where(broadcast_view(mask, x.shape()), broadcast_view(filler, x.shape()), x,
+  kernels(x.device()).where(expand_untaped(mask, x.shape()), expand_untaped(filler, x.shape()), x,
                             out);
   // d out/dx = 1 where mask is false, 0 where it is true (there out is the constant value)
   record("masked_fill", {x}, out, {mask}, [](const Tensor& g, const Node& n) {

@@ -89,7 +89,7 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   b_shape.insert(b_shape.end(), {k, n});
   out_shape.insert(out_shape.end(), {m, n});
   Tensor out = empty(out_shape, a.dtype(), a.device());
-  gemm_into(broadcast_view(a, a_shape), broadcast_view(b, b_shape), out);
+  gemm_into(expand_untaped(a, a_shape), expand_untaped(b, b_shape), out);
   // d(A B)/dA = G B^T, d(A B)/dB = A^T G (summed over broadcast batch dims by the engine)
   record("matmul", {a, b}, out, {a, b}, [](const Tensor& g, const Node& n) {
     const Tensor& a = n.saved[0];
@@ -143,7 +143,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
              shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
     TG_CHECK(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
              " and input dtype ", dtype_name(x.dtype()), " differ");
-    kernels(x.device()).binary(BinaryOp::add, out, broadcast_view(bias.detach(), out.shape()), out);
+    kernels(x.device()).binary(BinaryOp::add, out, expand_untaped(bias.detach(), out.shape()), out);
   }
   out = out.view(out_shape);
   // y = x W^T + b:  dx = G W,  dW = G^T x,  db = sum of G over rows

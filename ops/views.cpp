@@ -111,7 +111,7 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   return out;
 }
 
-Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+Tensor expand_untaped(const Tensor& t, const Shape& shape) {
   const int64_t extra = static_cast<int64_t>(shape.size()) - t.dim();
   TG_CHECK(extra >= 0, "op 'expand': cannot expand ", shape_str(t.shape()), " to ", shape_str(shape));
   Shape strides(shape.size(), 0);
@@ -130,7 +130,7 @@ Tensor Tensor::expand(const Shape& requested) const {
   for (int64_t i = 0; i < dim() && extra >= 0; ++i) {
     if (shape[extra + i] == -1) shape[extra + i] = this->shape()[i];
   }
-  Tensor out = broadcast_view(*this, shape);
+  Tensor out = expand_untaped(*this, shape);
   // d expand(x)/dx: the gradient summed over the expanded dims (the engine reduces it)
   record("expand", {*this}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
   return out;

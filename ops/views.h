@@ -10,7 +10,10 @@ namespace tg {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 
-// A view with stride 0 on broadcast dims, not recorded (for kernels): t broadcast to shape.
-Tensor broadcast_view(const Tensor& t, const Shape& shape);
+// Tensor::expand without the tape: t broadcast to `shape` as a view with stride 0 on the
+// broadcast dims, recorded on no tape (no gradient flows through it). For ops that hand broadcast
+// operands to a kernel and record their own node. t.expand(shape) is this view plus a tape node
+// (and takes -1 for "keep this size").
+Tensor expand_untaped(const Tensor& t, const Shape& shape);
 
 }  // namespace tg

@@ -25,6 +25,7 @@
 #include "nn/optim.h"
 #include "ops/ops.h"
 #include "train/cli.h"
+#include "train/train_step.h"
 
 namespace tg::cli {
 namespace {
@@ -73,23 +74,13 @@ std::vector<int64_t> random_ints(int64_t count, int64_t high, std::mt19937_64& g
   return values;
 }
 
-// A training step of model -> loss -> backward -> Adam.step -> zero_grad, in `precision`.
+// A training step of model -> loss -> backward -> Adam.step -> zero_grad, in `precision`: the
+// step `tapegrad train` runs (train/train_step.h), without clipping.
 template <typename Loss>
 std::function<void()> training_step(std::shared_ptr<Adam> adam, Loss loss,
                                     std::shared_ptr<Precision> precision) {
   return [adam, loss, precision] {
-    Tensor value;
-    {
-      const Autocast autocast(precision->compute);
-      value = loss();
-    }
-    precision->scaler.scale(value).backward();
-    {
-      const ProfileRegion region("Adam.step");
-      precision->scaler.step(*adam);
-      precision->scaler.update();
-    }
-    adam->zero_grad();
+    train::train_step(loss, *adam, precision->scaler, {.autocast = precision->compute});
   };
 }
 

@@ -149,14 +149,14 @@ bool all_finite(const T* values, size_t count) {
   return std::all_of(values, values + count, [](T v) { return std::isfinite(v); });
 }
 
-// Integers and bools always are; f32 and f64 are scanned in place, half types through values().
+// Integers and bools always are; f32 and f64 are scanned in place, half types through to_host_f64().
 bool all_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return true;
   const Tensor dense = t.cpu().contiguous();
   const size_t count = static_cast<size_t>(dense.numel());
   if (dense.dtype() == DType::f32) return all_finite(dense.data_as<float>(), count);
   if (dense.dtype() == DType::f64) return all_finite(dense.data_as<double>(), count);
-  const std::vector<double> values = dense.values();
+  const std::vector<double> values = dense.to_host_f64();
   return all_finite(values.data(), values.size());
 }
 

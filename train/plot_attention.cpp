@@ -83,7 +83,7 @@ int plot_attention(const Args& args) {
     weights = layer_weights(model.layers, nullptr, model.pos_enc->forward(model.embedding->forward(input)), layer, true);
   }
   const int64_t heads = weights.size(1), length = weights.size(2);
-  const auto values = weights.values();
+  const auto values = weights.to_host_f64();
   for (std::string& token : tokens) if (token == " ") token = "␣";
   std::vector<plot::Heatmap> panels;
   for (int64_t h = 0; h < heads; ++h) {

@@ -53,7 +53,7 @@ int plot_pe(const Args& args) {
   plot::Heatmap map;
   map.rows = len;
   map.cols = dim;
-  map.values = nn::sinusoidal_table(len, dim, DType::f64).values();
+  map.values = nn::sinusoidal_table(len, dim, DType::f64).to_host_f64();
   map.x_label = "embedding dimension";
   map.y_label = "position";
   std::ostringstream title;

@@ -67,7 +67,7 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
     const Tensor logits =
         model.forward(from_indices(context, {1, static_cast<int64_t>(context.size())}, device));
     const Tensor last = logits.narrow(1, logits.size(1) - 1, 1).reshape({-1});
-    const int64_t next = draw(last.values(), temperature, top_k, philox_uniform(seed, 0, n));
+    const int64_t next = draw(last.to_host_f64(), temperature, top_k, philox_uniform(seed, 0, n));
     ids.push_back(next);
     std::cout << vocab.tokens[next] << std::flush;
     // A closed pipe (`| head`) ends the sampling at once rather than after every token.
@@ -93,7 +93,7 @@ int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Dev
   NoGrad no_grad;
   const int64_t length = static_cast<int64_t>(ids.size());
   const auto probs =
-      softmax(model.forward(from_indices(ids, {1, length}, device), {length}), -1).values();
+      softmax(model.forward(from_indices(ids, {1, length}, device), {length}), -1).to_host_f64();
   const int64_t best = std::max_element(probs.begin(), probs.end()) - probs.begin();
   std::cout << labels[best] << "\n";
   for (size_t i = 0; i < labels.size(); ++i) std::cout << "  " << labels[i] << ": " << probs[i] << "\n";

@@ -14,8 +14,8 @@ namespace {
 
 // How many of the predictions (argmax of logits [B, C]) equal the labels.
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  const auto predicted = max(logits.detach(), -1).indices.indices();
-  const auto truth = labels.indices();
+  const auto predicted = max(logits.detach(), -1).indices.to_host_i64();
+  const auto truth = labels.to_host_i64();
   int64_t correct = 0;
   for (size_t i = 0; i < truth.size(); ++i) correct += predicted[i] == truth[i] ? 1 : 0;
   return correct;

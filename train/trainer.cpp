@@ -25,6 +25,7 @@
 #include "train/progress.h"
 #include "train/sha256.h"
 #include "train/tasks.h"
+#include "train/train_step.h"
 
 namespace tg::train {
 namespace {
@@ -139,7 +140,8 @@ int train(const TrainRun& run) {
   model.train();
   if (resuming) model.load_state_dict(resumed.model);
   if (!run.save_init.empty()) {
-    save_checkpoint(run.save_init, {config, data_state, model.state_dict(), {}, 0, rng_state(), {}, 0});
+    save_checkpoint(run.save_init, {.config = config, .data_state = data_state, .model = model.state_dict(),
+                                    .rng = rng_state()});
   }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
@@ -200,21 +202,12 @@ int train(const TrainRun& run) {
     const auto started = std::chrono::steady_clock::now();
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
-    Tensor loss;
-    {
-      const Autocast autocast(config.amp_dtype());  // f32: off
-      loss = task->loss(batches[step % per_epoch], true);
-    }
-    const double loss_value = loss.item();
-    const double loss_scale = scaler.get_scale();  // the scale this step's backward runs with
-    scaler.scale(loss).backward();
-    scaler.unscale(*optimizer);  // clip the true gradients, not the scaled ones
-    if (config.clip > 0) clip_grad_norm(model.parameters(), config.clip);
-    const bool skipped = !scaler.step(*optimizer);  // inf/NaN gradients: no update
+    const std::vector<int64_t>& batch = batches[step % per_epoch];
+    const TrainStepResult result = train_step([&] { return task->loss(batch, true); }, *optimizer, scaler,
+                                              {.autocast = config.amp_dtype(), .clip = config.clip});
+    const double loss_value = result.loss, loss_scale = result.loss_scale;
+    const bool skipped = result.skipped;  // inf/NaN gradients: no update
     if (skipped) ++skipped_steps;
-    scaler.update();
-    optimizer->zero_grad();
-    loss = Tensor();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     total_ms += ms;
     recent_loss_sum += loss_value;
@@ -268,8 +261,9 @@ int train(const TrainRun& run) {
       const std::string bad = first_non_finite(*tensors);
       if (!bad.empty()) return diverged(progress, last, "tensor '" + bad + "' holds NaN/Inf values");
     }
-    save_checkpoint(run.save, {config, data_state, std::move(state), optimizer_state, last,
-                               rng_state(), scaler.state(), skipped_steps});
+    save_checkpoint(run.save, {.config = config, .data_state = data_state, .model = std::move(state),
+                               .optimizer = optimizer_state, .step = last, .rng = rng_state(),
+                               .scaler = scaler.state(), .skipped_steps = skipped_steps});
   }
   const int64_t steps_run = last - first;
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;

@@ -65,7 +65,7 @@ int main() {
   std::cout << "\n== tape of mha.forward(x, {}, is_causal=true): the fused path ==\n" << format_tape();
 
   double max_diff = 0;
-  const std::vector<double> a = output.values(), b = fused.values();
+  const std::vector<double> a = output.to_host_f64(), b = fused.to_host_f64();
   for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::abs(a[i] - b[i]));
   std::cout << "\nexplicit and fused outputs agree within 1e-5: " << (max_diff < 1e-5 ? "yes" : "no")
             << "\n";

@@ -27,7 +27,7 @@ double unit_roundoff(DType dtype) { return dtype == DType::f16 ? 0x1.0p-11 : 0x1
 
 // Relative error of `actual` against `expected` as whole vectors: |a - e|_2 / |e|_2.
 double relative_error(const Tensor& actual, const Tensor& expected) {
-  const std::vector<double> a = actual.values(), e = expected.values();
+  const std::vector<double> a = actual.to_host_f64(), e = expected.to_host_f64();
   REQUIRE(a.size() == e.size());
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -38,7 +38,7 @@ double relative_error(const Tensor& actual, const Tensor& expected) {
 }
 
 void require_equal_values(const Tensor& a, const Tensor& b) {
-  const std::vector<double> va = a.values(), vb = b.values();
+  const std::vector<double> va = a.to_host_f64(), vb = b.to_host_f64();
   REQUIRE(va.size() == vb.size());
   for (size_t i = 0; i < va.size(); ++i) {
     INFO("element " << i);
@@ -162,8 +162,8 @@ TEST_CASE("half GEMM equals the f32 GEMM of the rounded inputs, rounded once", "
       REQUIRE(product.dtype() == half);
       const Tensor reference = matmul(a.to(DType::f32), b.to(DType::f32));
       const Tensor magnitudes = matmul(abs_values(a), abs_values(b));  // sum |a||b| per element
-      const std::vector<double> got = product.values(), want = reference.values(),
-                                scale = magnitudes.values();
+      const std::vector<double> got = product.to_host_f64(), want = reference.to_host_f64(),
+                                scale = magnitudes.to_host_f64();
       for (size_t i = 0; i < got.size(); ++i) {
         INFO("element " << i << ": " << got[i] << " vs " << want[i]);
         // One rounding of the f32 result, plus f32 summation-order noise.
@@ -195,7 +195,7 @@ TEST_CASE("half elementwise kernels compute in f32 and round once", "[autocast]"
     require_equal_values(sum(wide, {1}), sum(wide.to(DType::f32), {1}).to(half));
     // uniform numbers in half stay in [0, 1).
     const Tensor u = rand({4096}, half);
-    for (double value : u.values()) REQUIRE((value >= 0.0 && value < 1.0));
+    for (double value : u.to_host_f64()) REQUIRE((value >= 0.0 && value < 1.0));
   }
 }
 

@@ -60,7 +60,7 @@ int64_t peak_bytes(const Layers& layers, const Tensor& x, bool checkpointed) {
 void require_same(const Tensor& a, const Tensor& b, double tol) {
   REQUIRE(a.defined());
   REQUIRE(b.defined());
-  const std::vector<double> va = a.values(), vb = b.values();
+  const std::vector<double> va = a.to_host_f64(), vb = b.to_host_f64();
   REQUIRE(va.size() == vb.size());
   for (size_t i = 0; i < va.size(); ++i) {
     INFO("element " << i << ": " << va[i] << " vs " << vb[i]);

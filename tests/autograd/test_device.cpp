@@ -54,8 +54,8 @@ TEST_CASE("device: screen_indices counts, bounds and rewrites ignored entries", 
   REQUIRE(summary.kept == 3);
   REQUIRE(summary.min == 0);
   REQUIRE(summary.max == 7);
-  REQUIRE(safe.indices() == std::vector<int64_t>{4, 0, 0, 7, 0});
-  REQUIRE(keep.values() == std::vector<double>{1, 0, 1, 1, 0});
+  REQUIRE(safe.to_host_i64() == std::vector<int64_t>{4, 0, 0, 7, 0});
+  REQUIRE(keep.to_host_f64() == std::vector<double>{1, 0, 1, 1, 0});
   const IndexSummary none = kernels(kCPU).screen_indices(from_indices({-1, -1}, {2}), -1, Tensor(), Tensor());
   REQUIRE(none.kept == 0);
   REQUIRE(none.max < none.min);

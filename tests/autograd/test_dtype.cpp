@@ -356,14 +356,14 @@ TEST_CASE("dtype: tensors convert through f16 and bf16 with rounding", "[dtype]"
   Tensor half = x.to(DType::f16);
   REQUIRE(half.dtype() == DType::f16);
   REQUIRE(half.data_as<uint16_t>()[0] == 0x2e66);
-  const std::vector<double> h = half.values();
+  const std::vector<double> h = half.to_host_f64();
   REQUIRE(h[0] == 0.0999755859375);
   REQUIRE(std::isinf(h[1]));
   REQUIRE(h[2] == -2.5);
   REQUIRE(h[3] == 1365.0 / 4096.0);  // 1/3 ~ 0x3555 = (1 + 341/1024) / 4
   Tensor brain = x.to(DType::bf16);
   REQUIRE(brain.data_as<uint16_t>()[0] == 0x3dcd);
-  const std::vector<double> b = brain.values();
+  const std::vector<double> b = brain.to_host_f64();
   REQUIRE(b[0] == 0.10009765625);
   REQUIRE(b[1] == 65536.0);
   REQUIRE(b[2] == -2.5);

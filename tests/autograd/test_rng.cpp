@@ -77,13 +77,13 @@ TEST_CASE("rng: manual_seed makes draws reproducible and resets the offset", "[r
   manual_seed(1234);
   REQUIRE(rng_state().seed == 1234);
   REQUIRE(rng_state().offset == 0);
-  const std::vector<double> first = rand({37}).values();
-  const std::vector<double> first_normal = randn({11}).values();
+  const std::vector<double> first = rand({37}).to_host_f64();
+  const std::vector<double> first_normal = randn({11}).to_host_f64();
   manual_seed(1234);
-  REQUIRE(rand({37}).values() == first);
-  REQUIRE(randn({11}).values() == first_normal);
+  REQUIRE(rand({37}).to_host_f64() == first);
+  REQUIRE(randn({11}).to_host_f64() == first_normal);
   manual_seed(1235);
-  REQUIRE(rand({37}).values() != first);
+  REQUIRE(rand({37}).to_host_f64() != first);
 }
 
 TEST_CASE("rng: rand draws the stream (seed, offset) element by element", "[rng]") {
@@ -91,12 +91,12 @@ TEST_CASE("rng: rand draws the stream (seed, offset) element by element", "[rng]
   manual_seed(99);
   rand({5});  // advances the offset by ceil(5 / 4) = 2 blocks
   REQUIRE(rng_state().offset == 2);
-  const std::vector<double> values = rand({2, 5}).values();
+  const std::vector<double> values = rand({2, 5}).to_host_f64();
   for (int64_t i = 0; i < 10; ++i) REQUIRE(values[i] == expected_uniform(99, 2, i));
   REQUIRE(rng_state().offset == 2 + 3);  // ceil(10 / 4) = 3
   // f64 output holds the same 24-bit numbers.
   manual_seed(99);
-  const std::vector<double> as_f64 = rand({5}, DType::f64).values();
+  const std::vector<double> as_f64 = rand({5}, DType::f64).to_host_f64();
   for (int64_t i = 0; i < 5; ++i) REQUIRE(as_f64[i] == expected_uniform(99, 0, i));
 }
 
@@ -123,22 +123,22 @@ TEST_CASE("rng: set_rng_state replays the same numbers", "[rng]") {
   manual_seed(5);
   rand({3});
   const RngState saved = rng_state();
-  const std::vector<double> a = rand({9}).values();
-  const std::vector<double> b = randn({4}).values();
+  const std::vector<double> a = rand({9}).to_host_f64();
+  const std::vector<double> b = randn({4}).to_host_f64();
   set_rng_state(saved);
-  REQUIRE(rand({9}).values() == a);
-  REQUIRE(randn({4}).values() == b);
+  REQUIRE(rand({9}).to_host_f64() == a);
+  REQUIRE(randn({4}).to_host_f64() == b);
   // Consecutive draws do not overlap: the second rand of the same size differs.
   set_rng_state(saved);
   rand({9});
-  REQUIRE(rand({9}).values() != a);
+  REQUIRE(rand({9}).to_host_f64() != a);
 }
 
 TEST_CASE("rng: rand is in (0, 1) with a uniform mean and variance", "[rng][stats]") {
   RngGuard guard;
   manual_seed(2024);
   const int64_t n = 100000;
-  const std::vector<double> v = rand({n}).values();
+  const std::vector<double> v = rand({n}).to_host_f64();
   double sum = 0, sum_sq = 0;
   int64_t low_half = 0;
   for (double x : v) {
@@ -159,7 +159,7 @@ TEST_CASE("rng: rand is in (0, 1) with a uniform mean and variance", "[rng][stat
 TEST_CASE("rng: uniform(low, high) scales into the interval", "[rng]") {
   RngGuard guard;
   manual_seed(3);
-  const std::vector<double> v = uniform({1000}, -2.0, 3.0).values();
+  const std::vector<double> v = uniform({1000}, -2.0, 3.0).to_host_f64();
   double sum = 0;
   for (double x : v) {
     REQUIRE(x >= -2.0);
@@ -177,7 +177,7 @@ TEST_CASE("rng: randn has mean ~0 and std ~1 on 100k samples", "[rng][stats]") {
   Tensor t = randn({n});
   REQUIRE(t.dtype() == DType::f32);
   REQUIRE(t.shape() == Shape{n});
-  const std::vector<double> v = t.values();
+  const std::vector<double> v = t.to_host_f64();
   double sum = 0, sum_sq = 0;
   int64_t within_one = 0;
   for (double x : v) {

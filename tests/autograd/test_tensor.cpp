@@ -17,17 +17,17 @@ TEST_CASE("tensor: zeros, ones, full and scalar", "[tensor][factories]") {
   REQUIRE(z.dtype() == DType::f32);
   REQUIRE(z.dim() == 2);
   REQUIRE(z.numel() == 6);
-  REQUIRE(z.values() == std::vector<double>(6, 0.0));
-  REQUIRE(ones({4}, DType::f64).values() == std::vector<double>(4, 1.0));
-  REQUIRE(full({2, 2}, -2.5).values() == std::vector<double>(4, -2.5));
+  REQUIRE(z.to_host_f64() == std::vector<double>(6, 0.0));
+  REQUIRE(ones({4}, DType::f64).to_host_f64() == std::vector<double>(4, 1.0));
+  REQUIRE(full({2, 2}, -2.5).to_host_f64() == std::vector<double>(4, -2.5));
   Tensor s = scalar(7.25);
   REQUIRE(s.shape() == Shape{});
   REQUIRE(s.dim() == 0);
   REQUIRE(s.numel() == 1);
   REQUIRE(s.item() == 7.25);
   // full in integer and bool dtypes.
-  REQUIRE(full({3}, 4, DType::i64).indices() == std::vector<int64_t>{4, 4, 4});
-  REQUIRE(full({2}, 1, DType::b8).indices() == std::vector<int64_t>{1, 1});
+  REQUIRE(full({3}, 4, DType::i64).to_host_i64() == std::vector<int64_t>{4, 4, 4});
+  REQUIRE(full({2}, 1, DType::b8).to_host_i64() == std::vector<int64_t>{1, 1});
   // 0.1 is not exact in f32: the stored value is the nearest float.
   REQUIRE(full({1}, 0.1).item() == static_cast<double>(0.1f));
   REQUIRE(full({1}, 0.1, DType::f64).item() == 0.1);
@@ -36,24 +36,24 @@ TEST_CASE("tensor: zeros, ones, full and scalar", "[tensor][factories]") {
 TEST_CASE("tensor: from_values, from_indices, from_bools and arange", "[tensor][factories]") {
   Tensor v = from_values({1.5, -2, 3}, {3}, DType::f64);
   REQUIRE(v.dtype() == DType::f64);
-  REQUIRE(v.values() == std::vector<double>{1.5, -2, 3});
-  REQUIRE(from_values({1, 2, 3, 4, 5, 6}, {2, 3}).values() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  REQUIRE(v.to_host_f64() == std::vector<double>{1.5, -2, 3});
+  REQUIRE(from_values({1, 2, 3, 4, 5, 6}, {2, 3}).to_host_f64() == std::vector<double>{1, 2, 3, 4, 5, 6});
   REQUIRE_THROWS_AS(from_values({1, 2, 3}, {2, 2}), Error);
   REQUIRE_THROWS_WITH(from_values({1, 2, 3}, {2, 2}), Catch::Contains("[2, 2]"));
 
   Tensor i = from_indices({3, -1, 7}, {3});
   REQUIRE(i.dtype() == DType::i64);
-  REQUIRE(i.indices() == std::vector<int64_t>{3, -1, 7});
-  REQUIRE(i.values() == std::vector<double>{3, -1, 7});
+  REQUIRE(i.to_host_i64() == std::vector<int64_t>{3, -1, 7});
+  REQUIRE(i.to_host_f64() == std::vector<double>{3, -1, 7});
   REQUIRE_THROWS_AS(from_indices({1}, {2}), Error);
 
   Tensor b = from_bools({true, false, true, true}, {2, 2});
   REQUIRE(b.dtype() == DType::b8);
-  REQUIRE(b.indices() == std::vector<int64_t>{1, 0, 1, 1});
+  REQUIRE(b.to_host_i64() == std::vector<int64_t>{1, 0, 1, 1});
   REQUIRE_THROWS_AS(from_bools({true}, {2}), Error);
 
-  REQUIRE(arange(5).values() == std::vector<double>{0, 1, 2, 3, 4});
-  REQUIRE(arange(3, DType::i64).indices() == std::vector<int64_t>{0, 1, 2});
+  REQUIRE(arange(5).to_host_f64() == std::vector<double>{0, 1, 2, 3, 4});
+  REQUIRE(arange(3, DType::i64).to_host_i64() == std::vector<int64_t>{0, 1, 2});
   REQUIRE(arange(0).numel() == 0);
 }
 
@@ -65,8 +65,8 @@ TEST_CASE("tensor: *_like factories copy shape and dtype", "[tensor][factories]"
     REQUIRE(x.dtype() == DType::f64);
     REQUIRE(x.storage().get() != t.storage().get());
   }
-  REQUIRE(z.values() == std::vector<double>(10, 0.0));
-  REQUIRE(o.values() == std::vector<double>(10, 1.0));
+  REQUIRE(z.to_host_f64() == std::vector<double>(10, 0.0));
+  REQUIRE(o.to_host_f64() == std::vector<double>(10, 1.0));
 }
 
 TEST_CASE("tensor: empty rejects negative sizes and accepts zero sizes", "[tensor][factories]") {
@@ -74,7 +74,7 @@ TEST_CASE("tensor: empty rejects negative sizes and accepts zero sizes", "[tenso
   REQUIRE_THROWS_AS(zeros({-3}), Error);
   Tensor e = empty({0, 4});
   REQUIRE(e.numel() == 0);
-  REQUIRE(e.values().empty());
+  REQUIRE(e.to_host_f64().empty());
 }
 
 TEST_CASE("tensor: item needs exactly one element", "[tensor]") {
@@ -127,10 +127,10 @@ TEST_CASE("tensor: values and data follow offset and strides", "[tensor]") {
   Tensor t = from_values({0, 1, 2, 3, 4, 5}, {2, 3});
   Tensor col = t.narrow(1, 1, 1);  // [[1], [4]]
   REQUIRE(col.offset() == 1);
-  REQUIRE(col.values() == std::vector<double>{1, 4});
+  REQUIRE(col.to_host_f64() == std::vector<double>{1, 4});
   REQUIRE(*col.data_as<float>() == 1.0f);
-  REQUIRE(t.transpose(0, 1).values() == std::vector<double>{0, 3, 1, 4, 2, 5});
-  REQUIRE(t.narrow(0, 1, 1).values() == std::vector<double>{3, 4, 5});
+  REQUIRE(t.transpose(0, 1).to_host_f64() == std::vector<double>{0, 3, 1, 4, 2, 5});
+  REQUIRE(t.narrow(0, 1, 1).to_host_f64() == std::vector<double>{3, 4, 5});
 }
 
 TEST_CASE("tensor: copies of a handle share everything", "[tensor]") {
@@ -138,7 +138,7 @@ TEST_CASE("tensor: copies of a handle share everything", "[tensor]") {
   Tensor b = a;
   REQUIRE(a.same(b));
   b.data_as<float>()[1] = 5;
-  REQUIRE(a.values() == std::vector<double>{0, 5, 0});
+  REQUIRE(a.to_host_f64() == std::vector<double>{0, 5, 0});
   REQUIRE_FALSE(a.same(a.detach()));
   REQUIRE_FALSE(Tensor().defined());
   REQUIRE(a.defined());
@@ -148,16 +148,16 @@ TEST_CASE("tensor: to() converts dtypes and clone copies", "[tensor]") {
   Tensor x = from_values({1.75, -2.25, 3}, {3});
   Tensor d = x.to(DType::f64);
   REQUIRE(d.dtype() == DType::f64);
-  REQUIRE(d.values() == std::vector<double>{1.75, -2.25, 3});
+  REQUIRE(d.to_host_f64() == std::vector<double>{1.75, -2.25, 3});
   REQUIRE(x.to(DType::f32).same(x));  // same dtype: the same tensor
   // To integers truncates toward zero as a C++ cast does; to bool is "nonzero".
-  REQUIRE(x.to(DType::i64).indices() == std::vector<int64_t>{1, -2, 3});
-  REQUIRE(from_values({0, 2, -0.5}, {3}).to(DType::b8).indices() == std::vector<int64_t>{0, 1, 1});
+  REQUIRE(x.to(DType::i64).to_host_i64() == std::vector<int64_t>{1, -2, 3});
+  REQUIRE(from_values({0, 2, -0.5}, {3}).to(DType::b8).to_host_i64() == std::vector<int64_t>{0, 1, 1});
   Tensor c = x.clone();
   REQUIRE(c.storage().get() != x.storage().get());
-  REQUIRE(c.values() == x.values());
+  REQUIRE(c.to_host_f64() == x.to_host_f64());
   c.data_as<float>()[0] = 100;
-  REQUIRE(x.values()[0] == 1.75);
+  REQUIRE(x.to_host_f64()[0] == 1.75);
 }
 
 TEST_CASE("tensor: gradient flows through to() and clone()", "[tensor][grad]") {
@@ -165,10 +165,10 @@ TEST_CASE("tensor: gradient flows through to() and clone()", "[tensor][grad]") {
   Tensor x = from_values({1, 2}, {2}).requires_grad_();
   sum(x.to(DType::f64) * 2.0).backward();
   REQUIRE(x.grad().dtype() == DType::f32);
-  REQUIRE(x.grad().values() == std::vector<double>{2, 2});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{2, 2});
   x.zero_grad();
   sum(x.clone() * x).backward();  // d/dx x^2 = 2x
-  REQUIRE(x.grad().values() == std::vector<double>{2, 4});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{2, 4});
   // Integer conversions carry no gradient.
   REQUIRE_FALSE(x.to(DType::i64).requires_grad());
 }

@@ -47,8 +47,8 @@ inline void require_close(const Tensor& cuda_result, const Tensor& cpu_result, d
                           double atol = 0) {
   REQUIRE(cuda_result.shape() == cpu_result.shape());
   REQUIRE(cuda_result.dtype() == cpu_result.dtype());
-  const std::vector<double> got = on_cpu(cuda_result).values();
-  const std::vector<double> expected = cpu_result.values();
+  const std::vector<double> got = on_cpu(cuda_result).to_host_f64();
+  const std::vector<double> expected = cpu_result.to_host_f64();
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(expected[i])) {
       INFO("element " << i);

@@ -136,7 +136,7 @@ Results run(const Case& c, bool cuda) {
 
 // No NaN anywhere and no infinity except a fully masked row's log-sum-exp.
 void require_finite(const Tensor& t) {
-  for (double value : on_cpu(t).values()) REQUIRE(std::isfinite(value));
+  for (double value : on_cpu(t).to_host_f64()) REQUIRE(std::isfinite(value));
 }
 
 // Runs the case on both devices and compares everything the kernels write.
@@ -224,13 +224,13 @@ TEST_CASE("cuda attention matches the cpu with padding masks and fully masked ro
     const Results cuda = require_match(padded);
     // Items 2 and 3 are fully masked: output 0, gradients unchanged (the initial values), and the
     // log-sum-exp the CPU writes (-inf).
-    const std::vector<double> out = on_cpu(cuda.out).values();
+    const std::vector<double> out = on_cpu(cuda.out).to_host_f64();
     for (int64_t e = 2 * 7 * 5; e < 4 * 7 * 5; ++e) REQUIRE(out[e] == 0.0);
-    const std::vector<double> lse = on_cpu(cuda.lse).values();
+    const std::vector<double> lse = on_cpu(cuda.lse).to_host_f64();
     for (int64_t row = 2 * 7; row < 4 * 7; ++row) REQUIRE(lse[row] == -INFINITY);
     // A shared mask with one fully masked query row (row 3), causal on top.
     Mask mask = shared_mask(2, 8, 8, 0.8, 7);
-    const std::vector<double> allowed = mask.values.values();
+    const std::vector<double> allowed = mask.values.to_host_f64();
     std::vector<int> entries(64);
     for (int e = 0; e < 64; ++e) entries[e] = allowed[e] != 0 && e / 8 != 3;
     mask.values = bools(entries, {8, 8});
@@ -257,8 +257,8 @@ TEST_CASE("cuda attention matches the cpu with dropout", "[cuda]") {
   const Case with{.n = 1, .sq = 5, .sk = 6, .d = 4, .dv = 4, .dtype = DType::f64, .dropout_p = 0.4};
   Case without = with;
   without.dropout_p = 0;
-  const std::vector<double> dropped = on_cpu(run(with, true).out).values();
-  const std::vector<double> kept = on_cpu(run(without, true).out).values();
+  const std::vector<double> dropped = on_cpu(run(with, true).out).to_host_f64();
+  const std::vector<double> kept = on_cpu(run(without, true).out).to_host_f64();
   REQUIRE(dropped != kept);
 }
 
@@ -285,7 +285,7 @@ TEST_CASE("cuda attention matches the cpu in f16 and bf16", "[cuda]") {
 TEST_CASE("cuda attention with no keys gives zero output", "[cuda]") {
   const Results cuda = require_match({.n = 2, .sq = 3, .sk = 0, .d = 4, .dv = 4,
                                       .dtype = DType::f32});
-  for (double value : on_cpu(cuda.out).values()) REQUIRE(value == 0.0);
+  for (double value : on_cpu(cuda.out).to_host_f64()) REQUIRE(value == 0.0);
 }
 
 TEST_CASE("cuda attention takes large heads past 48 KiB of shared memory", "[cuda]") {

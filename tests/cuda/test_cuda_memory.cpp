@@ -141,7 +141,7 @@ TEST_CASE("cuda copy of NaN and infinities to the half types keeps them", "[cuda
     INFO(dtype_name(half));
     Tensor out = empty({7}, half, kCuda);
     cuda_kernels().copy(src, out);
-    const std::vector<double> got = out.values();
+    const std::vector<double> got = out.to_host_f64();
     REQUIRE(std::isnan(got[0]));
     REQUIRE(got[1] == inf);
     REQUIRE(got[2] == -inf);
@@ -222,7 +222,7 @@ TEST_CASE("cuda uniform draws the cpu's numbers bit for bit", "[cuda]") {
           cpu_kernels().uniform(expected, seed, offset);
           cuda_kernels().uniform(got, seed, offset);
           REQUIRE(bytes_of(got) == bytes_of(expected));
-          for (double v : got.values()) REQUIRE((v >= 0.0 && v < 1.0));
+          for (double v : got.to_host_f64()) REQUIRE((v >= 0.0 && v < 1.0));
         }
       }
     }
@@ -252,7 +252,7 @@ TEST_CASE("cuda uniform in the half types never rounds up to one", "[cuda]") {
     cpu_kernels().uniform(expected, seed, offset);
     cuda_kernels().uniform(got, seed, offset);
     REQUIRE(bytes_of(got) == bytes_of(expected));
-    REQUIRE(got.values()[position] == c.below_one);
+    REQUIRE(got.to_host_f64()[position] == c.below_one);
   }
 }
 

@@ -16,10 +16,10 @@ TEST_CASE("cuda seam: to(device) copies values there and back", "[cuda]") {
   const Tensor x = from_values({1.5, -2, 3.25, 4, 5, 6}, {2, 3});
   const Tensor on_gpu = x.to(kCuda);
   REQUIRE(on_gpu.device() == kCuda);
-  REQUIRE(on_gpu.values() == x.values());
+  REQUIRE(on_gpu.to_host_f64() == x.to_host_f64());
   const Tensor transposed_back = on_gpu.transpose(0, 1).cpu();  // strided source
   REQUIRE(transposed_back.device() == kCPU);
-  REQUIRE(transposed_back.values() == x.transpose(0, 1).contiguous().values());
+  REQUIRE(transposed_back.to_host_f64() == x.transpose(0, 1).contiguous().to_host_f64());
   REQUIRE(x.to(kCPU).same(x));  // already there: the same tensor, as in PyTorch
 }
 
@@ -28,21 +28,21 @@ TEST_CASE("cuda seam: gradients flow back through to(device)", "[cuda]") {
   const Tensor y = mul(x.to(kCuda), x.to(kCuda));  // d sum(x^2)/dx = 2x, computed on the GPU
   sum(y).backward();
   REQUIRE(x.grad().device() == kCPU);
-  REQUIRE(x.grad().values() == std::vector<double>{2, 4, 6});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{2, 4, 6});
 }
 
 TEST_CASE("cuda seam: factories take a device", "[cuda]") {
   REQUIRE(from_values({1, 2}, {2}, DType::f64, kCuda).device() == kCuda);
-  REQUIRE(from_indices({3, 4}, {2}, kCuda).indices() == std::vector<int64_t>{3, 4});
-  REQUIRE(from_bools({true, false}, {2}, kCuda).values() == std::vector<double>{1, 0});
-  REQUIRE(arange(4, DType::f32, kCuda).values() == std::vector<double>{0, 1, 2, 3});
-  REQUIRE(zeros({2, 2}, DType::f32, kCuda).values() == std::vector<double>(4, 0.0));
+  REQUIRE(from_indices({3, 4}, {2}, kCuda).to_host_i64() == std::vector<int64_t>{3, 4});
+  REQUIRE(from_bools({true, false}, {2}, kCuda).to_host_f64() == std::vector<double>{1, 0});
+  REQUIRE(arange(4, DType::f32, kCuda).to_host_f64() == std::vector<double>{0, 1, 2, 3});
+  REQUIRE(zeros({2, 2}, DType::f32, kCuda).to_host_f64() == std::vector<double>(4, 0.0));
   const DefaultDeviceScope scope(kCuda);
   REQUIRE(empty({3}).device() == kCuda);
   manual_seed(7);
-  const std::vector<double> on_gpu = rand({5}).values();
+  const std::vector<double> on_gpu = rand({5}).to_host_f64();
   manual_seed(7);
-  REQUIRE(rand({5}, DType::f32, kCPU).values() == on_gpu);  // Philox: the same on both devices
+  REQUIRE(rand({5}, DType::f32, kCPU).to_host_f64() == on_gpu);  // Philox: the same on both devices
 }
 
 TEST_CASE("cuda seam: allocator counters are per device", "[cuda]") {

@@ -65,11 +65,11 @@ TEST_CASE("GradScaler scales the loss and unscales the gradients before the step
   const Tensor scaled = scaler.scale(loss);
   REQUIRE(scaled.item() == 8.0 * loss.item());
   scaled.backward();
-  REQUIRE(p.grad().values() == std::vector<double>{16.0, -32.0, 8.0});  // scaled by 8
+  REQUIRE(p.grad().to_host_f64() == std::vector<double>{16.0, -32.0, 8.0});  // scaled by 8
   REQUIRE(scaler.step(sgd));
   scaler.update();
   // p -= 0.1 * 2p with the true gradient.
-  const std::vector<double> stepped = p.values();
+  const std::vector<double> stepped = p.to_host_f64();
   REQUIRE(stepped[0] == Approx(0.8));
   REQUIRE(stepped[1] == Approx(-1.6));
   REQUIRE(stepped[2] == Approx(0.4));
@@ -83,12 +83,12 @@ TEST_CASE("unscale() first gives the true gradients (for clipping), never writte
   give_grad(p, {12.0, 16.0});
   const Tensor scaled_grad = p.grad();
   scaler.unscale(sgd);
-  REQUIRE(p.grad().values() == std::vector<double>{3.0, 4.0});
-  REQUIRE(scaled_grad.values() == std::vector<double>{12.0, 16.0});  // the old tensor untouched
+  REQUIRE(p.grad().to_host_f64() == std::vector<double>{3.0, 4.0});
+  REQUIRE(scaled_grad.to_host_f64() == std::vector<double>{12.0, 16.0});  // the old tensor untouched
   REQUIRE(clip_grad_norm({p}, 1.0) == Approx(5.0));                   // the true norm
   REQUIRE(scaler.step(sgd));  // no second unscale
   scaler.update();
-  REQUIRE(p.values()[0] == Approx(3.0 - 0.6).epsilon(1e-5));
+  REQUIRE(p.to_host_f64()[0] == Approx(3.0 - 0.6).epsilon(1e-5));
 }
 
 TEST_CASE("an overflow skips the step, leaves the weights bit-identical and halves the scale", "[grad_scaler]") {
@@ -167,11 +167,11 @@ TEST_CASE("a disabled GradScaler is a pass-through (bf16)", "[grad_scaler]") {
   REQUIRE(scaler.scale(loss).same(loss));
   loss.backward();
   scaler.unscale(sgd);
-  REQUIRE(p.grad().values() == std::vector<double>{3.0});
+  REQUIRE(p.grad().to_host_f64() == std::vector<double>{3.0});
   REQUIRE(scaler.step(sgd));
   scaler.update();
   scaler.update();  // no checks to make: nothing happens
-  REQUIRE(p.values()[0] == Approx(-0.5));
+  REQUIRE(p.to_host_f64()[0] == Approx(-0.5));
 }
 
 TEST_CASE("GradScaler misuse is a clear error", "[grad_scaler]") {
@@ -232,7 +232,7 @@ TEST_CASE("why f16 needs loss scaling: small gradients flush to zero, bf16 keeps
       scaler->step(sgd);
       scaler->update();
     }
-    return w.grad().values();
+    return w.grad().to_host_f64();
   };
   const std::vector<double> f32 = gradient(std::nullopt, nullptr);
   const auto relative_error = [&](const std::vector<double>& g) {

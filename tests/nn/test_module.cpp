@@ -27,13 +27,13 @@ TEST_CASE("Linear: PyTorch's layout and init bounds", "[module]") {
   REQUIRE(linear.weight.shape() == Shape{4, 16});
   REQUIRE(linear.bias.shape() == Shape{4});
   REQUIRE(names(linear.state_dict()) == std::vector<std::string>{"weight", "bias"});
-  for (double w : linear.weight.values()) REQUIRE(std::abs(w) <= 0.25);  // 1/sqrt(16)
+  for (double w : linear.weight.to_host_f64()) REQUIRE(std::abs(w) <= 0.25);  // 1/sqrt(16)
   REQUIRE(linear.weight.requires_grad());
   // y = x W^T + b by hand for one row.
   const Tensor x = ones({1, 16});
-  const auto w = linear.weight.values();
-  const auto b = linear.bias.values();
-  const auto y = linear.forward(x).values();
+  const auto w = linear.weight.to_host_f64();
+  const auto b = linear.bias.to_host_f64();
+  const auto y = linear.forward(x).to_host_f64();
   for (int o = 0; o < 4; ++o) {
     double expected = b[o];
     for (int i = 0; i < 16; ++i) expected += w[o * 16 + i];
@@ -78,7 +78,7 @@ TEST_CASE("train() and eval() reach every child", "[module]") {
   REQUIRE_FALSE(model.layers[1]->dropout2->is_training());
   // In eval, dropout is off: two forwards agree exactly.
   const Tensor tokens = from_indices({1, 2, 3, 4}, {1, 4});
-  REQUIRE(model.forward(tokens).values() == model.forward(tokens).values());
+  REQUIRE(model.forward(tokens).to_host_f64() == model.forward(tokens).to_host_f64());
   model.train();
   REQUIRE(model.layers[0]->dropout1->is_training());
 }
@@ -86,8 +86,8 @@ TEST_CASE("train() and eval() reach every child", "[module]") {
 TEST_CASE("load_state_dict copies values and names every bad entry", "[module]") {
   nn::Linear a(3, 2), b(3, 2);
   b.load_state_dict(a.state_dict());
-  REQUIRE(b.weight.values() == a.weight.values());
-  REQUIRE(b.bias.values() == a.bias.values());
+  REQUIRE(b.weight.to_host_f64() == a.weight.to_host_f64());
+  REQUIRE(b.bias.to_host_f64() == a.bias.to_host_f64());
 
   nn::NamedTensors missing = {{"weight", zeros({2, 3})}};
   REQUIRE_THROWS_WITH(b.load_state_dict(missing), Catch::Contains("missing: bias"));
@@ -98,23 +98,23 @@ TEST_CASE("load_state_dict copies values and names every bad entry", "[module]")
   nn::NamedTensors misshaped = {{"weight", zeros({3, 2})}, {"bias", zeros({2})}};
   REQUIRE_THROWS_WITH(b.load_state_dict(misshaped), Catch::Contains("weight [3, 2] vs [2, 3]"));
   // A failed load changes nothing.
-  REQUIRE(b.weight.values() == a.weight.values());
+  REQUIRE(b.weight.to_host_f64() == a.weight.to_host_f64());
 }
 
 TEST_CASE("Module::to converts parameters in place", "[module]") {
   nn::Linear linear(3, 2);
   const Tensor handle = linear.weight;
-  const auto before = handle.values();
+  const auto before = handle.to_host_f64();
   linear.to(DType::f64);
   REQUIRE(handle.dtype() == DType::f64);
   REQUIRE(linear.parameters()[0].dtype() == DType::f64);
-  REQUIRE(handle.values() == before);  // f32 -> f64 is exact
+  REQUIRE(handle.to_host_f64() == before);  // f32 -> f64 is exact
   REQUIRE(handle.requires_grad());
 }
 
 TEST_CASE("positional encoding: the formula, a buffer outside the state_dict, max_len", "[module]") {
   nn::SinusoidalPositionalEncoding pe(6, 10, DType::f64);
-  const auto table = pe.table.values();
+  const auto table = pe.table.to_host_f64();
   for (int pos : {0, 3, 9}) {
     for (int i = 0; i < 3; ++i) {
       const double angle = pos / std::pow(10000.0, 2.0 * i / 6.0);
@@ -135,23 +135,23 @@ TEST_CASE("need_weights returns per-head weights whose rows sum to 1 (0 when ful
   const Tensor mask = nn::padding_mask({3, 0}, 3);  // sequence 1 may attend nothing
   const nn::AttentionOutput result = mha.forward(x, x, x, mask, /*need_weights=*/true);
   REQUIRE(result.weights.shape() == Shape{2, 2, 3, 3});
-  const auto row_sums = sum(result.weights, {-1}).values();
+  const auto row_sums = sum(result.weights, {-1}).to_host_f64();
   for (int r = 0; r < 6; ++r) REQUIRE(row_sums[r] == Approx(1.0));
   for (int r = 6; r < 12; ++r) REQUIRE(row_sums[r] == 0.0);
   // The fused path gives the same output.
   const nn::AttentionOutput fused = mha.forward(x, x, x, mask);
   REQUIRE_FALSE(fused.weights.defined());
-  const auto a = fused.output.values(), b = result.output.values();
+  const auto a = fused.output.to_host_f64(), b = result.output.to_host_f64();
   for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-5));
 }
 
 TEST_CASE("masks: causal, padding and their combination", "[module]") {
-  REQUIRE(nn::causal_mask(2, 3).indices() == std::vector<int64_t>{1, 0, 0, 1, 1, 0});
+  REQUIRE(nn::causal_mask(2, 3).to_host_i64() == std::vector<int64_t>{1, 0, 0, 1, 1, 0});
   REQUIRE(nn::padding_mask({1, 3}, 3).shape() == Shape{2, 1, 1, 3});
-  REQUIRE(nn::padding_mask({1, 3}, 3).indices() == std::vector<int64_t>{1, 0, 0, 1, 1, 1});
+  REQUIRE(nn::padding_mask({1, 3}, 3).to_host_i64() == std::vector<int64_t>{1, 0, 0, 1, 1, 1});
   const Tensor both = nn::combine_masks(nn::causal_mask(3, 3), nn::padding_mask({2}, 3));
   REQUIRE(both.shape() == Shape{1, 1, 3, 3});
-  REQUIRE(both.indices() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 0});
+  REQUIRE(both.to_host_i64() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 0});
   REQUIRE_THROWS_AS(nn::padding_mask({4}, 3), Error);
 }
 
@@ -163,9 +163,9 @@ TEST_CASE("TextClassifier: padding never changes a result", "[module]") {
   for (int64_t layers : {0, 2}) {
     config.layers = layers;
     nn::TextClassifier model(20, 3, config);
-    const auto short_batch = model.forward(from_indices({4, 7, 9}, {1, 3}), {3}).values();
-    const auto padded = model.forward(from_indices({4, 7, 9, 0, 0, 0, 0}, {1, 7}), {3}).values();
-    const auto other_pad = model.forward(from_indices({4, 7, 9, 13, 2, 19, 1}, {1, 7}), {3}).values();
+    const auto short_batch = model.forward(from_indices({4, 7, 9}, {1, 3}), {3}).to_host_f64();
+    const auto padded = model.forward(from_indices({4, 7, 9, 0, 0, 0, 0}, {1, 7}), {3}).to_host_f64();
+    const auto other_pad = model.forward(from_indices({4, 7, 9, 13, 2, 19, 1}, {1, 7}), {3}).to_host_f64();
     for (size_t i = 0; i < short_batch.size(); ++i) {
       REQUIRE(padded[i] == Approx(short_batch[i]).margin(1e-5));
       REQUIRE(other_pad[i] == Approx(short_batch[i]).margin(1e-5));

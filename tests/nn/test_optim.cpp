@@ -34,7 +34,7 @@ std::vector<double> run_scalar(Make make, const std::vector<double>& grads, doub
   for (double g : grads) {
     give_grad(p, {g});
     optimizer.step();
-    trajectory.push_back(p.values()[0]);
+    trajectory.push_back(p.to_host_f64()[0]);
   }
   return trajectory;
 }
@@ -167,8 +167,8 @@ TEST_CASE("Adam on an f32 vector parameter updates each element", "[optim]") {
   const auto first = reference_adam({1.0, 2.0, 3.0}, 1.0, 0.1, 0.9, 0.999, 1e-8, 0, false);
   const auto second = reference_adam({-0.5, 0.25, 1.0}, -2.0, 0.1, 0.9, 0.999, 1e-8, 0, false);
   REQUIRE(p.dtype() == DType::f32);
-  CHECK(p.values()[0] == Approx(first.back()).epsilon(1e-6));
-  CHECK(p.values()[1] == Approx(second.back()).epsilon(1e-6));
+  CHECK(p.to_host_f64()[0] == Approx(first.back()).epsilon(1e-6));
+  CHECK(p.to_host_f64()[1] == Approx(second.back()).epsilon(1e-6));
 }
 
 TEST_CASE("Optimizers skip parameters without a grad and never write into a grad", "[optim]") {
@@ -179,8 +179,8 @@ TEST_CASE("Optimizers skip parameters without a grad and never write into a grad
   a.set_grad(shared_grad);
   adam.step();
   adam.step();
-  CHECK(b.values()[0] == 5.0);           // no grad: untouched
-  CHECK(shared_grad.values()[0] == 2.0);  // weight decay did not write into the grad
+  CHECK(b.to_host_f64()[0] == 5.0);           // no grad: untouched
+  CHECK(shared_grad.to_host_f64()[0] == 2.0);  // weight decay did not write into the grad
   CHECK(adam.step_count() == 2);
 
   // b's own step count starts at its first gradient: its first update is a full lr step.
@@ -189,7 +189,7 @@ TEST_CASE("Optimizers skip parameters without a grad and never write into a grad
   give_grad(b, {1.0});
   adam.step();
   const auto expected = reference_adam({1.0}, 5.0, 0.1, 0.9, 0.999, 1e-8, 0.5, false);
-  CHECK(b.values()[0] == Approx(expected[0]).epsilon(1e-12));
+  CHECK(b.to_host_f64()[0] == Approx(expected[0]).epsilon(1e-12));
   CHECK(adam.step_count() == 3);
 }
 
@@ -205,14 +205,14 @@ TEST_CASE("Optimizer state round-trips through state() and load_state()", "[opti
   std::vector<std::string> names;
   for (const auto& [name, tensor] : state) names.push_back(name);
   REQUIRE(names == std::vector<std::string>{"step", "0.exp_avg", "0.exp_avg_sq", "0.step"});
-  CHECK(state[0].second.indices()[0] == 2);
-  CHECK(state[3].second.indices()[0] == 2);
+  CHECK(state[0].second.to_host_i64()[0] == 2);
+  CHECK(state[3].second.to_host_i64()[0] == 2);
   // m = 0.9 * 0.1 * g1 + 0.1 * g2
-  CHECK(state[1].second.values()[0] == Approx(0.09 * 1.0 + 0.1 * 2.0));
-  CHECK(state[1].second.values()[1] == Approx(0.09 * -1.0 + 0.1 * 0.5));
+  CHECK(state[1].second.to_host_f64()[0] == Approx(0.09 * 1.0 + 0.1 * 2.0));
+  CHECK(state[1].second.to_host_f64()[1] == Approx(0.09 * -1.0 + 0.1 * 0.5));
 
   // A fresh optimizer on a copy of the parameter, given the state, continues identically.
-  Tensor q = from_values(p.values(), {2}, DType::f64).requires_grad_();
+  Tensor q = from_values(p.to_host_f64(), {2}, DType::f64).requires_grad_();
   Adam resumed({q}, 0.1);
   resumed.load_state(state);
   CHECK(resumed.step_count() == 2);
@@ -220,7 +220,7 @@ TEST_CASE("Optimizer state round-trips through state() and load_state()", "[opti
   give_grad(q, {3.0, 1.0});
   adam.step();
   resumed.step();
-  CHECK(q.values() == p.values());
+  CHECK(q.to_host_f64() == p.to_host_f64());
 
   SECTION("SGD keeps momentum_buffer") {
     Tensor s = parameter({1.0});
@@ -230,7 +230,7 @@ TEST_CASE("Optimizer state round-trips through state() and load_state()", "[opti
     const auto sgd_state = sgd.state();
     REQUIRE(sgd_state.size() == 2);
     CHECK(sgd_state[1].first == "0.momentum_buffer");
-    CHECK(sgd_state[1].second.values()[0] == 1.0);
+    CHECK(sgd_state[1].second.to_host_f64()[0] == 1.0);
   }
 }
 
@@ -279,7 +279,7 @@ TEST_CASE("Optimizers check their parameters", "[optim]") {
   CHECK(sgd.lr() == 0.5);
   leaf.set_grad(from_values({1.0, 2.0}, {2}, DType::f64));  // wrong shape
   CHECK_THROWS_AS(sgd.step(), tg::Error);
-  CHECK(leaf.values()[0] == 1.0);
+  CHECK(leaf.to_host_f64()[0] == 1.0);
 }
 
 TEST_CASE("clip_grad_norm scales all gradients by max_norm / (norm + 1e-6)", "[optim]") {
@@ -293,11 +293,11 @@ TEST_CASE("clip_grad_norm scales all gradients by max_norm / (norm + 1e-6)", "[o
   const double norm = clip_grad_norm({a, b, c}, 6.5);
   CHECK(norm == Approx(13.0).epsilon(1e-15));  // sqrt(9 + 16 + 144)
   const double factor = 6.5 / (13.0 + 1e-6);
-  CHECK(a.grad().values()[0] == Approx(3.0 * factor).epsilon(1e-15));
-  CHECK(a.grad().values()[1] == Approx(4.0 * factor).epsilon(1e-15));
-  CHECK(b.grad().values()[0] == Approx(12.0 * factor).epsilon(1e-15));
+  CHECK(a.grad().to_host_f64()[0] == Approx(3.0 * factor).epsilon(1e-15));
+  CHECK(a.grad().to_host_f64()[1] == Approx(4.0 * factor).epsilon(1e-15));
+  CHECK(b.grad().to_host_f64()[0] == Approx(12.0 * factor).epsilon(1e-15));
   CHECK_FALSE(c.grad().defined());
-  CHECK(grad_a.values() == std::vector<double>{3.0, 4.0});  // replaced, not written into
+  CHECK(grad_a.to_host_f64() == std::vector<double>{3.0, 4.0});  // replaced, not written into
 
   SECTION("a norm under max_norm leaves the gradients alone") {
     const Tensor before = a.grad();
@@ -339,10 +339,10 @@ TEST_CASE("Optimizers minimize a quadratic through the tape", "[optim]") {
       sum(difference * difference).backward();
       optimizer.step();
     }
-    return x.values();
+    return x.to_host_f64();
   };
   auto require_at_target = [&](const std::vector<double>& x, double margin) {
-    for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == Approx(target.values()[i]).margin(margin));
+    for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == Approx(target.to_host_f64()[i]).margin(margin));
   };
   require_at_target(minimize([](auto p) { return SGD(p, 0.1); }, 100), 1e-5);
   require_at_target(minimize([](auto p) { return SGD(p, 0.05, 0.9, 0, 0, true); }, 200), 1e-5);
@@ -364,5 +364,5 @@ TEST_CASE("A schedule drives the optimizer's learning rate", "[optim]") {
   }
   // lr: 0.05, 0.1, 0.1 (cosine start), 0.05 (cosine halfway)
   CHECK(expected == Approx(0.3));
-  CHECK(p.values()[0] == Approx(0.3));
+  CHECK(p.to_host_f64()[0] == Approx(0.3));
 }

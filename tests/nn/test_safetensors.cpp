@@ -131,7 +131,7 @@ TEST_CASE("safetensors round-trips every dtype bit for bit, with metadata", "[sa
     CHECK(copy.is_contiguous());
     CHECK(tensor_bytes(copy) == tensor_bytes(original));
   }
-  CHECK(loaded.tensors[8].second.values() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(loaded.tensors[8].second.to_host_f64() == std::vector<double>{1, 4, 2, 5, 3, 6});
 }
 
 TEST_CASE("safetensors loads a file written by hand from the format description", "[safetensors]") {
@@ -163,18 +163,18 @@ TEST_CASE("safetensors loads a file written by hand from the format description"
   const Tensor& weight = file.tensors[0].second;
   CHECK(weight.dtype() == DType::f32);
   CHECK(weight.shape() == Shape{2, 2});
-  CHECK(weight.values() == std::vector<double>{1.0, -2.0, 0.5, 4.0});
+  CHECK(weight.to_host_f64() == std::vector<double>{1.0, -2.0, 0.5, 4.0});
   CHECK(file.tensors[1].second.dtype() == DType::f64);
-  CHECK(file.tensors[1].second.values() == std::vector<double>{0.25, -8.0});
+  CHECK(file.tensors[1].second.to_host_f64() == std::vector<double>{0.25, -8.0});
   CHECK(file.tensors[2].second.dtype() == DType::b8);
-  CHECK(file.tensors[2].second.values() == std::vector<double>{1, 0, 1});
+  CHECK(file.tensors[2].second.to_host_f64() == std::vector<double>{1, 0, 1});
   CHECK(file.tensors[3].second.dtype() == DType::i64);
   CHECK(file.tensors[3].second.shape() == Shape{});
-  CHECK(file.tensors[3].second.indices() == std::vector<int64_t>{-42});
+  CHECK(file.tensors[3].second.to_host_i64() == std::vector<int64_t>{-42});
   CHECK(file.tensors[4].second.dtype() == DType::f16);
-  CHECK(file.tensors[4].second.values() == std::vector<double>{1.0, -2.0});
+  CHECK(file.tensors[4].second.to_host_f64() == std::vector<double>{1.0, -2.0});
   CHECK(file.tensors[5].second.dtype() == DType::bf16);
-  CHECK(file.tensors[5].second.values() == std::vector<double>{1.5});
+  CHECK(file.tensors[5].second.to_host_f64() == std::vector<double>{1.5});
 }
 
 TEST_CASE("safetensors writes the reference layout byte for byte", "[safetensors]") {
@@ -429,8 +429,8 @@ TEST_CASE("saving over an existing file replaces it and leaves no temporary", "[
   const SafetensorsFile file = load_safetensors(path);
   REQUIRE(file.tensors.size() == 2);
   CHECK(file.tensors[0].first == "w");
-  CHECK(file.tensors[0].second.values() == std::vector<double>{4, 5});
-  CHECK(file.tensors[1].second.indices() == std::vector<int64_t>{7});
+  CHECK(file.tensors[0].second.to_host_f64() == std::vector<double>{4, 5});
+  CHECK(file.tensors[1].second.to_host_i64() == std::vector<int64_t>{7});
 }
 
 TEST_CASE("saving a tensor that requires grad records nothing on the tape", "[safetensors]") {
@@ -442,6 +442,6 @@ TEST_CASE("saving a tensor that requires grad records nothing on the tape", "[sa
   save_safetensors(dir.file("w.safetensors"), {{"w.T", transposed}, {"w", weight}});
   CHECK(tape_size() == nodes_before);
   const SafetensorsFile file = load_safetensors(dir.file("w.safetensors"));
-  CHECK(file.tensors[0].second.values() == std::vector<double>{1, 3, 2, 4});
+  CHECK(file.tensors[0].second.to_host_f64() == std::vector<double>{1, 3, 2, 4});
   CHECK_FALSE(file.tensors[1].second.requires_grad());
 }

@@ -29,7 +29,7 @@ Run run(bool fused, const Shape& q_shape, const Shape& kv_shape, const Tensor& m
   Tensor out = fused ? scaled_dot_product_attention(q, k, v, mask, causal, dropout_p)
                      : nn::explicit_attention(q, k, v, mask, causal, dropout_p).first;
   sum(out * probe).backward();
-  return {out.values(), q.grad().values(), k.grad().values(), v.grad().values()};
+  return {out.to_host_f64(), q.grad().to_host_f64(), k.grad().to_host_f64(), v.grad().to_host_f64()};
 }
 
 void require_close(const std::vector<double>& a, const std::vector<double>& b, double tolerance) {

@@ -46,12 +46,12 @@ void check_unary(const char* name, const std::function<Tensor(const Tensor&)>& o
   Tensor y64 = op(x64);
   REQUIRE(y64.dtype() == DType::f64);
   REQUIRE(y64.shape() == x64.shape());
-  require_close(y64.values(), map(xs, reference), 1e-14);
+  require_close(y64.to_host_f64(), map(xs, reference), 1e-14);
   Tensor x32 = from_values(xs, {static_cast<int64_t>(xs.size())});
   Tensor y32 = op(x32);
   REQUIRE(y32.dtype() == DType::f32);
   // Reference on the f32-rounded inputs, tolerance for single precision.
-  require_close(y32.values(), map(x32.values(), reference), 2e-6);
+  require_close(y32.to_host_f64(), map(x32.to_host_f64(), reference), 2e-6);
 }
 
 double gelu_reference(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
@@ -87,19 +87,19 @@ TEST_CASE("elementwise: unary ops match the std:: functions", "[elementwise]") {
 TEST_CASE("elementwise: special values", "[elementwise]") {
   const double inf = std::numeric_limits<double>::infinity();
   Tensor x = from_values({0, -1, inf, -inf}, {4}, DType::f64);
-  const std::vector<double> l = log(x).values();
+  const std::vector<double> l = log(x).to_host_f64();
   REQUIRE(l[0] == -inf);
   REQUIRE(std::isnan(l[1]));
   REQUIRE(l[2] == inf);
-  const std::vector<double> e = exp(x).values();
+  const std::vector<double> e = exp(x).to_host_f64();
   REQUIRE(e[2] == inf);
   REQUIRE(e[3] == 0.0);
-  const std::vector<double> s = sigmoid(x).values();
+  const std::vector<double> s = sigmoid(x).to_host_f64();
   REQUIRE(s[0] == 0.5);
   REQUIRE(s[2] == 1.0);
   REQUIRE(s[3] == 0.0);
-  REQUIRE(tanh(x).values()[2] == 1.0);
-  REQUIRE(relu(x).values() == std::vector<double>{0, 0, inf, 0});
+  REQUIRE(tanh(x).to_host_f64()[2] == 1.0);
+  REQUIRE(relu(x).to_host_f64() == std::vector<double>{0, 0, inf, 0});
   // Far tails of gelu: ~0 on the left, ~x on the right.
   REQUIRE(gelu(from_values({-10}, {1}, DType::f64)).item() == Approx(gelu_reference(-10)).margin(1e-20));
   REQUIRE(gelu(from_values({10}, {1}, DType::f64)).item() == Approx(10.0));
@@ -117,18 +117,18 @@ TEST_CASE("elementwise: binary ops on same shapes", "[elementwise]") {
       prod.push_back(av[i] * bv[i]);
       quot.push_back(av[i] / bv[i]);
     }
-    require_close((a + b).values(), sum, 1e-7);
-    require_close(add(a, b).values(), sum, 1e-7);
-    require_close((a - b).values(), diff, 1e-7);
-    require_close(sub(a, b).values(), diff, 1e-7);
-    require_close((a * b).values(), prod, 1e-7);
-    require_close(mul(a, b).values(), prod, 1e-7);
-    require_close((a / b).values(), quot, 1e-7);
-    require_close(div(a, b).values(), quot, 1e-7);
+    require_close((a + b).to_host_f64(), sum, 1e-7);
+    require_close(add(a, b).to_host_f64(), sum, 1e-7);
+    require_close((a - b).to_host_f64(), diff, 1e-7);
+    require_close(sub(a, b).to_host_f64(), diff, 1e-7);
+    require_close((a * b).to_host_f64(), prod, 1e-7);
+    require_close(mul(a, b).to_host_f64(), prod, 1e-7);
+    require_close((a / b).to_host_f64(), quot, 1e-7);
+    require_close(div(a, b).to_host_f64(), quot, 1e-7);
     REQUIRE((a + b).dtype() == dtype);
   }
   // Division by zero follows IEEE.
-  const std::vector<double> z = (from_values({1, -1, 0}, {3}) / zeros({3})).values();
+  const std::vector<double> z = (from_values({1, -1, 0}, {3}) / zeros({3})).to_host_f64();
   REQUIRE(z[0] == std::numeric_limits<double>::infinity());
   REQUIRE(z[1] == -std::numeric_limits<double>::infinity());
   REQUIRE(std::isnan(z[2]));
@@ -139,9 +139,9 @@ TEST_CASE("elementwise: equal gives 1 or 0 in the inputs' dtype and is not recor
   Tensor b = from_values({1, 0, 3, 5}, {4});
   Tensor e = equal(a, b);
   REQUIRE(e.dtype() == DType::f32);
-  REQUIRE(e.values() == std::vector<double>{1, 0, 1, 0});
+  REQUIRE(e.to_host_f64() == std::vector<double>{1, 0, 1, 0});
   REQUIRE_FALSE(e.requires_grad());
-  REQUIRE(equal(from_values({1, 2}, {2, 1}), from_values({1, 2, 3}, {3})).values() ==
+  REQUIRE(equal(from_values({1, 2}, {2, 1}), from_values({1, 2, 3}, {3})).to_host_f64() ==
           std::vector<double>{1, 0, 0, 0, 1, 0});
 }
 
@@ -156,14 +156,14 @@ TEST_CASE("elementwise: broadcasting follows numpy rules", "[elementwise][broadc
   // [2,3] - [3]: out[i, j] = a[i, j] - b[j].
   Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor row = from_values({10, 20, 30}, {3});
-  REQUIRE((a - row).values() == std::vector<double>{-9, -18, -27, -6, -15, -24});
-  REQUIRE((row - a).values() == std::vector<double>{9, 18, 27, 6, 15, 24});
+  REQUIRE((a - row).to_host_f64() == std::vector<double>{-9, -18, -27, -6, -15, -24});
+  REQUIRE((row - a).to_host_f64() == std::vector<double>{9, 18, 27, 6, 15, 24});
   // [2,1] * [1,3]: outer product.
   Tensor col = from_values({2, 3}, {2, 1});
   Tensor r = from_values({1, 10, 100}, {1, 3});
   Tensor outer = col * r;
   REQUIRE(outer.shape() == Shape{2, 3});
-  REQUIRE(outer.values() == std::vector<double>{2, 20, 200, 3, 30, 300});
+  REQUIRE(outer.to_host_f64() == std::vector<double>{2, 20, 200, 3, 30, 300});
   // [3,1,2] / [2,1] -> [3,2,2]: out[i, j, k] = x[i, 0, k] / y[j, 0].
   Tensor x = from_values({1, 2, 3, 4, 5, 6}, {3, 1, 2});
   Tensor y = from_values({1, 2}, {2, 1});
@@ -173,11 +173,11 @@ TEST_CASE("elementwise: broadcasting follows numpy rules", "[elementwise][broadc
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 2; ++j)
       for (int k = 0; k < 2; ++k) expected.push_back((i * 2 + k + 1) / static_cast<double>(j + 1));
-  REQUIRE(q.values() == expected);
+  REQUIRE(q.to_host_f64() == expected);
   // A 0-d tensor against anything.
-  REQUIRE((a * scalar(2)).values() == std::vector<double>{2, 4, 6, 8, 10, 12});
+  REQUIRE((a * scalar(2)).to_host_f64() == std::vector<double>{2, 4, 6, 8, 10, 12});
   // Non-contiguous operands.
-  REQUIRE((a.transpose(0, 1) + from_values({1, 2}, {2})).values() ==
+  REQUIRE((a.transpose(0, 1) + from_values({1, 2}, {2})).to_host_f64() ==
           std::vector<double>{2, 6, 3, 7, 4, 8});
 }
 
@@ -204,31 +204,31 @@ TEST_CASE("elementwise: gradients of binary ops by hand", "[elementwise][grad]")
   Tensor b = from_values(bv, {3}, DType::f64).requires_grad_();
   SECTION("add") {
     sum(a + b).backward();
-    require_close(a.grad().values(), {1, 1, 1}, 0);
-    require_close(b.grad().values(), {1, 1, 1}, 0);
+    require_close(a.grad().to_host_f64(), {1, 1, 1}, 0);
+    require_close(b.grad().to_host_f64(), {1, 1, 1}, 0);
   }
   SECTION("sub") {
     sum(a - b).backward();
-    require_close(a.grad().values(), {1, 1, 1}, 0);
-    require_close(b.grad().values(), {-1, -1, -1}, 0);
+    require_close(a.grad().to_host_f64(), {1, 1, 1}, 0);
+    require_close(b.grad().to_host_f64(), {-1, -1, -1}, 0);
   }
   SECTION("mul") {
     sum(a * b).backward();
-    require_close(a.grad().values(), bv, 0);
-    require_close(b.grad().values(), av, 0);
+    require_close(a.grad().to_host_f64(), bv, 0);
+    require_close(b.grad().to_host_f64(), av, 0);
   }
   SECTION("div") {
     // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
     sum(a / b).backward();
-    require_close(a.grad().values(), map(bv, [](double x) { return 1 / x; }), 1e-15);
+    require_close(a.grad().to_host_f64(), map(bv, [](double x) { return 1 / x; }), 1e-15);
     std::vector<double> db;
     for (size_t i = 0; i < 3; ++i) db.push_back(-av[i] / (bv[i] * bv[i]));
-    require_close(b.grad().values(), db, 1e-15);
+    require_close(b.grad().to_host_f64(), db, 1e-15);
   }
   SECTION("only one side requires grad") {
     Tensor c = from_values(bv, {3}, DType::f64);
     sum(a * c).backward();
-    require_close(a.grad().values(), bv, 0);
+    require_close(a.grad().to_host_f64(), bv, 0);
     REQUIRE_FALSE(c.grad().defined());
   }
 }
@@ -238,7 +238,7 @@ TEST_CASE("elementwise: gradients of unary ops by hand", "[elementwise][grad]") 
   auto grad_of = [&](const std::function<Tensor(const Tensor&)>& op, const std::vector<double>& at) {
     Tensor x = from_values(at, {static_cast<int64_t>(at.size())}, DType::f64).requires_grad_();
     sum(op(x)).backward();
-    return x.grad().values();
+    return x.grad().to_host_f64();
   };
   const std::vector<double> pos = {0.25, 1, 3};
   require_close(grad_of([](const Tensor& x) { return neg(x); }, xs), {-1, -1, -1, -1}, 0);
@@ -269,7 +269,7 @@ TEST_CASE("elementwise: gradients of unary ops by hand", "[elementwise][grad]") 
 TEST_CASE("elementwise: relu gradient at 0 is 0", "[elementwise][grad]") {
   Tensor x = from_values({0, 0}, {2}).requires_grad_();
   sum(relu(x)).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{0, 0});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 0});
 }
 
 TEST_CASE("elementwise: broadcast gradients reduce to each input's shape", "[elementwise][grad][broadcast]") {
@@ -277,14 +277,14 @@ TEST_CASE("elementwise: broadcast gradients reduce to each input's shape", "[ele
   Tensor a = from_values({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
   Tensor b = from_values({1, 10, 100}, {3}).requires_grad_();
   sum(a * b).backward();
-  REQUIRE(a.grad().values() == std::vector<double>{1, 10, 100, 1, 10, 100});
-  REQUIRE(b.grad().values() == std::vector<double>{5, 7, 9});
+  REQUIRE(a.grad().to_host_f64() == std::vector<double>{1, 10, 100, 1, 10, 100});
+  REQUIRE(b.grad().to_host_f64() == std::vector<double>{5, 7, 9});
   // L = sum(x / y) with x [2,1], y [1,3]: dx[i] = sum_j 1/y[j], dy[j] = -sum_i x[i] / y[j]^2.
   Tensor x = from_values({1, 2}, {2, 1}, DType::f64).requires_grad_();
   Tensor y = from_values({1, 2, 4}, {1, 3}, DType::f64).requires_grad_();
   sum(x / y).backward();
   REQUIRE(x.grad().shape() == Shape{2, 1});
-  require_close(x.grad().values(), {1.75, 1.75}, 1e-15);
+  require_close(x.grad().to_host_f64(), {1.75, 1.75}, 1e-15);
   REQUIRE(y.grad().shape() == Shape{1, 3});
-  require_close(y.grad().values(), {-3.0, -3.0 / 4, -3.0 / 16}, 1e-15);
+  require_close(y.grad().to_host_f64(), {-3.0, -3.0 / 4, -3.0 / 16}, 1e-15);
 }

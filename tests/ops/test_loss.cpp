@@ -22,7 +22,7 @@ TEST_CASE("cross_entropy of a small case by hand", "[loss]") {
   REQUIRE(loss.item() == Approx((kLogSumExp123 - 1.0 + std::log(3.0)) / 2));  // 1.7531091
   loss.backward();
   // d loss / d logits = (softmax - one_hot) / N
-  const auto g = logits.grad().values();
+  const auto g = logits.grad().to_host_f64();
   REQUIRE(g[0] == Approx((std::exp(1.0 - kLogSumExp123) - 1) / 2));
   REQUIRE(g[2] == Approx(std::exp(3.0 - kLogSumExp123) / 2));
   REQUIRE(g[3] == Approx(1.0 / 6));
@@ -34,7 +34,7 @@ TEST_CASE("cross_entropy leaves ignored targets out of the sum and the mean", "[
   Tensor loss = cross_entropy(logits, from_indices({0, -100}, {2}));
   REQUIRE(loss.item() == Approx(kLogSumExp123 - 1.0));
   loss.backward();
-  const auto g = logits.grad().values();
+  const auto g = logits.grad().to_host_f64();
   REQUIRE(g[3] == 0);
   REQUIRE(g[4] == 0);
   REQUIRE(g[5] == 0);
@@ -47,7 +47,7 @@ TEST_CASE("cross_entropy with every target ignored is 0, not NaN", "[loss]") {
   Tensor loss = cross_entropy(logits, from_indices({-100, -100}, {2}));
   REQUIRE(loss.item() == 0);
   loss.backward();
-  REQUIRE(logits.grad().values() == std::vector<double>(6, 0.0));
+  REQUIRE(logits.grad().to_host_f64() == std::vector<double>(6, 0.0));
 }
 
 TEST_CASE("cross_entropy: an ignored, fully masked row gives no NaN", "[loss]") {
@@ -56,7 +56,7 @@ TEST_CASE("cross_entropy: an ignored, fully masked row gives no NaN", "[loss]") 
   Tensor loss = cross_entropy(logits, from_indices({2, -100}, {2}));
   REQUIRE(loss.item() == Approx(kLogSumExp123 - 3.0));
   loss.backward();
-  for (double g : logits.grad().values()) REQUIRE(std::isfinite(g));
+  for (double g : logits.grad().to_host_f64()) REQUIRE(std::isfinite(g));
 }
 
 TEST_CASE("cross_entropy on (B, S, C) with (B, S) targets matches the flattened (N, C)", "[loss]") {
@@ -86,7 +86,7 @@ TEST_CASE("mse_loss by hand", "[loss]") {
   Tensor loss = mse_loss(input, from_values({1, 1, 1}, {3}, DType::f64));
   REQUIRE(loss.item() == Approx(5.0 / 3));
   loss.backward();
-  const auto g = input.grad().values();  // 2 (x - t) / n
+  const auto g = input.grad().to_host_f64();  // 2 (x - t) / n
   REQUIRE(g[0] == Approx(0).margin(1e-12));
   REQUIRE(g[1] == Approx(2.0 / 3));
   REQUIRE(g[2] == Approx(4.0 / 3));

@@ -13,17 +13,17 @@ TEST_CASE("where picks a or b and routes the gradient the same way", "[mask]") {
   Tensor b = from_values({9}, {1}).requires_grad_();  // broadcast everywhere
   Tensor out = where(condition, a, b);
   REQUIRE(out.shape() == Shape{2, 3});
-  REQUIRE(out.values() == std::vector<double>{1, 9, 3, 4, 9, 6});
+  REQUIRE(out.to_host_f64() == std::vector<double>{1, 9, 3, 4, 9, 6});
   sum(out).backward();
-  REQUIRE(a.grad().values() == std::vector<double>{1, 0, 1, 1, 0, 1});
-  REQUIRE(b.grad().values() == std::vector<double>{2});  // taken at two places
+  REQUIRE(a.grad().to_host_f64() == std::vector<double>{1, 0, 1, 1, 0, 1});
+  REQUIRE(b.grad().to_host_f64() == std::vector<double>{2});  // taken at two places
 }
 
 TEST_CASE("where broadcasts the condition up too", "[mask]") {
   const Tensor condition = from_bools({true, false}, {2, 1});
   Tensor out = where(condition, from_values({1, 2, 3}, {3}), zeros({}));
   REQUIRE(out.shape() == Shape{2, 3});
-  REQUIRE(out.values() == std::vector<double>{1, 2, 3, 0, 0, 0});
+  REQUIRE(out.to_host_f64() == std::vector<double>{1, 2, 3, 0, 0, 0});
 }
 
 TEST_CASE("masked_fill fills where the mask is true; gradient flows where it is false", "[mask]") {
@@ -31,9 +31,9 @@ TEST_CASE("masked_fill fills where the mask is true; gradient flows where it is 
   const Tensor mask = from_bools({false, true, false}, {1, 3});
   Tensor out = masked_fill(x, mask, -7);
   REQUIRE(out.shape() == Shape{2, 3});
-  REQUIRE(out.values() == std::vector<double>{1, -7, 3, 4, -7, 6});
+  REQUIRE(out.to_host_f64() == std::vector<double>{1, -7, 3, 4, -7, 6});
   sum(out * 2.0).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{2, 0, 2, 2, 0, 2});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{2, 0, 2, 2, 0, 2});
 }
 
 TEST_CASE("where and masked_fill reject non-bool masks and bad shapes", "[mask]") {

@@ -56,12 +56,12 @@ TEST_CASE("matmul: 2-D matches a naive triple loop in f32 and f64", "[matmul]") 
     Tensor c64 = matmul(a64, b64);
     REQUIRE(c64.shape() == Shape{m, n});
     REQUIRE(c64.dtype() == DType::f64);
-    require_close(c64.values(), expected, 1e-12);
+    require_close(c64.to_host_f64(), expected, 1e-12);
     // f32 inputs hold rounded values: compare with the naive product of the rounded inputs.
     Tensor a32 = from_values(av, {m, k}), b32 = from_values(bv, {k, n});
     Tensor c32 = matmul(a32, b32);
     REQUIRE(c32.dtype() == DType::f32);
-    require_close(c32.values(), naive_matmul(a32.values(), b32.values(), m, k, n), 1e-5);
+    require_close(c32.to_host_f64(), naive_matmul(a32.to_host_f64(), b32.to_host_f64(), m, k, n), 1e-5);
   }
 }
 
@@ -69,7 +69,7 @@ TEST_CASE("matmul: a small product by hand", "[matmul]") {
   // [[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]
   Tensor a = from_values({1, 2, 3, 4}, {2, 2});
   Tensor b = from_values({5, 6, 7, 8}, {2, 2});
-  REQUIRE(matmul(a, b).values() == std::vector<double>{19, 22, 43, 50});
+  REQUIRE(matmul(a, b).to_host_f64() == std::vector<double>{19, 22, 43, 50});
 }
 
 TEST_CASE("matmul: batched operands multiply item by item", "[matmul][batched]") {
@@ -86,7 +86,7 @@ TEST_CASE("matmul: batched operands multiply item by item", "[matmul][batched]")
     const auto ci = naive_matmul(ai, bi, m, k, n);
     expected.insert(expected.end(), ci.begin(), ci.end());
   }
-  require_close(c.values(), expected, 1e-12);
+  require_close(c.to_host_f64(), expected, 1e-12);
 }
 
 TEST_CASE("matmul: broadcast batch dims ((2,1,3,4) @ (5,4,2) -> (2,5,3,2))", "[matmul][batched]") {
@@ -95,7 +95,7 @@ TEST_CASE("matmul: broadcast batch dims ((2,1,3,4) @ (5,4,2) -> (2,5,3,2))", "[m
   Tensor b = from_values(bv, {5, 4, 2}, DType::f64);
   Tensor c = matmul(a, b);
   REQUIRE(c.shape() == Shape{2, 5, 3, 2});
-  const std::vector<double> got = c.values();
+  const std::vector<double> got = c.to_host_f64();
   for (int64_t i = 0; i < 2; ++i) {
     const std::vector<double> ai(av.begin() + i * 12, av.begin() + (i + 1) * 12);
     for (int64_t j = 0; j < 5; ++j) {
@@ -114,7 +114,7 @@ TEST_CASE("matmul: broadcast batch dims ((2,1,3,4) @ (5,4,2) -> (2,5,3,2))", "[m
     const std::vector<double> bj(bv.begin() + j * 8, bv.begin() + (j + 1) * 8);
     const std::vector<double> ai(av.begin() + 12, av.begin() + 24);
     const auto expected = naive_matmul(ai, bj, 3, 4, 2);
-    const auto all = c2.values();
+    const auto all = c2.to_host_f64();
     require_close(std::vector<double>(all.begin() + j * 6, all.begin() + (j + 1) * 6), expected, 1e-12);
   }
 }
@@ -127,12 +127,12 @@ TEST_CASE("matmul: 1-D operands as in torch.matmul", "[matmul][vector]") {
   SECTION("matrix @ vector") {
     Tensor r = matmul(M, v);
     REQUIRE(r.shape() == Shape{2});
-    REQUIRE(r.values() == std::vector<double>{1 - 3, 4 - 6});
+    REQUIRE(r.to_host_f64() == std::vector<double>{1 - 3, 4 - 6});
   }
   SECTION("vector @ matrix") {
     Tensor r = matmul(u, M);
     REQUIRE(r.shape() == Shape{3});
-    REQUIRE(r.values() == std::vector<double>{2 + 4, 4 + 5, 6 + 6});
+    REQUIRE(r.to_host_f64() == std::vector<double>{2 + 4, 4 + 5, 6 + 6});
   }
   SECTION("vector @ vector gives a 0-d scalar") {
     Tensor w = from_values({4, 5, 6}, {3});
@@ -146,19 +146,19 @@ TEST_CASE("matmul: 1-D operands as in torch.matmul", "[matmul][vector]") {
     Tensor B = stack({M, M * 2.0}, 0);  // [2, 2, 3]
     Tensor r = matmul(u, B);            // [2, 3]
     REQUIRE(r.shape() == Shape{2, 3});
-    REQUIRE(r.values() == std::vector<double>{6, 9, 12, 12, 18, 24});
+    REQUIRE(r.to_host_f64() == std::vector<double>{6, 9, 12, 12, 18, 24});
     Tensor s = matmul(B, v);  // [2, 2]
     REQUIRE(s.shape() == Shape{2, 2});
-    REQUIRE(s.values() == std::vector<double>{-2, -2, -4, -4});
+    REQUIRE(s.to_host_f64() == std::vector<double>{-2, -2, -4, -4});
   }
   SECTION("a strided vector (a column of a matrix)") {
     Tensor col = M.narrow(1, 1, 1).squeeze(1);  // [2, 5], stride 3
     REQUIRE(col.strides() == Shape{3});
     Tensor N = from_values({1, 1, 2, 2, 3, 3}, {3, 2});  // [3, 2] @ col = [7, 14, 21]
-    REQUIRE(matmul(N, col).values() == std::vector<double>{7, 14, 21});
+    REQUIRE(matmul(N, col).to_host_f64() == std::vector<double>{7, 14, 21});
     Tensor row = M.transpose(0, 1).narrow(0, 2, 1).squeeze(0);  // [3, 6], stride 3
     REQUIRE(row.strides() == Shape{3});
-    REQUIRE(matmul(row, from_values({1, 1, 1, 0, 0, 1}, {2, 3})).values() ==
+    REQUIRE(matmul(row, from_values({1, 1, 1, 0, 0, 1}, {2, 3})).to_host_f64() ==
             std::vector<double>{3, 3, 9});
   }
 }
@@ -170,39 +170,39 @@ TEST_CASE("matmul: transposed and strided views give the same values as contiguo
   Tensor a = at.transpose(0, 1);  // [m, k], column-major
   Tensor b = bt.transpose(0, 1);  // [k, n], column-major
   REQUIRE_FALSE(a.is_contiguous());
-  const auto expected = naive_matmul(a.contiguous().values(), b.contiguous().values(), m, k, n);
-  require_close(matmul(a, b).values(), expected, 1e-12);
-  require_close(matmul(a.contiguous(), b).values(), expected, 1e-12);
-  require_close(matmul(a, b.contiguous()).values(), expected, 1e-12);
-  REQUIRE(matmul(a, b).values() == matmul(a.contiguous(), b.contiguous()).values());
+  const auto expected = naive_matmul(a.contiguous().to_host_f64(), b.contiguous().to_host_f64(), m, k, n);
+  require_close(matmul(a, b).to_host_f64(), expected, 1e-12);
+  require_close(matmul(a.contiguous(), b).to_host_f64(), expected, 1e-12);
+  require_close(matmul(a, b.contiguous()).to_host_f64(), expected, 1e-12);
+  REQUIRE(matmul(a, b).to_host_f64() == matmul(a.contiguous(), b.contiguous()).to_host_f64());
 
   // Narrowed views (leading dimension larger than the width), transposed or not.
   Tensor big = from_values(pattern(10 * 12, 0.2), {10, 12}, DType::f64);
   Tensor window = big.narrow(0, 2, m).narrow(1, 3, k);  // [6, 5], ld 12, offset
   Tensor window_t = big.narrow(0, 1, k).narrow(1, 4, n);  // [5, 7], ld 12
-  const auto expected2 = naive_matmul(window.contiguous().values(), window_t.contiguous().values(), m, k, n);
-  require_close(matmul(window, window_t).values(), expected2, 1e-12);
+  const auto expected2 = naive_matmul(window.contiguous().to_host_f64(), window_t.contiguous().to_host_f64(), m, k, n);
+  require_close(matmul(window, window_t).to_host_f64(), expected2, 1e-12);
   Tensor wt = big.narrow(0, 0, k).narrow(1, 5, m).transpose(0, 1);  // [6, 5] transposed, ld 12
-  require_close(matmul(wt, b).values(),
-                naive_matmul(wt.contiguous().values(), b.contiguous().values(), m, k, n), 1e-12);
+  require_close(matmul(wt, b).to_host_f64(),
+                naive_matmul(wt.contiguous().to_host_f64(), b.contiguous().to_host_f64(), m, k, n), 1e-12);
 
   // Views that are neither row- nor column-major: expanded rows and every-other-column.
   Tensor expanded = from_values(pattern(k, 0.8), {1, k}, DType::f64).expand({m, k});
-  require_close(matmul(expanded, b).values(),
-                naive_matmul(expanded.contiguous().values(), b.contiguous().values(), m, k, n), 1e-12);
+  require_close(matmul(expanded, b).to_host_f64(),
+                naive_matmul(expanded.contiguous().to_host_f64(), b.contiguous().to_host_f64(), m, k, n), 1e-12);
   Tensor stepped = from_values(pattern(m * 2 * k, 0.6), {m, k, 2}, DType::f64).narrow(2, 0, 1).squeeze(2);
   REQUIRE(stepped.strides() == Shape{2 * k, 2});
-  require_close(matmul(stepped, b).values(),
-                naive_matmul(stepped.contiguous().values(), b.contiguous().values(), m, k, n), 1e-12);
+  require_close(matmul(stepped, b).to_host_f64(),
+                naive_matmul(stepped.contiguous().to_host_f64(), b.contiguous().to_host_f64(), m, k, n), 1e-12);
 
   // Batched transposes: a [2, m, k] seen through transpose(-1, -2) of [2, k, m].
   Tensor batched_t = from_values(pattern(2 * k * m, 0.9), {2, k, m}, DType::f64).transpose(-1, -2);
   Tensor c = matmul(batched_t, b);
   REQUIRE(c.shape() == Shape{2, m, n});
-  require_close(c.values(), matmul(batched_t.contiguous(), b.contiguous()).values(), 1e-12);
+  require_close(c.to_host_f64(), matmul(batched_t.contiguous(), b.contiguous()).to_host_f64(), 1e-12);
   // ... and a batch dim that is not outermost in memory: permute a [m, 2, k] to [2, m, k].
   Tensor inner_batch = from_values(pattern(m * 2 * k, 1.1), {m, 2, k}, DType::f64).permute({1, 0, 2});
-  require_close(matmul(inner_batch, b).values(), matmul(inner_batch.contiguous(), b.contiguous()).values(), 1e-12);
+  require_close(matmul(inner_batch, b).to_host_f64(), matmul(inner_batch.contiguous(), b.contiguous()).to_host_f64(), 1e-12);
 }
 
 TEST_CASE("matmul: shape mismatches throw with the shapes in the message", "[matmul][errors]") {
@@ -229,7 +229,7 @@ TEST_CASE("matmul: empty dims", "[matmul]") {
   // k = 0: the product of empty sums is zero.
   Tensor c = matmul(zeros({2, 0}), zeros({0, 3}));
   REQUIRE(c.shape() == Shape{2, 3});
-  REQUIRE(c.values() == std::vector<double>(6, 0.0));
+  REQUIRE(c.to_host_f64() == std::vector<double>(6, 0.0));
   REQUIRE(matmul(zeros({0, 4}), zeros({4, 3})).shape() == Shape{0, 3});
 }
 
@@ -241,15 +241,15 @@ TEST_CASE("matmul: gradients by hand", "[matmul][grad]") {
   sum(matmul(A, B) * W).backward();
   // dA[i, p] = sum_j W[i, j] B[p, j]
   std::vector<double> dA(6), dB(6);
-  const std::vector<double> a = A.values(), b = B.values(), w = W.values();
+  const std::vector<double> a = A.to_host_f64(), b = B.to_host_f64(), w = W.to_host_f64();
   for (int i = 0; i < 2; ++i)
     for (int p = 0; p < 3; ++p)
       for (int j = 0; j < 2; ++j) dA[i * 3 + p] += w[i * 2 + j] * b[p * 2 + j];
   for (int p = 0; p < 3; ++p)
     for (int j = 0; j < 2; ++j)
       for (int i = 0; i < 2; ++i) dB[p * 2 + j] += a[i * 3 + p] * w[i * 2 + j];
-  require_close(A.grad().values(), dA, 1e-12);
-  require_close(B.grad().values(), dB, 1e-12);
+  require_close(A.grad().to_host_f64(), dA, 1e-12);
+  require_close(B.grad().to_host_f64(), dB, 1e-12);
 }
 
 TEST_CASE("matmul: broadcast-batched gradients reduce to the input shapes", "[matmul][grad]") {
@@ -274,8 +274,8 @@ TEST_CASE("matmul: broadcast-batched gradients reduce to the input shapes", "[ma
   for (int j = 0; j < 5; ++j)
     for (int p = 0; p < 4; ++p)
       for (int c = 0; c < 2; ++c) dB[j * 8 + p * 2 + c] = col_sum_a[p];
-  require_close(A.grad().values(), dA, 1e-12);
-  require_close(B.grad().values(), dB, 1e-12);
+  require_close(A.grad().to_host_f64(), dA, 1e-12);
+  require_close(B.grad().to_host_f64(), dB, 1e-12);
 }
 
 TEST_CASE("matmul: gradients of 1-D operands keep their shapes", "[matmul][grad]") {
@@ -284,14 +284,14 @@ TEST_CASE("matmul: gradients of 1-D operands keep their shapes", "[matmul][grad]
   Tensor v = from_values({1, 0, -1}, {3}).requires_grad_();
   sum(matmul(M, v)).backward();
   REQUIRE(v.grad().shape() == Shape{3});
-  REQUIRE(v.grad().values() == std::vector<double>{5, 7, 9});
-  REQUIRE(M.grad().values() == std::vector<double>{1, 0, -1, 1, 0, -1});
+  REQUIRE(v.grad().to_host_f64() == std::vector<double>{5, 7, 9});
+  REQUIRE(M.grad().to_host_f64() == std::vector<double>{1, 0, -1, 1, 0, -1});
   // L = v . w (1-D @ 1-D): dv = w, dw = v.
   v.zero_grad();
   Tensor w = from_values({4, 5, 6}, {3}).requires_grad_();
   matmul(v, w).backward();
-  REQUIRE(v.grad().values() == std::vector<double>{4, 5, 6});
-  REQUIRE(w.grad().values() == std::vector<double>{1, 0, -1});
+  REQUIRE(v.grad().to_host_f64() == std::vector<double>{4, 5, 6});
+  REQUIRE(w.grad().to_host_f64() == std::vector<double>{1, 0, -1});
 }
 
 TEST_CASE("matmul: gradients through transposed inputs", "[matmul][grad]") {
@@ -300,7 +300,7 @@ TEST_CASE("matmul: gradients through transposed inputs", "[matmul][grad]") {
   Tensor X = from_values({1, 2, 3, 4, 5, 6}, {3, 2}).requires_grad_();
   Tensor Y = from_values({1, 2, 3, 4, 5, 6}, {3, 2});
   sum(matmul(X.transpose(0, 1), Y)).backward();
-  REQUIRE(X.grad().values() == std::vector<double>{3, 3, 7, 7, 11, 11});
+  REQUIRE(X.grad().to_host_f64() == std::vector<double>{3, 3, 7, 7, 11, 11});
 }
 
 TEST_CASE("linear: matches matmul with the transposed weight plus bias", "[matmul][linear]") {
@@ -311,7 +311,7 @@ TEST_CASE("linear: matches matmul with the transposed weight plus bias", "[matmu
   Tensor y = linear(x, w, b);
   REQUIRE(y.shape() == Shape{batch, out});
   // Naive: y[r, o] = sum_i x[r, i] w[o, i] + b[o].
-  const auto xv = x.values(), wv = w.values(), bv = b.values();
+  const auto xv = x.to_host_f64(), wv = w.to_host_f64(), bv = b.to_host_f64();
   std::vector<double> expected(batch * out);
   for (int64_t r = 0; r < batch; ++r)
     for (int64_t o = 0; o < out; ++o) {
@@ -319,21 +319,21 @@ TEST_CASE("linear: matches matmul with the transposed weight plus bias", "[matmu
       for (int64_t i = 0; i < in; ++i) acc += xv[r * in + i] * wv[o * in + i];
       expected[r * out + o] = acc;
     }
-  require_close(y.values(), expected, 1e-12);
-  require_close((matmul(x, w.transpose(0, 1)) + b).values(), expected, 1e-12);
+  require_close(y.to_host_f64(), expected, 1e-12);
+  require_close((matmul(x, w.transpose(0, 1)) + b).to_host_f64(), expected, 1e-12);
   // Without bias.
-  require_close(linear(x, w).values(), matmul(x, w.transpose(0, 1)).values(), 1e-12);
+  require_close(linear(x, w).to_host_f64(), matmul(x, w.transpose(0, 1)).to_host_f64(), 1e-12);
   // Extra leading dims and 1-D input.
   Tensor x3 = x.view({2, 2, in});
   Tensor y3 = linear(x3, w, b);
   REQUIRE(y3.shape() == Shape{2, 2, out});
-  require_close(y3.values(), expected, 1e-12);
+  require_close(y3.to_host_f64(), expected, 1e-12);
   Tensor y1 = linear(x.narrow(0, 1, 1).squeeze(0), w, b);
   REQUIRE(y1.shape() == Shape{out});
-  require_close(y1.values(), std::vector<double>(expected.begin() + out, expected.begin() + 2 * out), 1e-12);
+  require_close(y1.to_host_f64(), std::vector<double>(expected.begin() + out, expected.begin() + 2 * out), 1e-12);
   // A non-contiguous input.
   Tensor xt = from_values(pattern(batch * in, 0.1), {in, batch}, DType::f64).transpose(0, 1);
-  require_close(linear(xt, w, b).values(), (matmul(xt.contiguous(), w.transpose(0, 1)) + b).values(), 1e-12);
+  require_close(linear(xt, w, b).to_host_f64(), (matmul(xt.contiguous(), w.transpose(0, 1)) + b).to_host_f64(), 1e-12);
 }
 
 TEST_CASE("linear: errors", "[matmul][linear][errors]") {
@@ -353,7 +353,7 @@ TEST_CASE("linear: gradients equal those of matmul + bias", "[matmul][linear][gr
   Tensor b = from_values({0.1, 0.2}, {out}, DType::f64).requires_grad_();
   Tensor G = from_values(pattern(rows * out, 2.5), {rows, out}, DType::f64);
   sum(linear(x, W, b) * G).backward();
-  const auto g = G.values(), w = W.values(), xv = x.values();
+  const auto g = G.to_host_f64(), w = W.to_host_f64(), xv = x.to_host_f64();
   std::vector<double> dx(rows * in, 0.0), dW(out * in, 0.0), db(out, 0.0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < out; ++o) {
@@ -363,8 +363,8 @@ TEST_CASE("linear: gradients equal those of matmul + bias", "[matmul][linear][gr
         dW[o * in + i] += g[r * out + o] * xv[r * in + i];
       }
     }
-  require_close(x.grad().values(), dx, 1e-12);
-  require_close(W.grad().values(), dW, 1e-12);
-  require_close(b.grad().values(), db, 1e-12);
+  require_close(x.grad().to_host_f64(), dx, 1e-12);
+  require_close(W.grad().to_host_f64(), dW, 1e-12);
+  require_close(b.grad().to_host_f64(), db, 1e-12);
   REQUIRE(b.grad().shape() == Shape{out});
 }

@@ -73,21 +73,21 @@ TEST_CASE("reduce: sum over each dim with and without keepdim", "[reduce][sum]")
   }
   REQUIRE(sum(x, {0}).shape() == Shape{3, 4});
   REQUIRE(sum(x, {0}, true).shape() == Shape{1, 3, 4});
-  require_close(sum(x, {0}).values(), over0, 1e-13);
+  require_close(sum(x, {0}).to_host_f64(), over0, 1e-13);
   REQUIRE(sum(x, {1}).shape() == Shape{2, 4});
   REQUIRE(sum(x, {1}, true).shape() == Shape{2, 1, 4});
-  require_close(sum(x, {1}, true).values(), over1, 1e-13);
+  require_close(sum(x, {1}, true).to_host_f64(), over1, 1e-13);
   REQUIRE(sum(x, {2}).shape() == Shape{2, 3});
   REQUIRE(sum(x, {-1}, true).shape() == Shape{2, 3, 1});
-  require_close(sum(x, {-1}).values(), over2, 1e-13);
+  require_close(sum(x, {-1}).to_host_f64(), over2, 1e-13);
   REQUIRE(sum(x, {0, 2}).shape() == Shape{3});
   REQUIRE(sum(x, {2, 0}, true).shape() == Shape{1, 3, 1});
-  require_close(sum(x, {2, 0}).values(), over02, 1e-13);
-  require_close(sum(x, {-3, -1}).values(), over02, 1e-13);
+  require_close(sum(x, {2, 0}).to_host_f64(), over02, 1e-13);
+  require_close(sum(x, {-3, -1}).to_host_f64(), over02, 1e-13);
   // f32 agrees to single precision.
-  require_close(sum(make_x(DType::f32), {1}).values(), over1, 1e-5);
+  require_close(sum(make_x(DType::f32), {1}).to_host_f64(), over1, 1e-5);
   // A non-contiguous input: sum over dim 0 of x^T (shape [4, 3, 2]) = sum of x over its dim 2.
-  require_close(sum(x.transpose(0, 2), {0}).values(),
+  require_close(sum(x.transpose(0, 2), {0}).to_host_f64(),
                 [&] {
                   std::vector<double> v;  // [3, 2]: out[j, i] = sum_k x[i, j, k]
                   for (int j = 0; j < 3; ++j)
@@ -112,15 +112,15 @@ TEST_CASE("reduce: mean over dims", "[reduce][mean]") {
   Tensor x = from_values({1, 2, 3, 4, 5, 6}, {2, 3});
   REQUIRE(mean(x).shape() == Shape{});
   REQUIRE(mean(x).item() == Approx(3.5));
-  REQUIRE(mean(x, {0}).values() == std::vector<double>{2.5, 3.5, 4.5});
+  REQUIRE(mean(x, {0}).to_host_f64() == std::vector<double>{2.5, 3.5, 4.5});
   REQUIRE(mean(x, {1}, true).shape() == Shape{2, 1});
-  REQUIRE(mean(x, {1}, true).values() == std::vector<double>{2, 5});
-  REQUIRE(mean(x, {-1}).values() == std::vector<double>{2, 5});
+  REQUIRE(mean(x, {1}, true).to_host_f64() == std::vector<double>{2, 5});
+  REQUIRE(mean(x, {-1}).to_host_f64() == std::vector<double>{2, 5});
   REQUIRE(mean(x, {0, 1}, true).shape() == Shape{1, 1});
   REQUIRE(mean(x, {0, 1}, true).item() == Approx(3.5));
   Tensor big = make_x();
   double total = 0;
-  for (double v : big.values()) total += v;
+  for (double v : big.to_host_f64()) total += v;
   REQUIRE(mean(big).item() == Approx(total / 24).margin(1e-13));
   REQUIRE_THROWS_AS(mean(from_indices({1}, {1})), Error);
   REQUIRE_THROWS_AS(mean(x, {2}), Error);
@@ -143,25 +143,25 @@ TEST_CASE("reduce: max over a dim gives values and first indices", "[reduce][max
   REQUIRE(m.values.shape() == Shape{2, 4});
   REQUIRE(m.indices.shape() == Shape{2, 4});
   REQUIRE(m.indices.dtype() == DType::i64);
-  REQUIRE(m.values.values() == values);
-  REQUIRE(m.indices.indices() == indices);
+  REQUIRE(m.values.to_host_f64() == values);
+  REQUIRE(m.indices.to_host_i64() == indices);
   MaxResult kept = max(x, 1, true);
   REQUIRE(kept.values.shape() == Shape{2, 1, 4});
   REQUIRE(kept.indices.shape() == Shape{2, 1, 4});
-  REQUIRE(kept.values.values() == values);
-  REQUIRE(kept.indices.indices() == indices);
-  REQUIRE(max(x, -2).indices.indices() == indices);
+  REQUIRE(kept.values.to_host_f64() == values);
+  REQUIRE(kept.indices.to_host_i64() == indices);
+  REQUIRE(max(x, -2).indices.to_host_i64() == indices);
 }
 
 TEST_CASE("reduce: max by hand, ties, negatives and infinities", "[reduce][max]") {
   Tensor x = from_values({3, 7, 7, 1, -5, -2, -9, -2}, {2, 4});
   MaxResult rows = max(x, 1);
-  REQUIRE(rows.values.values() == std::vector<double>{7, -2});
-  REQUIRE(rows.indices.indices() == std::vector<int64_t>{1, 1});  // ties: the first one
+  REQUIRE(rows.values.to_host_f64() == std::vector<double>{7, -2});
+  REQUIRE(rows.indices.to_host_i64() == std::vector<int64_t>{1, 1});  // ties: the first one
   MaxResult cols = max(x, 0, true);
   REQUIRE(cols.values.shape() == Shape{1, 4});
-  REQUIRE(cols.values.values() == std::vector<double>{3, 7, 7, 1});
-  REQUIRE(cols.indices.indices() == std::vector<int64_t>{0, 0, 0, 0});
+  REQUIRE(cols.values.to_host_f64() == std::vector<double>{3, 7, 7, 1});
+  REQUIRE(cols.indices.to_host_i64() == std::vector<int64_t>{0, 0, 0, 0});
   const double inf = std::numeric_limits<double>::infinity();
   Tensor y = from_values({-inf, -inf, -1e30}, {3}, DType::f64);
   REQUIRE(max(y, 0).values.item() == -1e30);
@@ -171,7 +171,7 @@ TEST_CASE("reduce: max by hand, ties, negatives and infinities", "[reduce][max]"
   Tensor all = max(x);
   REQUIRE(all.shape() == Shape{});
   REQUIRE(all.item() == 7);
-  REQUIRE(max(x.transpose(0, 1), 1).values.values() == std::vector<double>{3, 7, 7, 1});
+  REQUIRE(max(x.transpose(0, 1), 1).values.to_host_f64() == std::vector<double>{3, 7, 7, 1});
 }
 
 TEST_CASE("reduce: max errors", "[reduce][max][errors]") {
@@ -186,27 +186,27 @@ TEST_CASE("reduce: gradients of sum and mean", "[reduce][grad]") {
   // L = sum(sum(x, {1}) * w) with x [2,3], w [2]: dL/dx[i, j] = w[i].
   Tensor x = from_values({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
   sum(sum(x, {1}) * from_values({10, 20}, {2})).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{10, 10, 10, 20, 20, 20});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{10, 10, 10, 20, 20, 20});
   // keepdim variant with a [2,1] weight.
   x.zero_grad();
   sum(sum(x, {1}, true) * from_values({10, 20}, {2, 1})).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{10, 10, 10, 20, 20, 20});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{10, 10, 10, 20, 20, 20});
   // Over dim 0: dL/dx[i, j] = w[j].
   x.zero_grad();
   sum(sum(x, {0}) * from_values({1, 2, 3}, {3})).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{1, 2, 3, 1, 2, 3});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{1, 2, 3, 1, 2, 3});
   // Mean over everything: 1 / 6 each.
   x.zero_grad();
   mean(x).backward();
-  require_close(x.grad().values(), std::vector<double>(6, 1.0 / 6), 1e-7);
+  require_close(x.grad().to_host_f64(), std::vector<double>(6, 1.0 / 6), 1e-7);
   // Mean over dim 1 weighted: dL/dx[i, j] = w[i] / 3.
   x.zero_grad();
   sum(mean(x, {1}) * from_values({3, 6}, {2})).backward();
-  require_close(x.grad().values(), {1, 1, 1, 2, 2, 2}, 1e-7);
+  require_close(x.grad().to_host_f64(), {1, 1, 1, 2, 2, 2}, 1e-7);
   // Multiple dims of a 3-d tensor: sum over {0, 2} then weight by w[j].
   Tensor y = make_x().requires_grad_();
   sum(sum(y, {0, 2}) * from_values({1, 2, 3}, {3}, DType::f64)).backward();
-  const std::vector<double> g = y.grad().values();
+  const std::vector<double> g = y.grad().to_host_f64();
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) REQUIRE(g[i * 12 + j * 4 + k] == j + 1);
@@ -216,13 +216,13 @@ TEST_CASE("reduce: gradient of max flows to the first maximum only", "[reduce][g
   // Row 0 = [3, 7, 7, 1]: max at index 1 (first of the tie); row 1 = [-5, -2, -9, -2]: index 1.
   Tensor x = from_values({3, 7, 7, 1, -5, -2, -9, -2}, {2, 4}).requires_grad_();
   sum(max(x, 1).values * from_values({2, 3}, {2})).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{0, 2, 0, 0, 0, 3, 0, 0});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 2, 0, 0, 0, 3, 0, 0});
   x.zero_grad();
   sum(max(x, 0, true).values * from_values({1, 2, 3, 4}, {1, 4})).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{1, 2, 3, 4, 0, 0, 0, 0});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{1, 2, 3, 4, 0, 0, 0, 0});
   x.zero_grad();
   max(x).backward();
-  REQUIRE(x.grad().values() == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0});
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0});
   REQUIRE_FALSE(max(x, 1).indices.requires_grad());
 }
 

@@ -14,24 +14,24 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool all_finite(const Tensor& t) {
-  for (double v : t.values()) if (!std::isfinite(v)) return false;
+  for (double v : t.to_host_f64()) if (!std::isfinite(v)) return false;
   return true;
 }
 }  // namespace
 
 TEST_CASE("softmax of (1, 2, 3) by hand", "[softmax]") {
   const double total = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
-  const auto y = softmax(from_values({1, 2, 3}, {3}, DType::f64), 0).values();
+  const auto y = softmax(from_values({1, 2, 3}, {3}, DType::f64), 0).to_host_f64();
   REQUIRE(y[0] == Approx(std::exp(1.0) / total));  // 0.0900306
   REQUIRE(y[1] == Approx(std::exp(2.0) / total));  // 0.2447285
   REQUIRE(y[2] == Approx(std::exp(3.0) / total));  // 0.6652410
-  const auto log_y = log_softmax(from_values({1, 2, 3}, {3}), -1).values();
+  const auto log_y = log_softmax(from_values({1, 2, 3}, {3}), -1).to_host_f64();
   REQUIRE(log_y[0] == Approx(1.0 - std::log(total)));  // -2.4076060
   REQUIRE(log_y[2] == Approx(3.0 - std::log(total)));  // -0.4076060
 }
 
 TEST_CASE("softmax over dim 0 normalises columns", "[softmax]") {
-  const auto y = softmax(from_values({1, 2, 3, 4}, {2, 2}, DType::f64), 0).values();
+  const auto y = softmax(from_values({1, 2, 3, 4}, {2, 2}, DType::f64), 0).to_host_f64();
   const double low = 1.0 / (1.0 + std::exp(2.0));  // softmax(1, 3)[0] = softmax(2, 4)[0]
   REQUIRE(y[0] == Approx(low));
   REQUIRE(y[1] == Approx(low));
@@ -42,9 +42,9 @@ TEST_CASE("softmax over dim 0 normalises columns", "[softmax]") {
 TEST_CASE("softmax backward by hand: d y0 / dx = y0 (e0 - y)", "[softmax]") {
   Tensor x = from_values({1, 2, 3}, {3}, DType::f64).requires_grad_();
   Tensor y = softmax(x, 0);
-  const auto yv = y.values();
+  const auto yv = y.to_host_f64();
   y.backward(from_values({1, 0, 0}, {3}, DType::f64));
-  const auto g = x.grad().values();
+  const auto g = x.grad().to_host_f64();
   REQUIRE(g[0] == Approx(yv[0] * (1 - yv[0])));
   REQUIRE(g[1] == Approx(-yv[0] * yv[1]));
   REQUIRE(g[2] == Approx(-yv[0] * yv[2]));
@@ -53,8 +53,8 @@ TEST_CASE("softmax backward by hand: d y0 / dx = y0 (e0 - y)", "[softmax]") {
 TEST_CASE("log_softmax backward by hand: gradient of a sum is 1 - n softmax", "[softmax]") {
   Tensor x = from_values({1, 2, 3}, {3}, DType::f64).requires_grad_();
   sum(log_softmax(x, 0)).backward();
-  const auto p = softmax(x.detach(), 0).values();
-  const auto g = x.grad().values();
+  const auto p = softmax(x.detach(), 0).to_host_f64();
+  const auto g = x.grad().to_host_f64();
   for (int i = 0; i < 3; ++i) REQUIRE(g[i] == Approx(1 - 3 * p[i]));
 }
 
@@ -62,14 +62,14 @@ TEST_CASE("softmax of a fully masked row is 0 with gradient 0, never NaN", "[sof
   Tensor x = from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64).requires_grad_();
   const Tensor mask = from_bools({false, true}, {2, 1});
   Tensor y = softmax(masked_fill(x, mask, -kInf), -1);
-  const auto yv = y.values();
+  const auto yv = y.to_host_f64();
   REQUIRE(all_finite(y));
   REQUIRE(yv[3] == 0);
   REQUIRE(yv[4] == 0);
   REQUIRE(yv[5] == 0);
   sum(y * from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64)).backward();
   REQUIRE(all_finite(x.grad()));
-  const auto g = x.grad().values();
+  const auto g = x.grad().to_host_f64();
   REQUIRE(g[3] == 0);
   REQUIRE(g[4] == 0);
   REQUIRE(g[5] == 0);
@@ -80,15 +80,15 @@ TEST_CASE("softmax straight on an all -inf row: gradient 0", "[softmax]") {
   Tensor x = from_values({-kInf, -kInf, 0, 1}, {2, 2}, DType::f64).requires_grad_();
   Tensor y = softmax(x, 1);
   sum(y * from_values({1, 2, 3, 4}, {2, 2}, DType::f64)).backward();
-  REQUIRE(y.values()[0] == 0);
-  REQUIRE(x.grad().values()[0] == 0);
-  REQUIRE(x.grad().values()[1] == 0);
+  REQUIRE(y.to_host_f64()[0] == 0);
+  REQUIRE(x.grad().to_host_f64()[0] == 0);
+  REQUIRE(x.grad().to_host_f64()[1] == 0);
 }
 
 TEST_CASE("log_softmax of a fully masked row is -inf, its gradient stays finite", "[softmax]") {
   Tensor x = from_values({-kInf, -kInf, 0, 1}, {2, 2}, DType::f64).requires_grad_();
   Tensor y = log_softmax(x, 1);
-  REQUIRE(y.values()[0] == -kInf);
+  REQUIRE(y.to_host_f64()[0] == -kInf);
   y.backward(from_values({0, 0, 1, 1}, {2, 2}, DType::f64));
   REQUIRE(all_finite(x.grad()));
 }

@@ -33,7 +33,7 @@ struct Errors {
 struct Norms {
   double diff = 0, ref = 0;
   void add(const Tensor& actual, const Tensor& expected) {
-    const std::vector<double> a = actual.values(), e = expected.values();
+    const std::vector<double> a = actual.to_host_f64(), e = expected.to_host_f64();
     REQUIRE(a.size() == e.size());
     for (size_t i = 0; i < a.size(); ++i) {
       diff += (a[i] - e[i]) * (a[i] - e[i]);

@@ -60,8 +60,9 @@ Checkpoint charlm_checkpoint(int64_t layers = 1) {
   const Vocabulary vocab = small_vocabulary();
   nn::CharLM model(vocab.size(), config.model_config());
   const Tensor loss = sum(model.forward(from_indices({2, 3, 4, 5}, {1, 4})));
-  return {config, {{"vocab", vocabulary_to_json(vocab)}}, model.state_dict(),
-          optimizer_state_after_one_step(model, loss), 1, {7, 9}, {1024.0, 3}, 2};
+  return {.config = config, .data_state = {{"vocab", vocabulary_to_json(vocab)}}, .model = model.state_dict(),
+          .optimizer = optimizer_state_after_one_step(model, loss), .step = 1, .rng = {.seed = 7, .offset = 9},
+          .scaler = {.scale = 1024.0, .growth_tracker = 3}, .skipped_steps = 2};
 }
 
 Checkpoint textcls_checkpoint(const std::vector<std::string>& labels) {
@@ -71,7 +72,8 @@ Checkpoint textcls_checkpoint(const std::vector<std::string>& labels) {
   nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), config.model_config());
   nlohmann::json stored_labels = nlohmann::json::array();
   for (const std::string& label : labels) stored_labels.push_back(bytes_to_json(label));
-  return {config, {{"vocab", vocabulary_to_json(vocab)}, {"labels", stored_labels}}, model.state_dict(), {}, 0, {}, {}, 0};
+  return {.config = config, .data_state = {{"vocab", vocabulary_to_json(vocab)}, {"labels", stored_labels}},
+          .model = model.state_dict()};
 }
 
 Checkpoint timeseries_checkpoint() {
@@ -81,7 +83,7 @@ Checkpoint timeseries_checkpoint() {
   nn::TimeSeriesModel model(3, config.horizon, config.model_config());
   const nlohmann::json state = {{"columns", {"t", "y", "z"}}, {"target_column", 1},
                                 {"mean", {0.5, 1.0, -2.0}}, {"stddev", {1.0, 2.0, 0.25}}};
-  return {config, state, model.state_dict(), {}, 0, {}, {}, 0};
+  return {.config = config, .data_state = state, .model = model.state_dict()};
 }
 
 // Saves `checkpoint`, lets `edit` change the file's tensors and metadata as an attacker would,
@@ -141,7 +143,7 @@ TEST_CASE("checkpoint: save and load round-trip every field", "[checkpoint]") {
   REQUIRE(loaded.model.size() == saved.model.size());
   for (size_t i = 0; i < saved.model.size(); ++i) {
     REQUIRE(loaded.model[i].first == saved.model[i].first);
-    REQUIRE(loaded.model[i].second.values() == saved.model[i].second.values());
+    REQUIRE(loaded.model[i].second.to_host_f64() == saved.model[i].second.to_host_f64());
   }
   REQUIRE(loaded.optimizer.size() == saved.optimizer.size());
   REQUIRE(loaded.optimizer.size() == 1 + 3 * saved.model.size());  // step, then 3 Adam buffers each
@@ -318,7 +320,7 @@ TEST_CASE("checkpoint: NaN or Inf in any tensor is refused, naming it", "[checkp
   const auto poison = [](const std::string& name, double value, int64_t at) {
     return [name, value, at](SafetensorsFile& file) {
       Tensor& t = tensor_named(file, name);
-      std::vector<double> values = t.values();
+      std::vector<double> values = t.to_host_f64();
       values[at] = value;
       t = from_values(values, t.shape(), t.dtype());
     };
@@ -331,7 +333,7 @@ TEST_CASE("checkpoint: NaN or Inf in any tensor is refused, naming it", "[checkp
   // Half precision is scanned too (a model stored in f16: load_state_dict converts it).
   require_refused(dir, checkpoint, [](SafetensorsFile& file) {
     Tensor& t = tensor_named(file, "norm.weight");
-    std::vector<double> values = t.values();
+    std::vector<double> values = t.to_host_f64();
     values[2] = 1e6;  // past f16's largest finite value, 65504: rounds to Inf
     t = from_values(values, t.shape(), DType::f16);
   }, "tensor 'norm.weight' holds NaN/Inf values");

@@ -83,7 +83,7 @@ void keep_vocabulary_rows(SafetensorsFile& file, int64_t rows) {
 
 void set_value(SafetensorsFile& file, const std::string& name, int64_t at, double value) {
   Tensor& t = tensor_named(file, name);
-  std::vector<double> values = t.values();
+  std::vector<double> values = t.to_host_f64();
   values[at] = value;
   t = from_values(values, t.shape(), t.dtype());
 }

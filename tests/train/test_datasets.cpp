@@ -77,8 +77,8 @@ TEST_CASE("datasets: time-series windows by hand", "[datasets]") {
   REQUIRE(data.train_x.dtype() == DType::f32);
   REQUIRE(data.val_x.shape() == Shape{0, 3, 2});
   REQUIRE(data.val_y.shape() == Shape{0, 2});
-  const auto x = data.train_x.values();
-  const auto y = data.train_y.values();
+  const auto x = data.train_x.to_host_f64();
+  const auto y = data.train_y.to_host_f64();
   // First window: rows 1..3 as input, b of rows 4..5 as target.
   REQUIRE(std::vector<double>(x.begin(), x.begin() + 6) == std::vector<double>{1, 10, 2, 20, 3, 30});
   REQUIRE(std::vector<double>(y.begin(), y.begin() + 2) == std::vector<double>{40, 50});
@@ -94,9 +94,9 @@ TEST_CASE("datasets: time-series windows by hand", "[datasets]") {
     REQUIRE(split.target_column == 0);
     REQUIRE(split.train_x.shape() == Shape{3, 3, 2});
     REQUIRE(split.val_x.shape() == Shape{3, 3, 2});
-    REQUIRE(split.train_y.values() == std::vector<double>{4, 5, 5, 6, 6, 7});
-    REQUIRE(split.val_y.values() == std::vector<double>{7, 8, 8, 9, 9, 10});
-    const auto vx = split.val_x.values();
+    REQUIRE(split.train_y.to_host_f64() == std::vector<double>{4, 5, 5, 6, 6, 7});
+    REQUIRE(split.val_y.to_host_f64() == std::vector<double>{7, 8, 8, 9, 9, 10});
+    const auto vx = split.val_x.to_host_f64();
     REQUIRE(std::vector<double>(vx.begin(), vx.begin() + 6) == std::vector<double>{4, 40, 5, 50, 6, 60});
   }
 }
@@ -117,22 +117,22 @@ TEST_CASE("datasets: zscore statistics come from the training windows only", "[d
   REQUIRE(data.norm.mean[2] == Approx(40.0));
   REQUIRE(data.norm.stddev[2] == Approx(20.0));
   // First training window, first row: (1 - 4) / 2, (7 - 7) / 1, (10 - 40) / 20.
-  const auto x = data.train_x.values();
+  const auto x = data.train_x.to_host_f64();
   REQUIRE(x[0] == Approx(-1.5));
   REQUIRE(x[1] == Approx(0.0));
   REQUIRE(x[2] == Approx(-1.5));
   // Targets normalised with the target column's statistics: b of rows 4, 5 -> 0, 0.5.
-  const auto y = data.train_y.values();
+  const auto y = data.train_y.to_host_f64();
   REQUIRE(y[0] == Approx(0.0));
   REQUIRE(y[1] == Approx(0.5));
   // The last validation target, b = 100, is outside the statistics: (100 - 40) / 20 = 3.
-  REQUIRE(data.val_y.values().back() == Approx(3.0));
+  REQUIRE(data.val_y.to_host_f64().back() == Approx(3.0));
 
   SECTION("a given normalization is used as is") {
     Normalization norm{{0, 0, 0}, {1, 1, 10}};
     const TimeSeriesData given = load_timeseries(path, spec(3, 2, 0.5, true, "b"), &norm);
     REQUIRE(given.norm.stddev == std::vector<double>{1, 1, 10});
-    REQUIRE(given.train_y.values()[0] == Approx(4.0));
+    REQUIRE(given.train_y.to_host_f64()[0] == Approx(4.0));
     Normalization wrong{{0}, {1}};
     REQUIRE_THROWS_WITH(load_timeseries(path, spec(3, 2, 0.5), &wrong), Contains("normalization"));
   }
@@ -169,8 +169,8 @@ TEST_CASE("datasets: malformed CSV files throw tg::Error naming the problem", "[
   const TimeSeriesData crlf =
       load_timeseries(dir.write("crlf.csv", "\xEF\xBB\xBF\"a\", \"b\"\r\n1,2\r\n\r\n3,4\r\n5,6\r\n"), spec(1, 1, 0.0));
   REQUIRE(crlf.columns == std::vector<std::string>{"a", "b"});
-  REQUIRE(crlf.train_x.values() == std::vector<double>{1, 2, 3, 4});
-  REQUIRE(crlf.train_y.values() == std::vector<double>{4, 6});
+  REQUIRE(crlf.train_x.to_host_f64() == std::vector<double>{1, 2, 3, 4});
+  REQUIRE(crlf.train_y.to_host_f64() == std::vector<double>{4, 6});
 }
 
 // ---- tokens and vocabularies --------------------------------------------------------------------
@@ -285,9 +285,9 @@ TEST_CASE("datasets: text batches pad with 0 to the longest", "[datasets]") {
   const TextBatch batch = make_text_batch(examples, {1, 2, 0});
   REQUIRE(batch.tokens.shape() == Shape{3, 3});
   REQUIRE(batch.tokens.dtype() == DType::i64);
-  REQUIRE(batch.tokens.indices() == std::vector<int64_t>{7, 0, 0, 2, 3, 4, 5, 6, 0});
+  REQUIRE(batch.tokens.to_host_i64() == std::vector<int64_t>{7, 0, 0, 2, 3, 4, 5, 6, 0});
   REQUIRE(batch.lengths == std::vector<int64_t>{1, 3, 2});
-  REQUIRE(batch.labels.indices() == std::vector<int64_t>{0, 2, 1});
+  REQUIRE(batch.labels.to_host_i64() == std::vector<int64_t>{0, 2, 1});
   REQUIRE(batch.labels.shape() == Shape{3});
   REQUIRE(make_text_batch(examples, {1}).tokens.shape() == Shape{1, 1});
   REQUIRE_THROWS_WITH(make_text_batch(examples, {3}), Contains("out of range"));
@@ -315,8 +315,8 @@ TEST_CASE("datasets: character LM text, examples and batches", "[datasets]") {
   REQUIRE(charlm_examples({}, 3) == 0);
   const auto [inputs, targets] = make_charlm_batch(data.train, 3, {1, 0});
   REQUIRE(inputs.shape() == Shape{2, 3});
-  REQUIRE(inputs.indices() == std::vector<int64_t>{2, 3, 5, 2, 3, 4});
-  REQUIRE(targets.indices() == std::vector<int64_t>{3, 5, 2, 3, 4, 2});
+  REQUIRE(inputs.to_host_i64() == std::vector<int64_t>{2, 3, 5, 2, 3, 4});
+  REQUIRE(targets.to_host_i64() == std::vector<int64_t>{3, 5, 2, 3, 4, 2});
   REQUIRE_THROWS_WITH(make_charlm_batch(data.train, 3, {2}), Contains("out of range"));
   REQUIRE_THROWS_AS(charlm_examples(data.train, 0), tg::Error);
 
@@ -376,7 +376,7 @@ TEST_CASE("datasets: the files in data/ load", "[datasets]") {
     // 309 years, T = 32, P = 1: 277 windows, floor(27.7) = 27 validate.
     REQUIRE(data.train_x.shape() == Shape{250, 32, 2});
     REQUIRE(data.val_x.shape() == Shape{27, 32, 2});
-    for (const double v : data.train_y.values()) REQUIRE(std::isfinite(v));
+    for (const double v : data.train_y.to_host_f64()) REQUIRE(std::isfinite(v));
   }
   SECTION("fortunes.tsv") {
     const TextClsData data = load_textcls(data_file("fortunes.tsv"), Tokenizer::chars, 300, 0.1);

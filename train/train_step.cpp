@@ -1,0 +1,32 @@
+#include "train/train_step.h"
+
+#include "autograd/autocast.h"
+#include "autograd/profiler.h"
+
+namespace tg::train {
+
+TrainStepResult train_step(const std::function<Tensor()>& loss, Optimizer& optimizer, GradScaler& scaler,
+                           const TrainStepOptions& options) {
+  TrainStepResult result;
+  Tensor value;
+  {
+    const Autocast autocast(options.autocast);
+    value = loss();
+  }
+  result.loss_scale = scaler.get_scale();  // before update() changes it
+  scaler.scale(value).backward();
+  if (options.clip > 0) {
+    scaler.unscale(optimizer);  // clip the true gradients, not the scaled ones
+    clip_grad_norm(optimizer.params(), options.clip);
+  }
+  {
+    const ProfileRegion region(optimizer.name(), ".step");
+    result.skipped = !scaler.step(optimizer);  // unscales first if not done above
+    scaler.update();
+  }
+  optimizer.zero_grad();
+  result.loss = value.item();  // after the step: on a GPU, no wait between forward and backward
+  return result;
+}
+
+}  // namespace tg::train

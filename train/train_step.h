@@ -1,0 +1,37 @@
+#pragma once
+// One training step, the one `tapegrad train` and `tapegrad bench` both run:
+//
+//   forward + loss (under autocast)  ->  scaler.scale(loss).backward()
+//   ->  unscale + clip_grad_norm (when clipping)  ->  scaler.step(optimizer) + scaler.update()
+//   ->  optimizer.zero_grad()
+//
+// PyTorch's AMP recipe (torch.autocast + GradScaler) written once. The learning rate is the
+// caller's (set it on the optimizer before the step), and so is what to do with the result: log
+// it, count skipped steps, stop on divergence.
+#include <functional>
+
+#include "autograd/dtype.h"
+#include "autograd/tensor.h"
+#include "nn/grad_scaler.h"
+#include "nn/optim.h"
+
+namespace tg::train {
+
+struct TrainStepOptions {
+  DType autocast = DType::f32;  // the forward and the loss run under tg::Autocast(autocast); f32: off
+  double clip = 0;              // clip_grad_norm of the optimizer's parameters to this; 0: none
+};
+
+struct TrainStepResult {
+  double loss = 0;        // the batch loss before the update, unscaled (NaN/inf when it diverged)
+  bool skipped = false;   // the scaler found inf/NaN gradients and skipped the update
+  double loss_scale = 1;  // the scale this step's backward ran with (1 when the scaler is disabled)
+};
+
+// `loss` computes the batch loss (a scalar) from the model's current weights. Gradients of the
+// optimizer's parameters must be empty on entry; they are empty again on return. The scaler
+// steps and updates once. Profiling, the update is the row "<optimizer>.step" (e.g. "Adam.step").
+TrainStepResult train_step(const std::function<Tensor()>& loss, Optimizer& optimizer, GradScaler& scaler,
+                           const TrainStepOptions& options = {});
+
+}  // namespace tg::train
