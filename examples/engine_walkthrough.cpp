@@ -15,7 +15,7 @@ namespace {
 
 void print(const char* name, const Tensor& t) {
   std::printf("%-8s", name);
-  for (double v : t.values()) std::printf(" %8.4f", v);
+  for (double v : t.to_host_f64()) std::printf(" %8.4f", v);
   std::printf("\n");
 }
 
