@@ -1,7 +1,8 @@
 #pragma once
 // The kernel interface: everything a device must do for the ops in ops/.
 // ops/ never asks which device a tensor is on; it calls kernels(tensor.device()).
-// The CPU implementation (ops/cpu_*.cpp) is the readable reference.
+// The CPU implementation is in ops/cpu_*.cpp; ops/cpu_reference.h has the plain-loop reference
+// of its blocked / vectorised kernels (GEMM, softmax, attention).
 //
 // Conventions: tensors passed as outputs are contiguous and already allocated. Inputs may have
 // any strides unless a comment says "contiguous". Floating kernels handle f32 and f64; copy, fill,
@@ -48,10 +49,11 @@ struct DimSplit {
 };
 
 // Scaled dot-product attention over a batch of N independent (query, key, value) problems:
-// q [N, Sq, d], k [N, Sk, d], v [N, Sk, dv], all contiguous. Query i may attend key j unless
-// `causal` and j > i, or the mask says false there. Dropout drops probability (n, i, j) when
-// Philox number n*Sq*Sk + i*Sk + j of (seed, offset) is below dropout_p (the numbering that
-// dropout() on the [N, Sq, Sk] weights uses, so both attention paths drop the same entries).
+// q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim], all contiguous. Query i may
+// attend key j unless `causal` and j > i, or the mask says false there. Dropout drops
+// probability (n, i, j) when Philox number n*Sq*Sk + i*Sk + j of (seed, offset) is below
+// dropout_p (the numbering that dropout() on the [N, Sq, Sk] weights uses, so both attention
+// paths drop the same entries).
 struct AttentionProblem {
   Tensor q, k, v;
   double scale = 1.0;
@@ -128,9 +130,9 @@ struct Kernels {
   virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                               const Tensor& rstd) = 0;
 
-  // Fused attention: out [N, Sq, dv] and the per-row log-sum-exp [N, Sq] (the only statistics
-  // kept for backward, which recomputes the probabilities tile by tile). For f16/bf16 q, k, v the
-  // log-sum-exp is f32.
+  // Fused attention: out [N, Sq, value_dim] and the per-row log-sum-exp [N, Sq] (the only
+  // statistics kept for backward, which recomputes the probabilities tile by tile). For f16/bf16
+  // q, k, v the log-sum-exp is f32.
   virtual void attention_forward(const AttentionProblem& problem, const Tensor& out,
                                  const Tensor& logsumexp) = 0;
   // Accumulates into grad_q, grad_k, grad_v (zero-filled by the caller).

@@ -1,3 +1,4 @@
+// The thread policy (see threads.h): OpenMP threads for our loops, OpenBLAS on one thread.
 #include "autograd/threads.h"
 
 #include <omp.h>
@@ -7,11 +8,19 @@
 
 #include "autograd/error.h"
 
-extern "C" void openblas_set_num_threads(int);
+extern "C" void openblas_set_num_threads(int);  // the only declaration: nothing else calls it
 
 namespace tg {
 namespace {
 int current_threads = 0;
+}
+
+void pin_blas_to_one_thread() {
+  static const bool pinned = [] {  // once, even when first called from several threads
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)pinned;
 }
 
 void set_num_threads(int threads) {
@@ -20,7 +29,7 @@ void set_num_threads(int threads) {
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   current_threads = threads;
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  pin_blas_to_one_thread();
 }
 
 int num_threads() { return current_threads > 0 ? current_threads : omp_get_max_threads(); }

@@ -39,7 +39,7 @@ __device__ inline C apply_unary(UnaryOp op, C x, C scalar) {
   return x;
 }
 
-// a op b in the compute type C, as the CPU's apply_binary.
+// a op b in the compute type C, as the CPU's with_binary_op (ops/cpu_elementwise.cpp).
 template <typename C>
 __device__ inline C apply_binary(BinaryOp op, C a, C b) {
   switch (op) {

@@ -22,15 +22,7 @@ void attach_mask(AttentionProblem& problem, const Tensor& mask, const Shape& bat
   problem.mask = view;
   problem.mask_row_stride = view.strides()[view.dim() - 2];
   problem.mask_col_stride = view.strides()[view.dim() - 1];
-  problem.mask_offsets.assign(numel(batch), 0);
-  for (int64_t item = 0; item < numel(batch); ++item) {
-    int64_t rest = item, offset = 0;
-    for (size_t d = batch.size(); d-- > 0;) {
-      offset += (rest % batch[d]) * view.strides()[d];
-      rest /= batch[d];
-    }
-    problem.mask_offsets[item] = offset;  // relative to the view's first element
-  }
+  problem.mask_offsets = batch_offsets(view, batch);  // relative to the view's first element
 }
 
 }  // namespace
@@ -46,12 +38,13 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
            "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
            shape_str(v.shape()), " need the same number of dims (at least 2)");
   const Shape batch(q.shape().begin(), q.shape().end() - 2);
-  const int64_t sq = q.size(-2), d = q.size(-1), sk = k.size(-2), dv = v.size(-1);
+  const int64_t sq = q.size(-2), head_dim = q.size(-1), sk = k.size(-2), value_dim = v.size(-1);
   TG_CHECK(Shape(k.shape().begin(), k.shape().end() - 2) == batch &&
-               Shape(v.shape().begin(), v.shape().end() - 2) == batch && k.size(-1) == d &&
+               Shape(v.shape().begin(), v.shape().end() - 2) == batch && k.size(-1) == head_dim &&
                v.size(-2) == sk,
            "op '", op, "': shapes q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
-           shape_str(v.shape()), " do not fit (expected [..., Sq, d], [..., Sk, d], [..., Sk, dv])");
+           shape_str(v.shape()),
+           " do not fit (expected [..., Sq, head_dim], [..., Sk, head_dim], [..., Sk, value_dim])");
   check_same_device(op, {q, k, v, mask});
   TG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "op '", op, "': dtypes ",
            dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ", dtype_name(v.dtype()), " differ");
@@ -61,10 +54,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 
   const int64_t items = numel(batch);
   AttentionProblem problem;
-  problem.q = q.detach().contiguous().view({items, sq, d});
-  problem.k = k.detach().contiguous().view({items, sk, d});
-  problem.v = v.detach().contiguous().view({items, sk, dv});
-  problem.scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+  problem.q = q.detach().contiguous().view({items, sq, head_dim});
+  problem.k = k.detach().contiguous().view({items, sk, head_dim});
+  problem.v = v.detach().contiguous().view({items, sk, value_dim});
+  problem.scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
   problem.causal = is_causal;
   if (mask.defined()) attach_mask(problem, mask, batch, sq, sk);
   problem.dropout_p = dropout_p;
@@ -73,13 +66,13 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     problem.offset = reserve_random(items * sq * sk);
   }
 
-  Tensor out = empty({items, sq, dv}, q.dtype(), q.device());
+  Tensor out = empty({items, sq, value_dim}, q.dtype(), q.device());
   // The row statistics stay f32 for f16/bf16 inputs: log-sum-exp needs the range and precision.
   const DType lse_dtype = is_half(q.dtype()) ? DType::f32 : q.dtype();
   Tensor logsumexp = empty({items, sq}, lse_dtype, q.device());
   kernels(q.device()).attention_forward(problem, out, logsumexp);
   Shape out_shape = batch;
-  out_shape.insert(out_shape.end(), {sq, dv});
+  out_shape.insert(out_shape.end(), {sq, value_dim});
   Tensor result = out.view(out_shape);
 
   // The tensors are saved on the node (and freed with it); the closure keeps only the settings.

@@ -1,4 +1,6 @@
-// CPU fused attention (FlashAttention's algorithm on BLAS tiles).
+// CPU fused attention (FlashAttention's algorithm on BLAS tiles): the fast kernel. The same math
+// as plain loops is attention_forward / attention_backward in ops/cpu_reference.cpp, and
+// tests/ops/test_cpu_reference.cpp compares the two.
 //
 // Forward, per tile of queries: walk the key tiles, S = scale Q K^T on one GEMM, keep a running
 // row max m and row sum l (online softmax), rescale the accumulator when m grows, add P V with a
@@ -8,116 +10,28 @@
 // Backward recomputes P = exp(S - lse) tile by tile and applies, with D_i = dO_i . O_i,
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q
 // (with dropout, P and dP carry the keep mask Z / (1 - p)).
-#include <cblas.h>
-
+//
+// Sizes: q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim]; gradients are d_q, d_k,
+// d_v, d_out. The row helpers (exp, max) are vectorised in ops/cpu_simd.h; GEMMs go through
+// blas_gemm, one BLAS thread each, with OpenMP over the tiles (autograd/threads.h).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <omp.h>
 #include <vector>
 
 #include "autograd/rng.h"
 #include "autograd/threads.h"
 #include "ops/cpu_kernels.h"
-
-extern "C" void openblas_set_num_threads(int);
+#include "ops/cpu_simd.h"
 
 namespace tg::cpu {
 namespace {
 
+using simd::exp_shifted_row;
+using simd::row_max_of;
+
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 128;
-
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-// row[c] = exp(row[c] - shift) for a row of scores, returning the row's sum: the hot loop of
-// both passes. f32 runs four lanes at a time (GCC/Clang vector extensions; SSE2 is the x86-64
-// baseline) with Cephes' expf: Cody-Waite reduction x = n ln2 + r, a degree-5 polynomial for
-// exp(r), times 2^n built in the exponent bits. It is within 1e-7 relative of std::exp, exactly 0
-// below -87 (a masked -inf gives 0, as exp(-inf)) and keeps NaN. About twice as fast as calling
-// std::exp per element here; f64 (gradcheck) keeps std::exp.
-using Floats = float __attribute__((vector_size(16)));
-using Ints = int32_t __attribute__((vector_size(16)));
-constexpr int64_t kLanes = 4;
-
-Floats splat(float value) { return Floats{} + value; }
-
-Floats exp_lanes(Floats x) {
-  const Floats low = x < -87.0f ? splat(-87.0f) : x;  // a NaN fails both tests and stays
-  const Floats clamped = low > 88.0f ? splat(88.0f) : low;
-  const Floats n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
-  const Floats r = clamped - n * 0.693359375f - n * -2.12194440e-4f;               // x - n ln2
-  Floats poly = splat(1.9875691500e-4f);
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  const Floats exp_r = poly * r * r + r + 1.0f;
-  const Floats two_to_n = (Floats)((__builtin_convertvector(n, Ints) + 127) << 23);
-  return x < -87.0f ? splat(0.0f) : exp_r * two_to_n;
-}
-
-float exp_shifted_row(float* row, int64_t cols, float shift) {
-  Floats sum{};
-  int64_t c = 0;
-  for (; c + kLanes <= cols; c += kLanes) {
-    Floats x;
-    std::memcpy(&x, row + c, sizeof x);
-    x = exp_lanes(x - shift);
-    std::memcpy(row + c, &x, sizeof x);
-    sum += x;
-  }
-  if (c < cols) {  // the tail, padded with -inf (which gives 0)
-    Floats x = splat(-std::numeric_limits<float>::infinity());
-    std::memcpy(&x, row + c, (cols - c) * sizeof(float));
-    x = exp_lanes(x - shift);
-    std::memcpy(row + c, &x, (cols - c) * sizeof(float));
-    sum += x;
-  }
-  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
-}
-
-// The largest entry of a row (-inf for an empty or fully masked one), four lanes at a time: a
-// scalar max is a chain of dependent instructions. NaNs are skipped, as by std::max(best, x).
-float row_max_of(const float* row, int64_t cols) {
-  Floats best = splat(-std::numeric_limits<float>::infinity());
-  int64_t c = 0;
-  for (; c + kLanes <= cols; c += kLanes) {
-    Floats x;
-    std::memcpy(&x, row + c, sizeof x);
-    best = best < x ? x : best;
-  }
-  float result = std::max(std::max(best[0], best[1]), std::max(best[2], best[3]));
-  for (; c < cols; ++c) result = std::max(result, row[c]);
-  return result;
-}
-
-double row_max_of(const double* row, int64_t cols) {
-  double result = -std::numeric_limits<double>::infinity();
-  for (int64_t c = 0; c < cols; ++c) result = std::max(result, row[c]);
-  return result;
-}
-
-double exp_shifted_row(double* row, int64_t cols, double shift) {
-  double sum = 0;
-  for (int64_t c = 0; c < cols; ++c) {
-    row[c] = std::exp(row[c] - shift);
-    sum += row[c];
-  }
-  return sum;
-}
 
 // What one batch item needs: sizes, masks and dropout, shared by forward and backward.
 struct Item {
@@ -153,21 +67,19 @@ struct Item {
   }
 };
 
-// Runs body(n) for every batch item, or body(n, tile) with OpenMP, keeping OpenBLAS on one
-// thread inside the parallel region so that the two pools never run at full width together.
+// Runs body(index) for index < count (batch items, or (item, query tile) pairs) on OpenMP's
+// threads; each body's GEMMs run on its own thread (OpenBLAS is single-threaded).
 template <typename Body>
 void parallel_for(int64_t count, Body&& body) {
   const bool parallel = count > 1 && num_threads() > 1;
-  if (parallel) openblas_set_num_threads(1);
 #pragma omp parallel for schedule(dynamic) if (parallel)
   for (int64_t index = 0; index < count; ++index) body(index);
-  if (parallel) openblas_set_num_threads(num_threads());
 }
 
 template <typename T>
 void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& lse_tensor) {
   const int64_t batch = p.q.size(0), sq = p.q.size(1), sk = p.k.size(1);
-  const int64_t d = p.q.size(2), dv = p.v.size(2);
+  const int64_t head_dim = p.q.size(2), value_dim = p.v.size(2);
   const int64_t tiles = (sq + kQueryTile - 1) / kQueryTile;
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -176,16 +88,17 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const int64_t n = work / tiles, i0 = (work % tiles) * kQueryTile;
     const int64_t rows = std::min(kQueryTile, sq - i0);
     const Item item{p, n, sq, sk, mask};
-    const T* q = p.q.data_as<T>() + (n * sq + i0) * d;
-    const T* k = p.k.data_as<T>() + n * sk * d;
-    const T* v = p.v.data_as<T>() + n * sk * dv;
+    const T* q = p.q.data_as<T>() + (n * sq + i0) * head_dim;
+    const T* k = p.k.data_as<T>() + n * sk * head_dim;
+    const T* v = p.v.data_as<T>() + n * sk * value_dim;
     std::vector<T> scores(rows * kKeyTile), row_max(rows, kNegInf), row_sum(rows, 0);
-    std::vector<T> acc(rows * dv, 0), keep(kKeyTile);
+    std::vector<T> acc(rows * value_dim, 0), keep(kKeyTile);
 
     const int64_t key_end = item.key_end(i0, rows);
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, key_end - j0);
-      gemm(false, true, rows, cols, d, T(p.scale), q, d, k + j0 * d, d, T(0), scores.data(), cols);
+      blas_gemm(false, true, rows, cols, head_dim, T(p.scale), q, head_dim, k + j0 * head_dim,
+                head_dim, T(0), scores.data(), cols);
       for (int64_t r = 0; r < rows; ++r) {
         T* s = scores.data() + r * cols;
         item.mask_row(i0 + r, j0, cols, s);
@@ -196,7 +109,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
         }
         const T correction = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
         row_sum[r] *= correction;
-        for (int64_t c = 0; c < dv; ++c) acc[r * dv + c] *= correction;
+        for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction;
         row_sum[r] += exp_shifted_row(s, cols, new_max);
         if (p.dropout_p > 0) {  // the normaliser above counts every probability; out drops some
           item.keep_row(i0 + r, j0, cols, keep.data());
@@ -204,13 +117,16 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
         }
         row_max[r] = new_max;
       }
-      gemm(false, false, rows, dv, cols, T(1), scores.data(), cols, v + j0 * dv, dv, T(1), acc.data(), dv);
+      blas_gemm(false, false, rows, value_dim, cols, T(1), scores.data(), cols,
+                v + j0 * value_dim, value_dim, T(1), acc.data(), value_dim);
     }
-    T* out = out_tensor.data_as<T>() + (n * sq + i0) * dv;
+    T* out = out_tensor.data_as<T>() + (n * sq + i0) * value_dim;
     T* lse = lse_tensor.data_as<T>() + n * sq + i0;
     for (int64_t r = 0; r < rows; ++r) {
       const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
-      for (int64_t c = 0; c < dv; ++c) out[r * dv + c] = empty ? T(0) : acc[r * dv + c] / row_sum[r];
+      for (int64_t c = 0; c < value_dim; ++c) {
+        out[r * value_dim + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
+      }
       lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
     }
   });
@@ -221,21 +137,21 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
               const Tensor& grad_out, const Tensor& grad_q, const Tensor& grad_k,
               const Tensor& grad_v) {
   const int64_t batch = p.q.size(0), sq = p.q.size(1), sk = p.k.size(1);
-  const int64_t d = p.q.size(2), dv = p.v.size(2);
+  const int64_t head_dim = p.q.size(2), value_dim = p.v.size(2);
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
   parallel_for(batch, [&](int64_t n) {  // items are independent; tiles of one item share dK, dV
     const Item item{p, n, sq, sk, mask};
-    const T* q = p.q.data_as<T>() + n * sq * d;
-    const T* k = p.k.data_as<T>() + n * sk * d;
-    const T* v = p.v.data_as<T>() + n * sk * dv;
-    const T* out = out_tensor.data_as<T>() + n * sq * dv;
+    const T* q = p.q.data_as<T>() + n * sq * head_dim;
+    const T* k = p.k.data_as<T>() + n * sk * head_dim;
+    const T* v = p.v.data_as<T>() + n * sk * value_dim;
+    const T* out = out_tensor.data_as<T>() + n * sq * value_dim;
     const T* lse = lse_tensor.data_as<T>() + n * sq;
-    const T* d_out = grad_out.data_as<T>() + n * sq * dv;
-    T* dq = grad_q.data_as<T>() + n * sq * d;
-    T* dk = grad_k.data_as<T>() + n * sk * d;
-    T* d_v = grad_v.data_as<T>() + n * sk * dv;
+    const T* d_out = grad_out.data_as<T>() + n * sq * value_dim;
+    T* d_q = grad_q.data_as<T>() + n * sq * head_dim;
+    T* d_k = grad_k.data_as<T>() + n * sk * head_dim;
+    T* d_v = grad_v.data_as<T>() + n * sk * value_dim;
 
     std::vector<T> probs(kQueryTile * kKeyTile), dropped(kQueryTile * kKeyTile);
     std::vector<T> d_probs(kQueryTile * kKeyTile), row_dot(kQueryTile), keep(kQueryTile * kKeyTile);
@@ -243,13 +159,15 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       const int64_t rows = std::min(kQueryTile, sq - i0);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
         T dot = 0;
-        for (int64_t c = 0; c < dv; ++c) dot += d_out[(i0 + r) * dv + c] * out[(i0 + r) * dv + c];
+        const int64_t row = (i0 + r) * value_dim;
+        for (int64_t c = 0; c < value_dim; ++c) dot += d_out[row + c] * out[row + c];
         row_dot[r] = dot;
       }
       const int64_t key_end = item.key_end(i0, rows);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
-        gemm(false, true, rows, cols, d, T(p.scale), q + i0 * d, d, k + j0 * d, d, T(0), probs.data(), cols);
+        blas_gemm(false, true, rows, cols, head_dim, T(p.scale), q + i0 * head_dim, head_dim,
+                  k + j0 * head_dim, head_dim, T(0), probs.data(), cols);
         for (int64_t r = 0; r < rows; ++r) {
           T* prob = probs.data() + r * cols;
           if (lse[i0 + r] == kNegInf) {  // a fully masked row: no probabilities, no gradient
@@ -266,8 +184,10 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
         const T* kept_probs = p.dropout_p > 0 ? dropped.data() : probs.data();
-        gemm(true, false, cols, dv, rows, T(1), kept_probs, cols, d_out + i0 * dv, dv, T(1), d_v + j0 * dv, dv);
-        gemm(false, true, rows, cols, dv, T(1), d_out + i0 * dv, dv, v + j0 * dv, dv, T(0), d_probs.data(), cols);
+        blas_gemm(true, false, cols, value_dim, rows, T(1), kept_probs, cols, d_out + i0 * value_dim,
+                  value_dim, T(1), d_v + j0 * value_dim, value_dim);
+        blas_gemm(false, true, rows, cols, value_dim, T(1), d_out + i0 * value_dim, value_dim,
+                  v + j0 * value_dim, value_dim, T(0), d_probs.data(), cols);
         for (int64_t r = 0; r < rows; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
           for (int64_t c = 0; c < cols; ++c) {
             T d_prob = d_probs[r * cols + c];
@@ -276,8 +196,10 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
           }
         }
         // dQ_i += scale dS K_j ; dK_j += scale dS^T Q_i
-        gemm(false, false, rows, d, cols, T(p.scale), d_probs.data(), cols, k + j0 * d, d, T(1), dq + i0 * d, d);
-        gemm(true, false, cols, d, rows, T(p.scale), d_probs.data(), cols, q + i0 * d, d, T(1), dk + j0 * d, d);
+        blas_gemm(false, false, rows, head_dim, cols, T(p.scale), d_probs.data(), cols,
+                  k + j0 * head_dim, head_dim, T(1), d_q + i0 * head_dim, head_dim);
+        blas_gemm(true, false, cols, head_dim, rows, T(p.scale), d_probs.data(), cols,
+                  q + i0 * head_dim, head_dim, T(1), d_k + j0 * head_dim, head_dim);
       }
     }
   });
@@ -323,12 +245,13 @@ void CpuKernels::attention_backward(const AttentionProblem& problem, const Tenso
                                     const Tensor& grad_q, const Tensor& grad_k,
                                     const Tensor& grad_v) {
   if (is_half(problem.q.dtype())) {
-    const Tensor dq = f32_copy(*this, grad_q), dk = f32_copy(*this, grad_k), dv = f32_copy(*this, grad_v);
+    const Tensor grad_q32 = f32_copy(*this, grad_q), grad_k32 = f32_copy(*this, grad_k),
+                 grad_v32 = f32_copy(*this, grad_v);
     backward<float>(f32_problem(*this, problem), f32_copy(*this, out), logsumexp,
-                    f32_copy(*this, grad_out), dq, dk, dv);
-    copy(dq, grad_q);
-    copy(dk, grad_k);
-    copy(dv, grad_v);
+                    f32_copy(*this, grad_out), grad_q32, grad_k32, grad_v32);
+    copy(grad_q32, grad_q);
+    copy(grad_k32, grad_k);
+    copy(grad_v32, grad_v);
     return;
   }
   dispatch_floating(problem.q.dtype(), "attention_backward", [&](auto tag) {

@@ -33,21 +33,10 @@ T apply_unary(UnaryOp op, T x, T scalar) {
   return x;
 }
 
-template <typename T>
-T apply_binary(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::add: return a + b;
-    case BinaryOp::sub: return a - b;
-    case BinaryOp::mul: return a * b;
-    case BinaryOp::div: return a / b;
-    case BinaryOp::eq: return a == b ? T(1) : T(0);
-  }
-  return a;
-}
-
 constexpr int64_t kParallelElements = 1 << 15;
 
-// Calls body(fn) with fn(a, b) the operation, so that loops over it see a fixed op.
+// The binary ops, written once: calls body(fn) with fn(a, b) the operation on T, so that the
+// loops inside body see a fixed op (and the compiler vectorises them).
 template <typename T, typename Body>
 void with_binary_op(BinaryOp op, Body&& body) {
   switch (op) {
@@ -105,8 +94,10 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
     T* result = out.data_as<T>();
     if (a.is_contiguous() && b.is_contiguous()) {
       const int64_t n = out.numel();
+      with_binary_op<T>(op, [&](auto fn) {
 #pragma omp parallel for if (n > kParallelElements)
-      for (int64_t i = 0; i < n; ++i) result[i] = apply_binary(op, lhs[i], rhs[i]);
+        for (int64_t i = 0; i < n; ++i) result[i] = fn(lhs[i], rhs[i]);
+      });
       return;
     }
     const int64_t last = out.dim() - 1;
@@ -126,8 +117,9 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       });
       return;
     }
-    for_each_element<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()}, [&](auto p) {
-      result[p[2]] = apply_binary(op, lhs[p[0]], rhs[p[1]]);
+    with_binary_op<T>(op, [&](auto fn) {
+      for_each_element<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()},
+                          [&](auto p) { result[p[2]] = fn(lhs[p[0]], rhs[p[1]]); });
     });
   });
 }
@@ -173,17 +165,17 @@ void binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& ou
     const H* lhs = a.data_as<H>();
     const H* rhs = b.data_as<H>();
     H* result = out.data_as<H>();
-    const auto apply = [op](H x, H y) {
-      return convert<H>(apply_binary(op, convert<float>(x), convert<float>(y)));
-    };
-    if (a.is_contiguous() && b.is_contiguous()) {
-      const int64_t n = out.numel();
+    with_binary_op<float>(op, [&](auto fn) {
+      const auto apply = [fn](H x, H y) { return convert<H>(fn(convert<float>(x), convert<float>(y))); };
+      if (a.is_contiguous() && b.is_contiguous()) {
+        const int64_t n = out.numel();
 #pragma omp parallel for if (n > kParallelElements)
-      for (int64_t i = 0; i < n; ++i) result[i] = apply(lhs[i], rhs[i]);
-      return;
-    }
-    for_each_element<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()},
-                        [&](auto p) { result[p[2]] = apply(lhs[p[0]], rhs[p[1]]); });
+        for (int64_t i = 0; i < n; ++i) result[i] = apply(lhs[i], rhs[i]);
+        return;
+      }
+      for_each_element<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()},
+                          [&](auto p) { result[p[2]] = apply(lhs[p[0]], rhs[p[1]]); });
+    });
   });
 }
 

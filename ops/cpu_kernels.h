@@ -1,6 +1,8 @@
 #pragma once
 // The CPU implementation of the kernel interface: plain loops over strided memory, OpenBLAS for
-// GEMM, OpenMP across rows where the work is large enough to pay for the threads.
+// GEMM, OpenMP across rows where the work is large enough to pay for the threads (the thread
+// policy: autograd/threads.h). Where a kernel is blocked or vectorised for speed (GEMM, softmax,
+// attention), ops/cpu_reference.h has the same math as plain loops, and the tests compare them.
 #include <array>
 #include <cstdint>
 
@@ -40,6 +42,15 @@ void binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& ou
 void where_half(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
 void sum_dim_half(const Tensor& x, DimSplit split, const Tensor& out);
 void gemm_half(const GemmBatch& batch);
+
+// The one call into BLAS (ops/cpu_blas.cpp): C = alpha op(A) op(B) + beta C for one row-major
+// matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h).
+void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc);
+void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
+               const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+               int64_t ldc);
 
 // Calls body(offsets) for every element of `shape` in row-major order, where offsets[k] is the
 // element's position (in elements) under strides[k].

@@ -35,21 +35,6 @@ GemmOperand gemm_operand(const Tensor& t) {
   return {copy, false, std::max<int64_t>(cols, 1)};
 }
 
-// Element offsets of each matrix of t, in row-major order over the batch dims (which may have
-// stride 0 where they were broadcast).
-std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
-  std::vector<int64_t> offsets(numel(batch));
-  for (int64_t item = 0; item < static_cast<int64_t>(offsets.size()); ++item) {
-    int64_t rest = item, offset = t.offset();
-    for (size_t d = batch.size(); d-- > 0;) {
-      offset += (rest % batch[d]) * t.strides()[d];
-      rest /= batch[d];
-    }
-    offsets[item] = offset;
-  }
-  return offsets;
-}
-
 // out[..., m, n] = a[..., m, k] @ b[..., k, n]; a and b already share out's batch dims.
 void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -64,9 +49,9 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   g.lda = lhs.ld;
   g.ldb = rhs.ld;
   g.ldc = std::max<int64_t>(g.n, 1);
-  g.a = lhs.tensor.storage()->data();
-  g.b = rhs.tensor.storage()->data();
-  g.c = out.storage()->data();
+  g.a = lhs.tensor.data();  // the first element; the offsets count from there
+  g.b = rhs.tensor.data();
+  g.c = out.data();
   g.a_offsets = batch_offsets(lhs.tensor, batch);
   g.b_offsets = batch_offsets(rhs.tensor, batch);
   g.c_offsets = batch_offsets(out, batch);

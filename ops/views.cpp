@@ -124,6 +124,19 @@ Tensor expand_untaped(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, strides, t.offset());
 }
 
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  std::vector<int64_t> offsets(numel(batch));
+  for (int64_t item = 0; item < static_cast<int64_t>(offsets.size()); ++item) {
+    int64_t rest = item, offset = 0;  // item's index over the batch dims, last dim fastest
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += (rest % batch[d]) * t.strides()[d];
+      rest /= batch[d];
+    }
+    offsets[item] = offset;
+  }
+  return offsets;
+}
+
 Tensor Tensor::expand(const Shape& requested) const {
   Shape shape = requested;
   const int64_t extra = static_cast<int64_t>(shape.size()) - dim();

@@ -16,4 +16,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 // (and takes -1 for "keep this size").
 Tensor expand_untaped(const Tensor& t, const Shape& shape);
 
+// For kernels that take a batch of matrices as offsets (GemmBatch, AttentionProblem's mask): the
+// position (in elements, from t's first element) of each matrix over t's leading `batch` dims,
+// in row-major order; a broadcast dim (stride 0) gives the same matrix again.
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch);
+
 }  // namespace tg

