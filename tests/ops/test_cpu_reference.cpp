@@ -44,7 +44,7 @@ Tensor random(const Shape& shape, DType dtype, double low = -1, double high = 1)
 }
 
 Tensor abs_of(const Tensor& t) {
-  std::vector<double> values = t.values();
+  std::vector<double> values = t.to_host_f64();
   for (double& x : values) x = std::abs(x);
   return from_values(values, t.shape(), t.dtype(), kCPU);
 }
@@ -64,7 +64,7 @@ void at_thread_counts(Body&& body) {
 
 // |fast - ref| <= tolerance[i] element by element; equal infinities pass.
 void require_within(const Tensor& fast, const Tensor& ref, const std::vector<double>& tolerance) {
-  const std::vector<double> f = fast.values(), r = ref.values();
+  const std::vector<double> f = fast.to_host_f64(), r = ref.to_host_f64();
   REQUIRE(f.size() == r.size());
   REQUIRE(tolerance.size() == r.size());
   for (size_t i = 0; i < r.size(); ++i) {
@@ -79,7 +79,7 @@ void require_within(const Tensor& fast, const Tensor& ref, const std::vector<dou
 // |fast - ref| <= relative * max |ref| (the attention tolerance above).
 void require_within_of_max(const Tensor& fast, const Tensor& ref, double relative) {
   double largest = 0;
-  for (double x : ref.values()) {
+  for (double x : ref.to_host_f64()) {
     if (std::isfinite(x)) largest = std::max(largest, std::abs(x));
   }
   require_within(fast, ref, std::vector<double>(ref.numel(), relative * largest + 1e-300));
@@ -130,7 +130,7 @@ void check_gemm(const GemmCase& c, DType dtype) {
     return result;
   };
   const Tensor expected = run(Run::reference);
-  std::vector<double> tolerance = run(Run::bound).values();  // times (k + 4) u: the bound above
+  std::vector<double> tolerance = run(Run::bound).to_host_f64();  // times (k + 4) u: the bound above
   for (double& t : tolerance) t *= (c.k + 4) * unit_roundoff(dtype);
   at_thread_counts([&] { require_within(run(Run::fast), expected, tolerance); });
 }
@@ -155,7 +155,7 @@ AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
   p.causal = c.causal;
   if (c.mask == MaskKind::random) {  // [N, Sq, Sk], 70% visible; row 1 of item 0 fully masked
     std::vector<bool> allowed(c.items * c.sq * c.sk);
-    const std::vector<double> draws = random({c.items, c.sq, c.sk}, DType::f64, 0, 1).values();
+    const std::vector<double> draws = random({c.items, c.sq, c.sk}, DType::f64, 0, 1).to_host_f64();
     for (size_t e = 0; e < allowed.size(); ++e) allowed[e] = draws[e] < 0.7;
     for (int64_t j = 0; j < c.sk; ++j) allowed[1 * c.sk + j] = false;
     p.mask = from_bools(allowed, {c.items, c.sq, c.sk}, kCPU);
@@ -197,7 +197,7 @@ void check_attention(const AttentionCase& c, DType dtype) {
     const Tensor fast_out = empty(out.shape(), dtype, kCPU), fast_lse = empty(lse.shape(), dtype, kCPU);
     kernels(kCPU).attention_forward(p, fast_out, fast_lse);
     require_within_of_max(fast_out, out, relative);
-    std::vector<double> lse_tolerance = lse.values();  // lse ~ log Sk + max score: relative to itself
+    std::vector<double> lse_tolerance = lse.to_host_f64();  // lse ~ log Sk + max score: relative to itself
     for (double& t : lse_tolerance) t = relative * (std::isinf(t) ? 0 : std::abs(t) + 1);
     require_within(fast_lse, lse, lse_tolerance);
 
@@ -214,7 +214,7 @@ void check_attention(const AttentionCase& c, DType dtype) {
 
 void check_softmax(DimSplit s, DType dtype) {
   INFO("outer " << s.outer << ", n " << s.n << ", inner " << s.inner << ", " << dtype_name(dtype));
-  std::vector<double> values = random({s.outer, s.n, s.inner}, DType::f64, -20, 20).values();
+  std::vector<double> values = random({s.outer, s.n, s.inner}, DType::f64, -20, 20).to_host_f64();
   for (size_t e = 0; e < values.size(); e += 7) values[e] = -kInf;  // masked entries
   for (int64_t k = 0; k < s.n; ++k) values[k * s.inner] = -kInf;    // row (0, 0): fully masked
   const Tensor x = from_values(values, {s.outer, s.n, s.inner}, dtype, kCPU);
@@ -225,7 +225,7 @@ void check_softmax(DimSplit s, DType dtype) {
     cpu::reference::softmax_dim(x, s, log, expected);
     // The bounds of the comment at the top, per element, with the row's max m.
     std::vector<double> tolerance(values.size());
-    const std::vector<double> ref = expected.values();
+    const std::vector<double> ref = expected.to_host_f64();
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
         double m = -kInf;
@@ -260,14 +260,14 @@ TEST_CASE("reference kernels by hand: a 2x2 product, a softmax row, one attentio
   g.a = a.data(), g.b = b.data(), g.c = c.data();
   g.a_offsets = g.b_offsets = g.c_offsets = {0};
   cpu::reference::gemm(g);
-  REQUIRE(c.values() == std::vector<double>{19, 22, 43, 50});
+  REQUIRE(c.to_host_f64() == std::vector<double>{19, 22, 43, 50});
 
   // softmax(0, log 3) = (1/4, 3/4)
   const Tensor x = from_values({0, std::log(3.0)}, {1, 2, 1}, DType::f64, kCPU);
   const Tensor y = empty({1, 2, 1}, DType::f64, kCPU);
   cpu::reference::softmax_dim(x, {1, 2, 1}, false, y);
-  REQUIRE(y.values()[0] == Approx(0.25).margin(1e-15));
-  REQUIRE(y.values()[1] == Approx(0.75).margin(1e-15));
+  REQUIRE(y.to_host_f64()[0] == Approx(0.25).margin(1e-15));
+  REQUIRE(y.to_host_f64()[1] == Approx(0.75).margin(1e-15));
 
   // One query, keys with scores (0, log 3): out = v0 / 4 + 3 v1 / 4, lse = log 4.
   AttentionProblem p;
