@@ -7,6 +7,7 @@
 //     existing file.
 #include <catch2/catch.hpp>
 
+#include "tests/support/quoted_output.h"
 #include "tests/support/run_command.h"
 
 #include <filesystem>
@@ -39,30 +40,6 @@ std::vector<std::string> lines_of(const std::string& path) {
   return lines;
 }
 
-// The contents of the fenced block that follows the marker line (fences excluded).
-std::string quoted_output(const std::string& doc_path) {
-  std::ifstream file(doc_path);
-  REQUIRE(file.good());
-  std::string line;
-  while (std::getline(file, line) && line != kMarker) {
-  }
-  INFO("no line '" << kMarker << "' in " << doc_path);
-  REQUIRE(line == kMarker);
-  REQUIRE(std::getline(file, line));
-  INFO("the line after the marker must open a fenced block, got '" << line << "'");
-  REQUIRE(line.rfind("```", 0) == 0);
-  std::string block;
-  bool closed = false;
-  while (std::getline(file, line)) {
-    if (line == "```") {
-      closed = true;
-      break;
-    }
-    block += line + "\n";
-  }
-  REQUIRE(closed);
-  return block;
-}
 
 bool is_identifier_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -85,7 +62,7 @@ TEST_CASE("docs/engine.md quotes the current output of engine_walkthrough", "[do
   const auto [output, status] = tg::testing::run_command(std::string("'") + ENGINE_WALKTHROUGH_BIN + "'");
   REQUIRE(status == 0);
   REQUIRE(!output.empty());
-  const std::string quoted = quoted_output(kDoc);
+  const std::string quoted = tg::testing::quoted_output(kDoc, kMarker);
   INFO("update the block in docs/engine.md with the output of ./build/engine_walkthrough");
   REQUIRE(quoted == output);
 }
