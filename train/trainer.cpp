@@ -80,17 +80,13 @@ void check_resume_conflicts(const TrainConfig& saved, const TrainConfig& asked,
 // The content hash that lets a resumed run find its data under a new path.
 std::string data_sha256(const std::string& path) { return sha256_hex(read_regular_file(path, "--data")); }
 
-// The data of a resumed run: --data if given (the same data moved elsewhere), else the saved
-// path; either way it must hash to what the checkpoint was trained on.
-std::string resume_data(const Checkpoint& resumed, const TrainRun& run) {
-  const std::string path = run.given.count("data") ? run.config.data : resumed.config.data;
-  if (resumed.data_state.contains("sha256")) {
-    const std::string expected = resumed.data_state["sha256"].get<std::string>();
-    TG_CHECK(data_sha256(path) == expected, "--resume: ", path, " is not the data the checkpoint was ",
-             "trained on (its SHA-256 differs from ", expected.substr(0, 16), "...); pass the ",
-             "original file with --data");
-  }
-  return path;
+// A resumed run's data, under whatever path, must hash to what the checkpoint was trained on.
+void check_resumed_data(const Checkpoint& resumed, const std::string& path, const std::string& sha256) {
+  if (!resumed.data_state.contains("sha256")) return;  // saved before checkpoints held the hash
+  const std::string expected = resumed.data_state["sha256"].get<std::string>();
+  TG_CHECK(sha256 == expected, "--resume: ", path, " is not the data the checkpoint was ",
+           "trained on (its SHA-256 differs from ", expected.substr(0, 16), "...); pass the ",
+           "original file with --data");
 }
 
 // Training stopped because it diverged: one line naming the step, exit code 3, and no checkpoint
@@ -124,24 +120,29 @@ int train(const TrainRun& run) {
       config.steps = run.config.steps;
       config.epochs = run.config.epochs;
     }
-    config.data = resume_data(resumed, run);
+    // --data if given (the same data moved elsewhere), else the saved path.
+    if (run.given.count("data")) config.data = run.config.data;
   }
   config.validate();
   std::error_code ignored;
   const std::filesystem::path absolute_data = std::filesystem::absolute(config.data, ignored);
   if (!absolute_data.empty()) config.data = absolute_data.string();  // resumable from anywhere
+  const std::string data_hash = data_sha256(config.data);  // read and hashed once
+  if (resuming) check_resumed_data(resumed, config.data, data_hash);
   check_outputs(run, config.data);
   set_num_threads(config.threads);
   manual_seed(config.seed);  // the initial weights
   std::unique_ptr<Task> task = make_task(config, config.data, resuming ? &resumed.data_state : nullptr);
   nlohmann::json data_state = task->data_state();
-  data_state["sha256"] = data_sha256(config.data);
+  data_state["sha256"] = data_hash;
   nn::Module& model = task->model();
   model.train();
   if (resuming) model.load_state_dict(resumed.model);
   if (!run.save_init.empty()) {
+    // The initial weights: no optimizer state, step 0, the scaler's initial state.
     save_checkpoint(run.save_init, {.config = config, .data_state = data_state, .model = model.state_dict(),
-                                    .rng = rng_state()});
+                                    .optimizer = {}, .step = 0, .rng = rng_state(), .scaler = {},
+                                    .skipped_steps = 0});
   }
   std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
