@@ -21,8 +21,8 @@
 // mismatched dtypes are an error, as before.
 #include <optional>
 
-#include "autograd/dtype.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

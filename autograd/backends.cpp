@@ -2,8 +2,8 @@
 #include <array>
 #include <mutex>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg {
 namespace {

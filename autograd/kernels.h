@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/device.h"
-#include "autograd/dtype.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "autograd/profiler.h"
+#include "tapegrad/autograd/profiler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "autograd/storage.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tg {
 namespace profiler_detail {

@@ -1,13 +1,13 @@
-#include "autograd/tape.h"
+#include "tapegrad/autograd/tape.h"
 
 #include <algorithm>
 #include <sstream>
 #include <unordered_map>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/profiler.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/profiler.h"
 
 namespace tg {
 namespace {

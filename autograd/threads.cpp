@@ -1,11 +1,11 @@
-#include "autograd/threads.h"
+#include "tapegrad/autograd/threads.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 extern "C" void openblas_set_num_threads(int);
 

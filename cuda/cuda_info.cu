@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/device.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_code.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_code.h"
 
 namespace tg::cuda {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg::cuda {
 

@@ -17,9 +17,9 @@
 #include <omp.h>
 #include <vector>
 
-#include "autograd/rng.h"
-#include "autograd/threads.h"
-#include "ops/cpu_kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 extern "C" void openblas_set_num_threads(int);
 
