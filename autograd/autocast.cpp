@@ -1,11 +1,11 @@
-#include "autograd/autocast.h"
+#include "tapegrad/autograd/autocast.h"
 
 #include <map>
 #include <memory>
 #include <tuple>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg {
 

@@ -21,8 +21,8 @@
 // inputs of mismatched dtypes are an error.
 #include <optional>
 
-#include "autograd/dtype.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -2,15 +2,32 @@
 #include <array>
 #include <mutex>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+
+#ifdef TAPEGRAD_BUILTIN_CUDA
+namespace tg::cuda {
+Backend cuda_backend();  // cuda/cuda_info.cu
+}
+#endif
 
 namespace tg {
 namespace {
 
+// The backends built into this library. With CUDA (the define comes from CMake, for this file
+// only), the registry names the CUDA backend itself rather than waiting for a static registrar:
+// this reference is what makes the linker take cuda/'s objects out of the static library.
+Backend builtin_cuda_backend() {
+#ifdef TAPEGRAD_BUILTIN_CUDA
+  return cuda::cuda_backend();
+#else
+  return Backend{};  // none; a test harness may still register one (tests/cuda/emulation/)
+#endif
+}
+
 struct Registry {
   std::mutex mutex;
-  std::array<Backend, 2> backends{cpu_backend(), Backend{}};  // indexed by DeviceType
+  std::array<Backend, 2> backends{cpu_backend(), builtin_cuda_backend()};  // indexed by DeviceType
 };
 
 Registry& registry() {

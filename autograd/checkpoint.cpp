@@ -1,10 +1,10 @@
 // checkpoint: run fn unrecorded, keep only its inputs and RNG state, recompute in backward.
-#include "autograd/checkpoint.h"
+#include "tapegrad/autograd/checkpoint.h"
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg {
 namespace {

@@ -20,7 +20,7 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

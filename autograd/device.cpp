@@ -1,8 +1,8 @@
-#include "autograd/device.h"
+#include "tapegrad/autograd/device.h"
 
 #include <charconv>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tg {
 

@@ -1,6 +1,6 @@
-#include "autograd/dtype.h"
+#include "tapegrad/autograd/dtype.h"
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tg {
 

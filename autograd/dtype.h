@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "autograd/portable.h"
+#include "tapegrad/autograd/portable.h"
 
 namespace tg {
 

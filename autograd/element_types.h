@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "autograd/dtype.h"
-#include "autograd/portable.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/portable.h"
 
 namespace tg {
 

@@ -1,12 +1,12 @@
-#include "autograd/gradcheck.h"
+#include "tapegrad/autograd/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg {
 namespace {

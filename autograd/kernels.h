@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/device.h"
-#include "autograd/dtype.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 
@@ -176,8 +176,9 @@ struct Kernels {
 };
 
 // ---- The backend registry ---------------------------------------------------------------------
-// Each device type has at most one backend. The CPU backend is always there; cuda/ registers
-// itself when it is built (a static registrar in its object files).
+// Each device type has at most one backend. The CPU backend is always there; the CUDA backend is
+// in the registry from the start when the library is built with it (autograd/backends.cpp names
+// tg::cuda::cuda_backend()); register_backend() serves test harnesses (the emulated device).
 struct Backend {
   const char* name = "";                          // "cpu", "cuda"
   int (*device_count)() = nullptr;                // devices usable now (0: none present)

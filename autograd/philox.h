@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "autograd/portable.h"
+#include "tapegrad/autograd/portable.h"
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "autograd/profiler.h"
+#include "tapegrad/autograd/profiler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "autograd/storage.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg {
 namespace profiler_detail {

@@ -1,9 +1,9 @@
-#include "autograd/rng.h"
+#include "tapegrad/autograd/rng.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg {
 namespace {

@@ -5,8 +5,8 @@
 #include <array>
 #include <cstdint>
 
-#include "autograd/philox.h"  // philox4x32, philox_uniform(seed, offset, i)
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/philox.h"  // philox4x32, philox_uniform(seed, offset, i)
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -1,10 +1,10 @@
-#include "autograd/storage.h"
+#include "tapegrad/autograd/storage.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "autograd/device.h"
+#include "tapegrad/autograd/device.h"
 
 namespace tg {
 

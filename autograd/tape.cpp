@@ -1,13 +1,13 @@
-#include "autograd/tape.h"
+#include "tapegrad/autograd/tape.h"
 
 #include <algorithm>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
 
 // The engine: record() notes each op as it runs, backward() walks those notes in reverse.
 //

@@ -7,9 +7,9 @@
 #include <ostream>
 #include <vector>
 
-#include "autograd/device.h"
-#include "autograd/dtype.h"
-#include "autograd/storage.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tg {
 

@@ -1,12 +1,12 @@
 // The thread policy (see threads.h): OpenMP threads for our loops, OpenBLAS on one thread.
-#include "autograd/threads.h"
+#include "tapegrad/autograd/threads.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 extern "C" void openblas_set_num_threads(int);  // the only declaration: nothing else calls it
 

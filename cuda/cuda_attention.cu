@@ -20,10 +20,10 @@
 #include <string>
 #include <type_traits>
 
-#include "autograd/philox.h"
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_math.h"
-#include "cuda/device_types.h"
+#include "tapegrad/autograd/philox.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_math.h"
+#include "tapegrad/cuda/device_types.h"
 
 namespace tg::cuda {
 namespace {

@@ -21,8 +21,8 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_types.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_types.h"
 
 namespace tg::cuda {
 namespace {

@@ -1,16 +1,16 @@
 // CUDA devices for the registry and `tapegrad info`: how many there are, one line describing
-// each, one CudaKernels per device, the TF32 switch, synchronize(), and the backend's static
-// registrar.
+// each, one CudaKernels per device, the TF32 switch, synchronize(), and the backend's entry for
+// the registry (cuda_backend()).
 #include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "autograd/device.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_code.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_code.h"
 
 namespace tg::cuda {
 namespace {
@@ -104,14 +104,11 @@ void CudaKernels::synchronize() {
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
-namespace {
+// The backend as the registry knows it. autograd/backends.cpp puts it in the registry when the
+// library is built with CUDA (no static registrar: an unreferenced object of a static library
+// would be dropped by the linker); the tests' emulated device registers it explicitly.
+Backend cuda_backend() {
+  return Backend{"cuda", &device_count, &backend_kernels, &describe_devices};
+}
 
-// The backend's registration, run while the program starts (the registry is built on first use,
-// so the order of static initialisers does not matter).
-const bool registered = (register_backend(DeviceType::cuda,
-                                          Backend{"cuda", &device_count, &backend_kernels,
-                                                  &describe_devices}),
-                         true);
-
-}  // namespace
 }  // namespace tg::cuda

@@ -9,12 +9,13 @@
 //   cuda_attention.cu    fused attention forward and backward (tiled, online softmax)
 //   cuda_optim.cu        SGD and Adam/AdamW steps, sum of squares, unscale + inf check
 //   cuda_info.cu         device count and descriptions, synchronize, TF32 switch, and the
-//                        backend's registration (a static registrar: linked as an object library)
+//                        backend's entry for the registry (cuda_backend(), named by
+//                        autograd/backends.cpp when the library is built with CUDA)
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg::cuda {
 
@@ -81,6 +82,9 @@ class DeviceGuard {
 int device_count();                        // 0 when no GPU or no driver is present
 std::vector<std::string> describe_devices();  // name, memory, compute capability, versions
 CudaKernels& kernels_for(int device_index);
+// The backend for the registry: put there by autograd/backends.cpp in a build with CUDA, and
+// registered by the tests' emulated device (tests/cuda/emulation/register_backend.cpp).
+Backend cuda_backend();
 
 // The counterpart of torch.backends.cuda.matmul.allow_tf32 (off by default): lets cuBLAS round
 // f32 GEMM inputs to TF32. The same switch as tg::math_modes().allow_tf32.

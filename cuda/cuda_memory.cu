@@ -8,9 +8,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "autograd/philox.h"
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_types.h"
+#include "tapegrad/autograd/philox.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_types.h"
 
 namespace tg::cuda {
 

@@ -8,8 +8,8 @@
 // update kernels spell their products and sums with the _rn intrinsics below, which it never fuses.
 #include <cstdint>
 
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_types.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_types.h"
 
 namespace tg::cuda {
 namespace {

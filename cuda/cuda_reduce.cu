@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "cuda/cuda_kernels.h"
-#include "cuda/device_math.h"
-#include "cuda/device_types.h"
+#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/device_math.h"
+#include "tapegrad/cuda/device_types.h"
 
 namespace tg::cuda {
 namespace {

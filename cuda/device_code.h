@@ -18,8 +18,8 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "autograd/error.h"
-#include "autograd/portable.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/portable.h"
 
 namespace tg::cuda {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Device math for float and double: the C functions by name (expf for float, exp for double, ...),
 // which are what the CPU's std:: overloads call, so both devices evaluate the same formulas.
-#include "cuda/device_code.h"
+#include "tapegrad/cuda/device_code.h"
 
 namespace tg::cuda {
 

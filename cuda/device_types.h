@@ -7,11 +7,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/dtype.h"
-#include "autograd/element_types.h"
-#include "autograd/error.h"
-#include "autograd/tensor.h"
-#include "cuda/device_code.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/element_types.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/cuda/device_code.h"
 
 namespace tg::cuda {
 

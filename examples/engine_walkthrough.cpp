@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <iostream>
 
-#include "autograd/tape.h"
-#include "nn/optim.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

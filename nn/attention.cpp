@@ -1,11 +1,11 @@
-#include "nn/attention.h"
+#include "tapegrad/nn/attention.h"
 
 #include <cmath>
 #include <limits>
 
-#include "autograd/error.h"
-#include "nn/masks.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
 

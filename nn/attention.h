@@ -1,7 +1,7 @@
 #pragma once
 // Multi-head attention with four separate projections (q_proj, k_proj, v_proj, o_proj), as the
 // classic tutorials write it. See docs/attention.md for the walk-through with shapes.
-#include "nn/layers.h"
+#include "tapegrad/nn/layers.h"
 
 namespace tg::nn {
 

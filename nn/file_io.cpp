@@ -1,4 +1,4 @@
-#include "nn/file_io.h"
+#include "tapegrad/nn/file_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <system_error>
 #include <utility>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tg {
 namespace {

@@ -1,11 +1,11 @@
-#include "nn/grad_scaler.h"
+#include "tapegrad/nn/grad_scaler.h"
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
 
 namespace tg {
 

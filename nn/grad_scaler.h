@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <map>
 
-#include "autograd/tensor.h"
-#include "nn/optim.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/nn/optim.h"
 
 namespace tg {
 

@@ -1,13 +1,13 @@
 // Gradcheck cases for the nn modules. A module is built in f64 and its parameters are passed to
 // gradcheck as inputs (they are the same tensors the module uses), so every weight is checked.
-#include "nn/gradcheck_cases.h"
+#include "tapegrad/nn/gradcheck_cases.h"
 
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "nn/masks.h"
-#include "nn/models.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg {
 namespace {

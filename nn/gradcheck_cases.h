@@ -2,7 +2,7 @@
 // The registry's nn cases: layers, attention in every mask case, the encoder layer, each model.
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "tapegrad/autograd/gradcheck.h"
 
 namespace tg {
 

@@ -1,10 +1,10 @@
-#include "nn/layers.h"
+#include "tapegrad/nn/layers.h"
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The basic layers, each a thin Module over one op: Linear, Dropout, Embedding, LayerNorm, and
 // the two-layer MLP of a transformer block.
-#include "nn/module.h"
+#include "tapegrad/nn/module.h"
 
 namespace tg::nn {
 

@@ -1,8 +1,8 @@
-#include "nn/masks.h"
+#include "tapegrad/nn/masks.h"
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
 

@@ -4,7 +4,7 @@
 // PyTorch key_padding_mask / attn_mask before giving it to tapegrad.
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg::nn {
 

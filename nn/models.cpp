@@ -1,9 +1,9 @@
-#include "nn/models.h"
+#include "tapegrad/nn/models.h"
 
-#include "autograd/checkpoint.h"
-#include "autograd/error.h"
-#include "nn/masks.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/checkpoint.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
 namespace {

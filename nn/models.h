@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "nn/positional_encoding.h"
-#include "nn/transformer.h"
+#include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/nn/transformer.h"
 
 namespace tg::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/module.h"
+#include "tapegrad/nn/module.h"
 
 #include <map>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg::nn {
 

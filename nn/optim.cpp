@@ -1,13 +1,13 @@
-#include "nn/optim.h"
+#include "tapegrad/nn/optim.h"
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
 
 namespace tg {
 namespace {

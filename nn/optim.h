@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

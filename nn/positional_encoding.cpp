@@ -1,9 +1,9 @@
-#include "nn/positional_encoding.h"
+#include "tapegrad/nn/positional_encoding.h"
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
 

@@ -2,7 +2,7 @@
 // Sinusoidal positional encoding (Vaswani et al.):
 //   PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 // A buffer, not a parameter, and not saved in the state_dict (it is a pure function of d).
-#include "nn/module.h"
+#include "tapegrad/nn/module.h"
 
 namespace tg::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/safetensors.h"
+#include "tapegrad/nn/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "nn/file_io.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/file_io.h"
 
 namespace tg {
 namespace {

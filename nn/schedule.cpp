@@ -1,9 +1,9 @@
-#include "nn/schedule.h"
+#include "tapegrad/nn/schedule.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tg {
 

@@ -1,6 +1,6 @@
-#include "nn/transformer.h"
+#include "tapegrad/nn/transformer.h"
 
-#include "ops/ops.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
 

@@ -1,6 +1,6 @@
 #pragma once
 // A pre-norm transformer encoder layer:  x = x + Dropout(MHA(LN1(x)));  x = x + Dropout(MLP(LN2(x))).
-#include "nn/attention.h"
+#include "tapegrad/nn/attention.h"
 
 namespace tg::nn {
 

@@ -1,14 +1,14 @@
 // The fused attention op: shape checks, then one kernel call each way (ops/cpu_attention.cpp).
-#include "ops/attention.h"
+#include "tapegrad/ops/attention.h"
 
 #include <cmath>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "ops/views.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 namespace {

@@ -6,7 +6,7 @@
 // A query row that may attend nothing gives output 0 and gradient 0 (PyTorch gives NaN).
 #include <optional>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

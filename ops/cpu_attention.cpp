@@ -19,10 +19,10 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/rng.h"
-#include "autograd/threads.h"
-#include "ops/cpu_kernels.h"
-#include "ops/cpu_simd.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/ops/cpu_kernels.h"
+#include "tapegrad/ops/cpu_simd.h"
 
 namespace tg::cpu {
 namespace {

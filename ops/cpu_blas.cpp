@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "autograd/threads.h"
-#include "ops/cpu_kernels.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "ops/cpu_kernels.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
 namespace {

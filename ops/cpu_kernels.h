@@ -6,10 +6,10 @@
 #include <array>
 #include <cstdint>
 
-#include "autograd/element_types.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/element_types.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg::cpu {
 

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "autograd/rng.h"
-#include "ops/cpu_kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg {
 

@@ -3,7 +3,7 @@
 // autograd/kernels.h; every value is computed in f64 and rounded once to the tensor's dtype.
 #include <cmath>
 
-#include "ops/cpu_kernels.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu_kernels.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
 

@@ -1,13 +1,13 @@
 // Reference kernels (see ops/cpu_reference.h): plain loops, the math in a comment beside each.
-#include "ops/cpu_reference.h"
+#include "tapegrad/ops/cpu_reference.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "autograd/philox.h"
-#include "ops/cpu_kernels.h"
+#include "tapegrad/autograd/philox.h"
+#include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu::reference {
 namespace {

@@ -15,7 +15,7 @@
 // No blocking, no SIMD, no threads, no BLAS; O(m n k) GEMM and O(Sq Sk) memory for attention.
 // Every sum accumulates in double, so in f32 a difference from the fast kernel is the fast
 // kernel's rounding (or a bug), not the reference's.
-#include "autograd/kernels.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg::cpu::reference {
 

@@ -1,11 +1,11 @@
 // dropout: the input times a saved, scaled Bernoulli mask; backward multiplies by the same mask.
-#include "ops/dropout.h"
+#include "tapegrad/ops/dropout.h"
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
 
 namespace tg {
 namespace {

@@ -2,8 +2,8 @@
 // Inverted dropout, as torch.nn.functional.dropout, with masks from the Philox generator.
 #include <cstdint>
 
-#include "autograd/device.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -1,11 +1,11 @@
 // Elementwise ops: forward through one kernel call, backward beside it in terms of other ops.
-#include "ops/elementwise.h"
+#include "tapegrad/ops/elementwise.h"
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/views.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 namespace {

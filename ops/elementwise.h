@@ -1,6 +1,6 @@
 #pragma once
 // Elementwise arithmetic and activations, broadcasting as PyTorch does.
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

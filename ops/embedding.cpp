@@ -1,11 +1,11 @@
 // embedding: index_select_rows forward; backward adds each gradient row into the row it came from.
-#include "ops/embedding.h"
+#include "tapegrad/ops/embedding.h"
 
 #include <cstdint>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg {
 

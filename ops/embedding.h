@@ -1,6 +1,6 @@
 #pragma once
 // Row lookup, as torch.nn.functional.embedding.
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

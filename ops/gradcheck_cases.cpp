@@ -1,11 +1,11 @@
 // Gradcheck cases for the tensor ops: elementwise, reductions, views, matmul and linear.
 // Each case builds f64 leaves and a function of them; the registry runs them in tests and in
 // `tapegrad gradcheck`.
-#include "ops/gradcheck_cases.h"
+#include "tapegrad/ops/gradcheck_cases.h"
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg {
 namespace {

@@ -2,7 +2,7 @@
 // The registry's op cases: every op in ops/ has at least one.
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "tapegrad/autograd/gradcheck.h"
 
 namespace tg {
 

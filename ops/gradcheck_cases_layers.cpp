@@ -3,10 +3,10 @@
 // `tapegrad gradcheck`.
 #include <limits>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "ops/gradcheck_cases.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/ops/gradcheck_cases.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg {
 namespace {

@@ -1,13 +1,13 @@
 // layer_norm: one tape node. Forward normalises rows in one kernel call and applies the affine
 // part; backward is the standard closed form, composed from ops.
-#include "ops/layer_norm.h"
+#include "tapegrad/ops/layer_norm.h"
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/reduce.h"
 
 namespace tg {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // Layer normalisation, as torch.nn.functional.layer_norm.
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

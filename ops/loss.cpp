@@ -1,17 +1,17 @@
 // Losses: nll_loss is one tape node (gather forward, scatter-add backward); cross_entropy and
 // mse_loss are compositions of ops.
-#include "ops/loss.h"
+#include "tapegrad/ops/loss.h"
 
 #include <algorithm>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/mask.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/mask.h"
+#include "tapegrad/ops/reduce.h"
+#include "tapegrad/ops/softmax.h"
 
 namespace tg {
 

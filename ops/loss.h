@@ -2,7 +2,7 @@
 // Losses with mean reduction, as torch.nn.functional.cross_entropy / nll_loss / mse_loss.
 #include <cstdint>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -1,12 +1,12 @@
 // where and masked_fill: one kernel call forward; backward routes the gradient by the mask.
-#include "ops/mask.h"
+#include "tapegrad/ops/mask.h"
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/views.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 namespace {

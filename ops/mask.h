@@ -1,6 +1,6 @@
 #pragma once
 // Selecting by a bool mask, as torch.where and Tensor.masked_fill.
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

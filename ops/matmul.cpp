@@ -1,13 +1,13 @@
 // matmul and linear: GEMM forward, and backward as two more GEMMs.
-#include "ops/matmul.h"
+#include "tapegrad/ops/matmul.h"
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
-#include "ops/views.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/reduce.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 namespace {

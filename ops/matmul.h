@@ -1,6 +1,6 @@
 #pragma once
 // Matrix products on BLAS GEMM. Transposed views go to BLAS as flags, never copied.
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -2,8 +2,8 @@
 // Reductions over dims (keepdim as in PyTorch).
 #include <vector>
 
-#include "autograd/kernels.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

@@ -4,7 +4,7 @@
 // -inf) instead of NaN, and softmax's gradient there is 0.
 #include <cstdint>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

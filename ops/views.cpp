@@ -1,12 +1,12 @@
 // Views (same storage, new shape/strides/offset) and the copies that sit beside them.
-#include "ops/views.h"
+#include "tapegrad/ops/views.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
 
 namespace tg {
 namespace {

@@ -3,7 +3,7 @@
 // unsqueeze/contiguous/to/clone are defined in views.cpp. Here: the free functions.
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

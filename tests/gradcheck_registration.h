@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "tapegrad/autograd/gradcheck.h"
 
 namespace tg::testing {
 

@@ -12,20 +12,20 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/profiler.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "autograd/threads.h"
-#include "nn/attention.h"
-#include "nn/grad_scaler.h"
-#include "nn/models.h"
-#include "nn/optim.h"
-#include "ops/ops.h"
-#include "train/cli.h"
-#include "train/train_step.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/profiler.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/cli.h"
+#include "tapegrad/train/train_step.h"
 
 namespace tg::cli {
 namespace {

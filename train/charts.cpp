@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "autograd/error.h"
-#include "train/png.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/train/png.h"
 
 namespace tg::plot {
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_file.h"
+#include "tapegrad/train/checkpoint_file.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,11 +8,11 @@
 #include <map>
 #include <optional>
 
-#include "autograd/error.h"
-#include "nn/safetensors.h"
-#include "train/json_bytes.h"
-#include "train/strict_numbers.h"
-#include "train/tasks.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/train/strict_numbers.h"
+#include "tapegrad/train/tasks.h"
 
 namespace tg::train {
 namespace {

@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/rng.h"
-#include "nn/grad_scaler.h"
-#include "nn/module.h"
-#include "train/config.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/module.h"
+#include "tapegrad/train/config.h"
 
 namespace tg::train {
 

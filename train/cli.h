@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "tapegrad/autograd/gradcheck.h"
 
 namespace tg::cli {
 

@@ -1,11 +1,11 @@
-#include "train/config.h"
+#include "tapegrad/train/config.h"
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/threads.h"
-#include "train/json_bytes.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/train/json_bytes.h"
 
 namespace tg::train {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/models.h"
+#include "tapegrad/nn/models.h"
 
 namespace tg::train {
 

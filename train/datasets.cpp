@@ -15,7 +15,7 @@
 // - The validation part is the last floor(n * val_frac) items (windows, lines or characters).
 // - Shuffling is a Fisher-Yates loop driven by Philox 4x32-10 keyed by the seed, with the epoch in
 //   the counter, and exact (rejection-sampled) uniform indices: the same order on every platform.
-#include "train/datasets.h"
+#include "tapegrad/train/datasets.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -23,9 +23,9 @@
 #include <cstdlib>
 #include <tuple>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "nn/file_io.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/file_io.h"
 
 namespace tg::train {
 

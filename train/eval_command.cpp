@@ -2,12 +2,12 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/threads.h"
-#include "train/checkpoint_file.h"
-#include "train/cli.h"
-#include "train/tasks.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/cli.h"
+#include "tapegrad/train/tasks.h"
 
 namespace tg::cli {
 

@@ -5,11 +5,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "nn/gradcheck_cases.h"
-#include "ops/gradcheck_cases.h"
-#include "train/cli.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/nn/gradcheck_cases.h"
+#include "tapegrad/ops/gradcheck_cases.h"
+#include "tapegrad/train/cli.h"
 
 namespace tg::cli {
 

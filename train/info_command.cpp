@@ -2,9 +2,9 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "autograd/kernels.h"
-#include "autograd/threads.h"
-#include "train/cli.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/train/cli.h"
 
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);

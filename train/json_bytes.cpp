@@ -1,6 +1,6 @@
-#include "train/json_bytes.h"
+#include "tapegrad/train/json_bytes.h"
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tg::train {
 

@@ -7,8 +7,8 @@
 #include <map>
 #include <new>
 
-#include "autograd/error.h"
-#include "train/cli.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/train/cli.h"
 
 namespace {
 

@@ -3,16 +3,16 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "nn/file_io.h"
-#include "nn/masks.h"
-#include "ops/ops.h"
-#include "train/checkpoint_file.h"
-#include "train/cli.h"
-#include "train/datasets.h"
-#include "train/tasks.h"
-#include "train/png.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/file_io.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/cli.h"
+#include "tapegrad/train/datasets.h"
+#include "tapegrad/train/tasks.h"
+#include "tapegrad/train/png.h"
 
 namespace tg::cli {
 namespace {

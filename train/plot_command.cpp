@@ -8,11 +8,11 @@
 #include <map>
 #include <sstream>
 
-#include "autograd/error.h"
-#include "nn/file_io.h"
-#include "nn/positional_encoding.h"
-#include "train/cli.h"
-#include "train/png.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/file_io.h"
+#include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/train/cli.h"
+#include "tapegrad/train/png.h"
 
 namespace tg::cli {
 

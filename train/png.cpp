@@ -1,4 +1,4 @@
-#include "train/png.h"
+#include "tapegrad/train/png.h"
 
 #include <stb/stb_image_write.h>
 #include <stb/stb_truetype.h>
@@ -9,8 +9,8 @@
 #include <iterator>
 #include <string_view>
 
-#include "autograd/error.h"
-#include "nn/file_io.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/file_io.h"
 
 // libstb (Debian's libstb-dev) carries the compiled stb_image_write and stb_truetype, so this file
 // includes only their declarations (no STB_*_IMPLEMENTATION) and the library links -lstb.

@@ -5,16 +5,16 @@
 #include <cmath>
 #include <iostream>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
-#include "train/checkpoint_file.h"
-#include "train/cli.h"
-#include "train/strict_numbers.h"
-#include "train/datasets.h"
-#include "train/tasks.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/cli.h"
+#include "tapegrad/train/strict_numbers.h"
+#include "tapegrad/train/datasets.h"
+#include "tapegrad/train/tasks.h"
 
 namespace tg::cli {
 namespace {

@@ -1,6 +1,6 @@
 // SHA-256 as specified in FIPS 180-4 ("Secure Hash Standard"), sections 4.1.2, 4.2.2, 5.1.1,
 // 5.3.3 and 6.2. Section numbers below refer to that document.
-#include "train/sha256.h"
+#include "tapegrad/train/sha256.h"
 
 #include <algorithm>
 #include <bit>

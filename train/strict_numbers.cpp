@@ -1,9 +1,9 @@
-#include "train/strict_numbers.h"
+#include "tapegrad/train/strict_numbers.h"
 
 #include <charconv>
 #include <cmath>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tg::train {
 namespace {

@@ -1,13 +1,13 @@
-#include "train/tasks.h"
+#include "tapegrad/train/tasks.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
-#include "train/json_bytes.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/json_bytes.h"
 
 namespace tg::train {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/models.h"
-#include "train/config.h"
-#include "train/datasets.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/train/config.h"
+#include "tapegrad/train/datasets.h"
 
 namespace tg::train {
 

@@ -2,11 +2,11 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "train/cli.h"
-#include "train/strict_numbers.h"
-#include "train/trainer.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/train/cli.h"
+#include "tapegrad/train/strict_numbers.h"
+#include "tapegrad/train/trainer.h"
 
 namespace tg::cli {
 

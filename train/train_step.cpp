@@ -1,7 +1,7 @@
-#include "train/train_step.h"
+#include "tapegrad/train/train_step.h"
 
-#include "autograd/autocast.h"
-#include "autograd/profiler.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/profiler.h"
 
 namespace tg::train {
 

@@ -10,10 +10,10 @@
 // it, count skipped steps, stop on divergence.
 #include <functional>
 
-#include "autograd/dtype.h"
-#include "autograd/tensor.h"
-#include "nn/grad_scaler.h"
-#include "nn/optim.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/optim.h"
 
 namespace tg::train {
 

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "tapegrad/train/trainer.h"
 
 #include <chrono>
 #include <cmath>
@@ -10,22 +10,22 @@
 #include <set>
 #include <utility>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/profiler.h"
-#include "autograd/rng.h"
-#include "autograd/storage.h"
-#include "autograd/threads.h"
-#include "nn/grad_scaler.h"
-#include "nn/optim.h"
-#include "nn/schedule.h"
-#include "nn/file_io.h"
-#include "train/checkpoint_file.h"
-#include "train/json_bytes.h"
-#include "train/progress.h"
-#include "train/sha256.h"
-#include "train/tasks.h"
-#include "train/train_step.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/profiler.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/nn/schedule.h"
+#include "tapegrad/nn/file_io.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/train/progress.h"
+#include "tapegrad/train/sha256.h"
+#include "tapegrad/train/tasks.h"
+#include "tapegrad/train/train_step.h"
 
 namespace tg::train {
 namespace {

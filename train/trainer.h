@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "train/config.h"
+#include "tapegrad/train/config.h"
 
 namespace tg::train {
 

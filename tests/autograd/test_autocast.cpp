@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/checkpoint.h"
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "nn/attention.h"
-#include "nn/transformer.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/checkpoint.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/transformer.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -5,13 +5,13 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/checkpoint.h"
-#include "autograd/gradcheck.h"
-#include "autograd/rng.h"
-#include "autograd/storage.h"
-#include "autograd/tape.h"
-#include "nn/transformer.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/checkpoint.h"
+#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/transformer.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "autograd/kernels.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 

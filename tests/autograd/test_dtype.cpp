@@ -10,8 +10,8 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/dtype.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/tensor.h"
 
 using namespace tg;
 

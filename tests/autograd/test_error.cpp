@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <ostream>
 
-#include "autograd/error.h"
-#include "autograd/tensor.h"
-#include "autograd/threads.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/autograd/threads.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/rng.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tensor.h"
 
 using namespace tg;
 

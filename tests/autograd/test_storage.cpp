@@ -3,9 +3,9 @@
 
 #include <memory>
 
-#include "autograd/storage.h"
-#include "autograd/tensor.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/storage.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/tensor.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "autograd/kernels.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tensor.h"
 
 namespace tg::testing {
 

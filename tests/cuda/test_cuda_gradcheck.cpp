@@ -1,8 +1,8 @@
 // The whole f64 gradcheck registry with every tensor on the CUDA device: each case is its own
 // test ("gradcheck on cuda:0: <case>"), registered as the CPU suite registers them.
 #include "cuda_test_support.h"
-#include "nn/gradcheck_cases.h"
-#include "ops/gradcheck_cases.h"
+#include "tapegrad/nn/gradcheck_cases.h"
+#include "tapegrad/ops/gradcheck_cases.h"
 #include "tests/gradcheck_registration.h"
 
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "cuda/cuda_kernels.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/cuda/cuda_kernels.h"
 #include "cuda_test_support.h"
 
 using namespace tg;

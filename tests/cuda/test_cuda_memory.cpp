@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/philox.h"
-#include "autograd/storage.h"
-#include "autograd/tensor.h"
-#include "cuda/cuda_kernels.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/philox.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/cuda/cuda_kernels.h"
 #include "cuda_test_support.h"
 
 using namespace tg;

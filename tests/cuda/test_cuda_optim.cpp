@@ -13,9 +13,9 @@
 #include <random>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/tensor.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tensor.h"
 #include "tests/cuda/cuda_test_support.h"
 
 using namespace tg;

@@ -2,13 +2,13 @@
 // on a device, per-device allocator counters, and one clear error when an op mixes devices.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/storage.h"
-#include "autograd/tape.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tape.h"
 #include "cuda_test_support.h"
-#include "ops/ops.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::testing {
 

@@ -7,12 +7,12 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/rng.h"
+#include "tapegrad/autograd/rng.h"
 #include "cuda_test_support.h"
-#include "nn/models.h"
-#include "nn/optim.h"
-#include "nn/safetensors.h"
-#include "ops/ops.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
 
 namespace tg::testing {

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/device_code.h"
+#include "tapegrad/cuda/device_code.h"
 #include "device_array.h"
 
 using tg::cuda::LaunchShape;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dtype.h"
+#include "tapegrad/autograd/dtype.h"
 #include "device_array.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "cuda/device_code.h"
+#include "tapegrad/cuda/device_code.h"
 #include "device_array.h"
 
 using tg::cuda::LaunchShape;

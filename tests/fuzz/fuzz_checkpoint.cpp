@@ -26,12 +26,12 @@
 #include <string>
 #include <string_view>
 
-#include "autograd/error.h"
-#include "nn/models.h"
-#include "nn/safetensors.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/nn/safetensors.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/checkpoint_file.h"
-#include "train/tasks.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/tasks.h"
 
 namespace {
 

@@ -9,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/datasets.h"
+#include "tapegrad/train/datasets.h"
 
 namespace {
 

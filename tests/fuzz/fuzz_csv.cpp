@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/datasets.h"
+#include "tapegrad/train/datasets.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path = tg::fuzz::scratch().write(data, size);

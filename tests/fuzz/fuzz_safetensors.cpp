@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "autograd/error.h"
-#include "nn/safetensors.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/safetensors.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

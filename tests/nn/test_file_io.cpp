@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/error.h"
-#include "nn/file_io.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/file_io.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

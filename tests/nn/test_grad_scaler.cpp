@@ -10,12 +10,12 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "nn/grad_scaler.h"
-#include "nn/optim.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

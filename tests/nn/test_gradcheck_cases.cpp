@@ -1,5 +1,5 @@
 // Every nn case of the gradcheck registry, one test each.
-#include "nn/gradcheck_cases.h"
+#include "tapegrad/nn/gradcheck_cases.h"
 #include "tests/gradcheck_registration.h"
 
 namespace {

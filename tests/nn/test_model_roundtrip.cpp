@@ -2,10 +2,10 @@
 // outputs, for each model.
 #include <catch2/catch.hpp>
 
-#include "autograd/rng.h"
-#include "nn/models.h"
-#include "nn/safetensors.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
 
 using namespace tg;

@@ -2,9 +2,9 @@
 // model) against state_dict() of built models, for many configs: the two cannot drift apart.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "autograd/storage.h"
-#include "nn/models.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/nn/models.h"
 
 using namespace tg;
 

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "nn/masks.h"
-#include "nn/models.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

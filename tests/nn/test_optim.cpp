@@ -6,10 +6,10 @@
 #include <cmath>
 #include <numbers>
 
-#include "autograd/error.h"
-#include "nn/optim.h"
-#include "nn/schedule.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/nn/schedule.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

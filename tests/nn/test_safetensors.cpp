@@ -13,10 +13,10 @@
 #include <fstream>
 #include <iterator>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "nn/safetensors.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 namespace fs = std::filesystem;

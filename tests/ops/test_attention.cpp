@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "nn/attention.h"
-#include "nn/masks.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

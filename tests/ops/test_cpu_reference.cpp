@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "autograd/kernels.h"
-#include "autograd/rng.h"
-#include "autograd/threads.h"
-#include "ops/cpu_reference.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/ops/cpu_reference.h"
 
 using namespace tg;
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu_simd.h"
+#include "tapegrad/ops/cpu_simd.h"
 
 using namespace tg::cpu::simd;
 

@@ -1,10 +1,10 @@
 // dropout: identity in eval, the kept fraction and scale, reproducible masks, errors.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -1,9 +1,9 @@
 // embedding: row lookup of any index shape, repeated indices accumulate, range errors.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

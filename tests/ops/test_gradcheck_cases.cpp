@@ -1,5 +1,5 @@
 // Every op case of the gradcheck registry, one test each.
-#include "ops/gradcheck_cases.h"
+#include "tapegrad/ops/gradcheck_cases.h"
 #include "tests/gradcheck_registration.h"
 
 namespace {

@@ -1,9 +1,9 @@
 // where and masked_fill: values, gradients routed by the mask, broadcasting, errors.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

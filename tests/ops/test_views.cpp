@@ -3,9 +3,9 @@
 
 #include <vector>
 
-#include "autograd/error.h"
-#include "autograd/tape.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
 
 using namespace tg;
 

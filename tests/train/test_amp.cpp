@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/rng.h"
-#include "autograd/storage.h"
-#include "nn/models.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/ops/ops.h"
 #include "tests/train/cli_support.h"
 
 using namespace tg;

@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "autograd/profiler.h"
-#include "autograd/rng.h"
-#include "autograd/threads.h"
-#include "nn/layers.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/profiler.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/nn/layers.h"
+#include "tapegrad/ops/ops.h"
 
 namespace {
 

@@ -9,16 +9,16 @@
 #include <limits>
 #include <stdexcept>
 
-#include "autograd/error.h"
-#include "autograd/rng.h"
-#include "autograd/storage.h"
-#include "nn/optim.h"
-#include "nn/safetensors.h"
-#include "ops/ops.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
-#include "train/checkpoint_file.h"
-#include "train/json_bytes.h"
-#include "train/tasks.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/train/tasks.h"
 
 using namespace tg;
 using namespace tg::train;

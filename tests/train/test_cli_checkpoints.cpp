@@ -6,10 +6,10 @@
 #include <functional>
 #include <stdexcept>
 
-#include "nn/safetensors.h"
+#include "tapegrad/nn/safetensors.h"
 #include "tests/train/cli_support.h"
-#include "train/checkpoint_file.h"
-#include "train/tasks.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/tasks.h"
 
 using namespace tg;
 using namespace tg::testing;

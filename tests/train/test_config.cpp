@@ -1,8 +1,8 @@
 // A stored training config is read strictly: the right JSON types, values in range.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "train/config.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/train/config.h"
 
 using namespace tg::train;
 

@@ -12,8 +12,8 @@
 
 #include <unistd.h>
 
-#include "autograd/error.h"
-#include "train/datasets.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/train/datasets.h"
 
 using namespace tg;
 using namespace tg::train;

@@ -1,8 +1,8 @@
 // Byte strings survive a trip through JSON text, valid UTF-8 or not.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "train/json_bytes.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/train/json_bytes.h"
 
 using namespace tg::train;
 

@@ -3,7 +3,7 @@
 // 65 bytes), and incremental hashing against one-shot hashing.
 #include <catch2/catch.hpp>
 
-#include "train/sha256.h"
+#include "tapegrad/train/sha256.h"
 
 #include <cstdint>
 #include <random>

@@ -1,8 +1,8 @@
 // Strict number parsing: the whole text, the right kind, in range.
 #include <catch2/catch.hpp>
 
-#include "autograd/error.h"
-#include "train/strict_numbers.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/train/strict_numbers.h"
 
 using tg::train::parse_finite_double;
 using tg::train::parse_int64;

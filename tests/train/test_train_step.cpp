@@ -7,11 +7,11 @@
 #include <optional>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "nn/grad_scaler.h"
-#include "nn/optim.h"
-#include "ops/ops.h"
-#include "train/train_step.h"
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/train_step.h"
 
 using namespace tg;
 

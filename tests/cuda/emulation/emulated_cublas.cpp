@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "autograd/dtype.h"
+#include "tapegrad/autograd/dtype.h"
 #include "emulated_cuda.h"
 
 struct cublasContext {};  // all work is synchronous and on the host: a handle holds nothing

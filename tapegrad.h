@@ -1,0 +1,38 @@
+#pragma once
+// tapegrad in one include: the engine (autograd/), every differentiable op (ops/) and the modules,
+// optimizers and checkpoints (nn/). Installed as <tapegrad/tapegrad.h>; link tapegrad::tapegrad.
+// Left out: the gradcheck registries (tapegrad/ops/gradcheck_cases.h and
+// tapegrad/nn/gradcheck_cases.h), to include on their own, and the backends' own headers
+// (ops/cpu_kernels.h, cuda/), which are not installed.
+
+// autograd/: tensors, the tape, devices, dtypes, random numbers, mixed precision, checkpointing
+#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/autograd/checkpoint.h"
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/profiler.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/autograd/threads.h"
+
+// ops/: every differentiable op
+#include "tapegrad/ops/ops.h"
+
+// nn/: modules, attention, masks, models, optimizers, schedules, safetensors, safe file I/O
+#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/file_io.h"
+#include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/layers.h"
+#include "tapegrad/nn/masks.h"
+#include "tapegrad/nn/models.h"
+#include "tapegrad/nn/module.h"
+#include "tapegrad/nn/optim.h"
+#include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/nn/schedule.h"
+#include "tapegrad/nn/transformer.h"
