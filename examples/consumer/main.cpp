@@ -10,7 +10,7 @@ int main() {
   tg::Tensor x = tg::from_values({1.0, -2.0, 0.5}, {3});
   x.requires_grad_();
   tg::sum(tg::mul(x, x)).backward();  // d/dx sum(x * x) = 2x
-  const std::vector<double> grad = x.grad().values();
+  const std::vector<double> grad = x.grad().to_host_f64();
   bool ok = grad == std::vector<double>{2.0, -4.0, 1.0};
   std::printf("gradient of sum(x*x) at (1, -2, 0.5): (%g, %g, %g)\n", grad[0], grad[1], grad[2]);
 
