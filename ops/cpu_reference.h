@@ -9,8 +9,9 @@
 //   softmax_dim          CpuKernels::softmax_dim          OpenMP over rows
 //                        (ops/cpu_reduce.cpp)
 //   attention_forward    CpuKernels::attention_forward    query / key tiles, online softmax,
-//   attention_backward   CpuKernels::attention_backward   GEMMs on tiles, SIMD exp (ops/cpu_simd.h)
-//                        (ops/cpu_attention.cpp)
+//   attention_backward   CpuKernels::attention_backward   f32 tile products and exp in AVX2
+//                        (ops/cpu_attention.cpp)          (ops/cpu_attention_tiles.h), else
+//                                                         BLAS and SIMD exp (ops/cpu_simd.h)
 //
 // No blocking, no SIMD, no threads, no BLAS; O(m n k) GEMM and O(Sq Sk) memory for attention.
 // Every sum accumulates in double, so in f32 a difference from the fast kernel is the fast

@@ -1,0 +1,215 @@
+// The f32 tile kernels of attention (ops/cpu_attention_tiles.h) in AVX2 with FMA: the small
+// products, and exp / max over a row of scores. This file alone is compiled with -mavx2 -mfma
+// (CMakeLists.txt), and ops/cpu_attention_tiles.cpp calls it only on a CPU that has both.
+//
+// Products, and the transposes of their B operands (8 x 8 blocks in registers).
+// C is cut into blocks of up to 4 rows x 16 columns (two 8-float vectors), each one held in up to
+// 8 registers across the whole sum over p: per p, one or two vectors of B's row p are loaded, each
+// of the block's A(i, p) is broadcast, and one FMA per (row, vector) adds the product. alpha and
+// beta C are applied once, when the block is stored. The last vector of a row of blocks may stick
+// out past column n: it is loaded and stored with a lane mask, so nothing outside A, B or C is
+// touched.
+//
+// Nothing here may be shared with the baseline code: an inline function or template instantiated
+// in this file (std::min, say) would be compiled with AVX2, and the linker could keep that copy
+// for the whole program. So this file includes only <immintrin.h>, and its helpers have internal
+// linkage.
+#include <immintrin.h>
+
+#include "tapegrad/ops/cpu_attention_tiles.h"  // declarations only
+
+namespace tg::cpu::tiles {
+namespace {
+
+// All bits set in the lanes below `count` (0..8), as maskload / maskstore want.
+__m256i lanes_below(int64_t count) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane);
+}
+
+// One block of C: kRows rows x kVectors vectors of 8 columns; with kPartial, the last vector
+// covers only the lanes of `last`. The loops over rows and vectors are unrolled (the pragmas), so
+// that acc lives in registers: indexed at run time, it would be stored to the stack on every p.
+template <int kRows, int kVectors, bool kPartial>
+void block(int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc, __m256i last) {
+  __m256 acc[kRows][kVectors];
+#pragma GCC unroll 4
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_setzero_ps();
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    const float* b_row = b + p * ldb;
+    __m256 b_vec[kVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) {
+      const bool masked = kPartial && v == kVectors - 1;
+      b_vec[v] = masked ? _mm256_maskload_ps(b_row + 8 * v, last) : _mm256_loadu_ps(b_row + 8 * v);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < kRows; ++i) {
+      const __m256 a_ip = _mm256_broadcast_ss(a + i * a_row + p * a_col);
+#pragma GCC unroll 2
+      for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_fmadd_ps(a_ip, b_vec[v], acc[i][v]);
+    }
+  }
+  const __m256 alpha_vec = _mm256_set1_ps(alpha), beta_vec = _mm256_set1_ps(beta);
+#pragma GCC unroll 4
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) {
+      float* out = c + i * ldc + 8 * v;
+      const bool masked = kPartial && v == kVectors - 1;
+      __m256 result = _mm256_mul_ps(alpha_vec, acc[i][v]);
+      if (beta != 0) {
+        const __m256 old = masked ? _mm256_maskload_ps(out, last) : _mm256_loadu_ps(out);
+        result = _mm256_fmadd_ps(beta_vec, old, result);
+      }
+      if (masked) _mm256_maskstore_ps(out, last, result);
+      else _mm256_storeu_ps(out, result);
+    }
+  }
+}
+
+// A row of blocks of kRows rows across the n columns: 16 at a time, then what is left (1..15).
+template <int kRows>
+void block_row(int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  int64_t j = 0;
+  const __m256i all = _mm256_set1_epi32(-1);
+  for (; j + 16 <= n; j += 16) {
+    block<kRows, 2, false>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, all);
+  }
+  const int64_t left = n - j;
+  if (left > 8) {
+    block<kRows, 2, true>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, lanes_below(left - 8));
+  } else if (left == 8) {
+    block<kRows, 1, false>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, all);
+  } else if (left > 0) {
+    block<kRows, 1, true>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, lanes_below(left));
+  }
+}
+
+// exp of eight floats: Cephes' expf, as exp_lanes in ops/cpu_simd.h (the same reduction,
+// polynomial and clamping, so the same accuracy: within 1.2e-7 relative over [-87, 88], exactly 0
+// below -87, NaN kept), with FMA and eight lanes.
+__m256 exp_lanes(__m256 x) {
+  // max / min return their second operand when either is NaN: x, so a NaN stays one
+  const __m256 clamped = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(clamped, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // round(x / ln2)
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), clamped);  // x - n ln2, ln2 in two
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 poly = _mm256_set1_ps(1.9875691500e-4f);
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.3981999507e-3f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(8.3334519073e-3f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.1665795894e-2f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.6666665459e-1f));
+  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 exp_r =
+      _mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+  const __m256 two_to_n = _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23));  // 2^n
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+  return _mm256_blendv_ps(_mm256_mul_ps(exp_r, two_to_n), _mm256_setzero_ps(), underflow);
+}
+
+// The last `count` (0..7) floats of a row, the lanes past it set to `fill`.
+__m256 load_tail(const float* row, int64_t count, float fill) {
+  const __m256i inside = lanes_below(count);
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(row, inside),
+                          _mm256_castsi256_ps(inside));
+}
+
+float sum_of_lanes(__m256 x) {
+  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  const __m128 pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)));
+}
+
+float max_of_lanes(__m256 x) {
+  const __m128 half = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  const __m128 pairs = _mm_max_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_max_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)));
+}
+
+// Transposes the 8 x 8 block at in (leading dimension ld_in) into out (ld_out): the classic
+// unpack / shuffle / lane-permute network.
+void transpose_8x8(const float* in, int64_t ld_in, float* out, int64_t ld_out) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ld_in);
+  for (int i = 0; i < 8; i += 2) {  // interleave row pairs: (r0 r1) -> a0 b0 a1 b1 | a4 b4 a5 b5, ...
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // then pairs of pairs: four rows' column c in one 128-bit half
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {  // and the halves of rows 0-3 with those of rows 4-7
+    _mm256_storeu_ps(out + i * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(out + (i + 4) * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+}  // namespace
+
+void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
+                    int64_t ld_out) {
+  const int64_t full_rows = rows / 8 * 8, full_cols = cols / 8 * 8;
+  for (int64_t r = 0; r < full_rows; r += 8) {
+    for (int64_t c = 0; c < full_cols; c += 8) {
+      transpose_8x8(in + r * ld_in + c, ld_in, out + c * ld_out + r, ld_out);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {  // what the 8 x 8 blocks left: the last columns, the last rows
+    for (int64_t c = r < full_rows ? full_cols : 0; c < cols; ++c) out[c * ld_out + r] = in[r * ld_in + c];
+  }
+}
+
+float exp_shifted_row_avx2(float* row, int64_t cols, float shift) {
+  const __m256 shift_vec = _mm256_set1_ps(shift);
+  __m256 sum = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    const __m256 e = exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(row + c), shift_vec));
+    _mm256_storeu_ps(row + c, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (c < cols) {  // the tail, padded with -inf (which gives 0)
+    const __m256 x = load_tail(row + c, cols - c, -__builtin_inff());
+    const __m256 e = exp_lanes(_mm256_sub_ps(x, shift_vec));
+    _mm256_maskstore_ps(row + c, lanes_below(cols - c), e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  return sum_of_lanes(sum);
+}
+
+float row_max_avx2(const float* row, int64_t cols) {
+  __m256 best = _mm256_set1_ps(-__builtin_inff());
+  int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) best = _mm256_max_ps(_mm256_loadu_ps(row + c), best);  // NaN: best
+  if (c < cols) best = _mm256_max_ps(load_tail(row + c, cols - c, -__builtin_inff()), best);
+  return max_of_lanes(best);
+}
+
+void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+               int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    block_row<4>(n, k, alpha, a + i * a_row, a_row, a_col, b, ldb, beta, c + i * ldc, ldc);
+  }
+  const float* a_left = a + i * a_row;
+  float* c_left = c + i * ldc;
+  switch (m - i) {  // the last 1..3 rows
+    case 3: block_row<3>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
+    case 2: block_row<2>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
+    case 1: block_row<1>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
+    default: break;
+  }
+}
+
+}  // namespace tg::cpu::tiles

@@ -1,0 +1,182 @@
+// The f32 tile kernels of attention (ops/cpu_attention_tiles.h), both implementations (AVX2 + FMA
+// where the CPU has it, and the baseline code):
+//  - products against a triple loop in double: every block shape of the AVX2 kernel (4 rows and
+//    1..3 left over; 16 columns, 8, and partial vectors of 1..15), A plain and transposed
+//    (strides), beta 0 over a C of NaNs, beta 1 and 0.5, and padded leading dimensions whose
+//    padding must stay untouched (the masked lanes). The tolerance is the GEMM bound of
+//    tests/ops/test_cpu_reference.cpp: (k + 4) u (|alpha| sum_p |a_ip||b_pj| + |beta c_ij|);
+//  - transposes (8 x 8 blocks and what they leave) exactly, padding untouched;
+//  - exp over rows against std::exp within 1.2e-7 relative (the bound of ops/cpu_simd.h), the
+//    masked (-inf) entries exactly 0, and the row max, NaNs skipped.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tapegrad/ops/cpu_attention_tiles.h"
+#include "tapegrad/ops/cpu_simd.h"
+
+using namespace tg::cpu;
+
+namespace {
+
+using Gemm = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
+                      const float*, int64_t, float, float*, int64_t);
+
+constexpr float kSentinel = 12345.0f;
+
+void check_product(Gemm gemm, int64_t m, int64_t n, int64_t k, bool transpose_a, float beta) {
+  INFO("m " << m << ", n " << n << ", k " << k << ", transposed A " << transpose_a << ", beta " << beta);
+  std::mt19937 gen(static_cast<uint32_t>(m * 10007 + n * 101 + k));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  const int64_t lda = (transpose_a ? m : k) + 2, ldb = n + 3, ldc = n + 5;
+  const int64_t a_rows = transpose_a ? k : m;
+  std::vector<float> a(a_rows * lda), b(k * ldb), c(m * ldc, kSentinel);
+  for (float& x : a) x = dist(gen);
+  for (float& x : b) x = dist(gen);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? std::nanf("") : dist(gen);
+  }
+  const int64_t a_row = transpose_a ? 1 : lda, a_col = transpose_a ? lda : 1;
+  const float alpha = -0.75f;
+
+  std::vector<float> result = c;
+  gemm(m, n, k, alpha, a.data(), a_row, a_col, b.data(), ldb, beta, result.data(), ldc);
+  const double u = 0x1.0p-24;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      INFO("C(" << i << ", " << j << ")");
+      if (j >= n) {  // padding: untouched
+        REQUIRE(result[i * ldc + j] == kSentinel);
+        continue;
+      }
+      double exact = 0, bound = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double term = static_cast<double>(a[i * a_row + p * a_col]) * b[p * ldb + j];
+        exact += term;
+        bound += std::abs(term);
+      }
+      exact *= alpha;
+      bound *= std::abs(alpha);
+      if (beta != 0) {
+        exact += static_cast<double>(beta) * c[i * ldc + j];
+        bound += std::abs(static_cast<double>(beta) * c[i * ldc + j]);
+      }
+      REQUIRE(std::abs(result[i * ldc + j] - exact) <= (k + 4) * u * bound + 1e-30);
+    }
+  }
+}
+
+void check_implementation(Gemm gemm) {
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 32, 33}) {
+    for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33}) {
+      for (int64_t k : {1, 5, 16, 17}) {
+        for (bool transpose_a : {false, true}) {
+          check_product(gemm, m, n, k, transpose_a, 0.0f);
+          check_product(gemm, m, n, k, transpose_a, 1.0f);
+        }
+      }
+    }
+  }
+  check_product(gemm, 64, 128, 32, false, 0.5f);  // a full attention tile
+  check_product(gemm, 128, 32, 64, true, 1.0f);
+}
+
+}  // namespace
+
+TEST_CASE("attention tile products: the plain loops match a double-precision triple loop", "[attention][tiles]") {
+  check_implementation(tiles::gemm_portable);
+}
+
+TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision triple loop", "[attention][tiles]") {
+  if (!tiles::avx2_supported()) {
+    WARN("this CPU has no AVX2 + FMA: the AVX2 kernel is not tested here");
+    return;
+  }
+  check_implementation(tiles::gemm_avx2);
+}
+
+TEST_CASE("attention tile products: gemm follows force_portable", "[attention][tiles]") {
+  tiles::force_portable(true);
+  REQUIRE_FALSE(tiles::avx2_in_use());
+  tiles::force_portable(false);
+  REQUIRE(tiles::avx2_in_use() == tiles::avx2_supported());
+}
+
+TEST_CASE("attention tile transposes: both implementations, every block remainder", "[attention][tiles]") {
+  using Transpose = void (*)(int64_t, int64_t, const float*, int64_t, float*, int64_t);
+  std::vector<Transpose> implementations = {tiles::transpose_portable};
+  if (tiles::avx2_supported()) implementations.push_back(tiles::transpose_avx2);
+  for (Transpose transpose : implementations) {
+    for (int64_t rows : {1, 3, 8, 9, 16, 17, 32, 33, 64}) {
+      for (int64_t cols : {1, 7, 8, 15, 16, 17, 32, 33}) {
+        INFO("rows " << rows << ", cols " << cols);
+        const int64_t ld_in = cols + 3, ld_out = rows + 2;
+        std::vector<float> in(rows * ld_in), out(cols * ld_out, kSentinel);
+        for (size_t e = 0; e < in.size(); ++e) in[e] = static_cast<float>(e);
+        transpose(rows, cols, in.data(), ld_in, out.data(), ld_out);
+        for (int64_t c = 0; c < cols; ++c) {
+          for (int64_t r = 0; r < ld_out; ++r) {
+            REQUIRE(out[c * ld_out + r] == (r < rows ? in[r * ld_in + c] : kSentinel));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attention tile rows: exp and max, both implementations", "[attention][tiles]") {
+  struct Rows {
+    float (*exp_shifted_row)(float*, int64_t, float);
+    float (*row_max)(const float*, int64_t);
+  };
+  std::vector<Rows> implementations = {{tg::cpu::simd::exp_shifted_row, tg::cpu::simd::row_max_of}};
+  if (tiles::avx2_supported()) implementations.push_back({tiles::exp_shifted_row_avx2, tiles::row_max_avx2});
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const Rows& impl : implementations) {
+    // Accuracy over [-87, 88] in steps of 2^-10, as the SSE2 exp in tests/ops/test_cpu_simd.cpp.
+    std::vector<float> x;
+    for (double t = -87.0; t <= 88.0; t += 0x1.0p-10) x.push_back(static_cast<float>(t));
+    std::vector<float> y = x;
+    impl.exp_shifted_row(y.data(), static_cast<int64_t>(y.size()), 0.0f);
+    double worst = 0;
+    for (size_t e = 0; e < x.size(); ++e) {
+      const double exact = std::exp(static_cast<double>(x[e]));
+      worst = std::max(worst, std::abs(y[e] - exact) / exact);
+    }
+    INFO("worst relative error " << worst);
+    REQUIRE(worst <= 1.2e-7);
+    // Rows of every length to 40 (the 8-lane body and its tail): masked entries, the sum, the max.
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> dist(-5, 5);
+    for (int64_t cols = 0; cols <= 40; ++cols) {
+      INFO("cols " << cols);
+      std::vector<float> row(cols + 1, kSentinel);
+      for (int64_t c = 0; c < cols; ++c) row[c] = c % 3 == 1 ? -inf : dist(gen);
+      std::vector<float> with_nan = row;
+      if (cols > 2) with_nan[cols / 2] = std::nanf("");
+      float expected_max = -inf;
+      for (int64_t c = 0; c < cols; ++c) {
+        if (!std::isnan(with_nan[c])) expected_max = std::max(expected_max, with_nan[c]);
+      }
+      REQUIRE(impl.row_max(with_nan.data(), cols) == expected_max);
+      const float shift = 0.5f;
+      std::vector<double> expected(cols);
+      double expected_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) expected_sum += expected[c] = std::exp(static_cast<double>(row[c]) - shift);
+      const float sum = impl.exp_shifted_row(row.data(), cols, shift);
+      for (int64_t c = 0; c < cols; ++c) {
+        if (expected[c] == 0) REQUIRE(row[c] == 0.0f);
+        else REQUIRE(std::abs(row[c] - expected[c]) <= 6e-7 * expected[c]);  // exp, x - shift rounded
+      }
+      REQUIRE(row[cols] == kSentinel);
+      REQUIRE(std::abs(sum - expected_sum) <= 1e-6 * expected_sum + 1e-30);
+    }
+    std::vector<float> masked(9, -inf);  // a fully masked row: max -inf
+    REQUIRE(impl.row_max(masked.data(), 9) == -inf);
+  }
+}
