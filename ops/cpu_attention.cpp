@@ -124,9 +124,17 @@ struct Item {
     const T kept = T(1.0 / (1.0 - p.dropout_p));
     for (int64_t c = 0; c < cols; ++c) factors[c] = uniforms[c] >= p.dropout_p ? kept : T(0);
   }
-  // Keys that query rows [i0, i0 + rows) can see at all.
+  // The keys that query rows [i0, i0 + rows) can see at all end here: at the diagonal when causal,
+  // and after the last visible key of a mask that is the same for every query (a padding mask,
+  // row stride 0), so that the padding at the end of a short sequence costs nothing. Keys past it
+  // would only add probabilities of 0.
   int64_t key_end(int64_t i0, int64_t rows) const {
-    return p.causal ? std::min(sk, i0 + rows) : sk;
+    int64_t end = p.causal ? std::min(sk, i0 + rows) : sk;
+    if (mask && p.mask_row_stride == 0) {
+      const bool* allowed = mask + p.mask_offsets[n];
+      while (end > 0 && !allowed[(end - 1) * p.mask_col_stride]) --end;
+    }
+    return end;
   }
 };
 
