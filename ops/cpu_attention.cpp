@@ -12,12 +12,11 @@
 // (with dropout, P and dP carry the keep mask Z / (1 - p)).
 //
 // Sizes: q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim]; gradients are d_q, d_k,
-// d_v, d_out. The row helpers (exp, max) are vectorised: f32 in ops/cpu_attention_tiles.h (AVX2
-// where the CPU has it), f64 in ops/cpu_simd.h. The tile products go through `product`: f32 ones
-// up to head_dim 128 to the micro-kernels of ops/cpu_attention_tiles.h (a BLAS call costs more
-// than the arithmetic of a 32 x 32 x 16 tile), the others to blas_gemm, one BLAS thread each. OpenMP
-// runs over the tiles (autograd/threads.h). Working memory is per thread and kept between calls
-// (scratch), so a tile allocates nothing.
+// d_v, d_out. On a CPU with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
+// ops/cpu_attention_tiles.h: products (a BLAS call costs more than the arithmetic of a 32 x 32 x 16
+// tile) and the row helpers (exp, max). Otherwise, and for f64, products go to blas_gemm (one BLAS
+// thread each) and rows to ops/cpu_simd.h. OpenMP runs over the tiles (autograd/threads.h).
+// Working memory is per thread and kept between calls (scratch), so a tile allocates nothing.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -32,21 +31,25 @@
 namespace tg::cpu {
 namespace {
 
-// The row helpers: f32 on tiles:: (eight AVX2 lanes where the CPU has them, else ops/cpu_simd.h),
-// f64 on ops/cpu_simd.h's plain loops.
+// The row helpers: f32 on eight AVX2 lanes where the CPU has them (ops/cpu_attention_tiles.h),
+// else on ops/cpu_simd.h's four SSE2 lanes; f64 on ops/cpu_simd.h's plain loops.
 float exp_shifted_row(float* row, int64_t cols, float shift) {
-  return tiles::exp_shifted_row(row, cols, shift);
+  if (tiles::use_avx2()) return tiles::exp_shifted_row_avx2(row, cols, shift);
+  return simd::exp_shifted_row(row, cols, shift);
 }
 double exp_shifted_row(double* row, int64_t cols, double shift) {
   return simd::exp_shifted_row(row, cols, shift);
 }
-float row_max_of(const float* row, int64_t cols) { return tiles::row_max(row, cols); }
+float row_max_of(const float* row, int64_t cols) {
+  if (tiles::use_avx2()) return tiles::row_max_avx2(row, cols);
+  return simd::row_max_of(row, cols);
+}
 double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row, cols); }
 
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 128;
 
-// f32 products of at most this many multiply-adds run on the micro-kernels of
+// With AVX2, f32 products of at most this many multiply-adds run on the micro-kernels of
 // ops/cpu_attention_tiles.h, larger ones on BLAS: whole 64 x 128 tiles up to head_dim and value_dim
 // 128. Measured on one AVX2 core (8 causal items of 512), the micro-kernels beat OpenBLAS up to
 // head_dim 128 (forward 8.4 against 10.2 ms at 128, 4.3 against 5.8 at 64); at 256 the two are
@@ -68,9 +71,10 @@ T* scratch(Slot slot, int64_t count) {
   return buffer.data();
 }
 
-// C = alpha op(A) op(B) + beta C for one tile (row-major, as blas_gemm). f64 (gradcheck) and large
-// f32 tiles: BLAS. Small f32 tiles: tiles::gemm, with a transposed A read through its strides and
-// a transposed B (K or V of a key tile) copied transposed first.
+// C = alpha op(A) op(B) + beta C for one tile (row-major, as blas_gemm). Small f32 tiles on a CPU
+// with AVX2: tiles::gemm_avx2, a transposed A read through its strides and a transposed B (K or V
+// of a key tile) copied transposed first. Everything else (f64 for gradcheck, large tiles, CPUs
+// without AVX2, where plain loops would lose to OpenBLAS's SSE kernels by 2x): BLAS.
 void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
              const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
              int64_t ldc) {
@@ -80,16 +84,17 @@ void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k
 void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
              int64_t ldc) {
-  if (m * n * k > kSmallProduct) {
+  if (m * n * k > kSmallProduct || !tiles::use_avx2()) {
     return blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   if (transpose_b) {  // stored n x k: make it k x n
     float* transposed = scratch<float>(kTransposed, k * n);
-    tiles::transpose(n, k, b, ldb, transposed, n);
+    tiles::transpose_avx2(n, k, b, ldb, transposed, n);
     b = transposed;
     ldb = n;
   }
-  tiles::gemm(m, n, k, alpha, a, transpose_a ? 1 : lda, transpose_a ? lda : 1, b, ldb, beta, c, ldc);
+  tiles::gemm_avx2(m, n, k, alpha, a, transpose_a ? 1 : lda, transpose_a ? lda : 1, b, ldb, beta,
+                   c, ldc);
 }
 
 // What one batch item needs: sizes, masks and dropout, shared by forward and backward.

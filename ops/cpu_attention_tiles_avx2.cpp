@@ -1,6 +1,6 @@
 // The f32 tile kernels of attention (ops/cpu_attention_tiles.h) in AVX2 with FMA: the small
 // products, and exp / max over a row of scores. This file alone is compiled with -mavx2 -mfma
-// (CMakeLists.txt), and ops/cpu_attention_tiles.cpp calls it only on a CPU that has both.
+// (CMakeLists.txt), and ops/cpu_attention.cpp calls it only where tiles::use_avx2().
 //
 // Products, and the transposes of their B operands (8 x 8 blocks in registers).
 // C is cut into blocks of up to 4 rows x 16 columns (two 8-float vectors), each one held in up to

@@ -1,13 +1,13 @@
-// The f32 tile kernels of attention (ops/cpu_attention_tiles.h), both implementations (AVX2 + FMA
-// where the CPU has it, and the baseline code):
-//  - products against a triple loop in double: every block shape of the AVX2 kernel (4 rows and
-//    1..3 left over; 16 columns, 8, and partial vectors of 1..15), A plain and transposed
-//    (strides), beta 0 over a C of NaNs, beta 1 and 0.5, and padded leading dimensions whose
-//    padding must stay untouched (the masked lanes). The tolerance is the GEMM bound of
-//    tests/ops/test_cpu_reference.cpp: (k + 4) u (|alpha| sum_p |a_ip||b_pj| + |beta c_ij|);
+// The AVX2 + FMA tile kernels of attention (ops/cpu_attention_tiles.h), where the CPU has them:
+//  - products against a triple loop in double: every block shape (4 rows and 1..3 left over; 16
+//    columns, 8, and partial vectors of 1..15), A plain and transposed (strides), beta 0 over a C
+//    of NaNs, beta 1 and 0.5, and padded leading dimensions whose padding must stay untouched (the
+//    masked lanes). The tolerance is the GEMM bound of tests/ops/test_cpu_reference.cpp:
+//    (k + 4) u (|alpha| sum_p |a_ip||b_pj| + |beta c_ij|);
 //  - transposes (8 x 8 blocks and what they leave) exactly, padding untouched;
 //  - exp over rows against std::exp within 1.2e-7 relative (the bound of ops/cpu_simd.h), the
-//    masked (-inf) entries exactly 0, and the row max, NaNs skipped.
+//    masked (-inf) entries exactly 0, and the row max, NaNs skipped; beside them the SSE2 row
+//    helpers of ops/cpu_simd.h, which the kernel uses without AVX2, on the same rows.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -24,12 +24,9 @@ using namespace tg::cpu;
 
 namespace {
 
-using Gemm = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
-                      const float*, int64_t, float, float*, int64_t);
-
 constexpr float kSentinel = 12345.0f;
 
-void check_product(Gemm gemm, int64_t m, int64_t n, int64_t k, bool transpose_a, float beta) {
+void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta) {
   INFO("m " << m << ", n " << n << ", k " << k << ", transposed A " << transpose_a << ", beta " << beta);
   std::mt19937 gen(static_cast<uint32_t>(m * 10007 + n * 101 + k));
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -45,7 +42,7 @@ void check_product(Gemm gemm, int64_t m, int64_t n, int64_t k, bool transpose_a,
   const float alpha = -0.75f;
 
   std::vector<float> result = c;
-  gemm(m, n, k, alpha, a.data(), a_row, a_col, b.data(), ldb, beta, result.data(), ldc);
+  tiles::gemm_avx2(m, n, k, alpha, a.data(), a_row, a_col, b.data(), ldb, beta, result.data(), ldc);
   const double u = 0x1.0p-24;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -71,65 +68,53 @@ void check_product(Gemm gemm, int64_t m, int64_t n, int64_t k, bool transpose_a,
   }
 }
 
-void check_implementation(Gemm gemm) {
+}  // namespace
+
+TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision triple loop", "[attention][tiles]") {
+  if (!tiles::avx2_supported()) {
+    WARN("this CPU has no AVX2 + FMA: the AVX2 kernels are not tested here");
+    return;
+  }
   for (int64_t m : {1, 2, 3, 4, 5, 7, 32, 33}) {
     for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33}) {
       for (int64_t k : {1, 5, 16, 17}) {
         for (bool transpose_a : {false, true}) {
-          check_product(gemm, m, n, k, transpose_a, 0.0f);
-          check_product(gemm, m, n, k, transpose_a, 1.0f);
+          check_product(m, n, k, transpose_a, 0.0f);
+          check_product(m, n, k, transpose_a, 1.0f);
         }
       }
     }
   }
-  check_product(gemm, 64, 128, 32, false, 0.5f);  // a full attention tile
-  check_product(gemm, 128, 32, 64, true, 1.0f);
+  check_product(64, 128, 32, false, 0.5f);  // a full attention tile
+  check_product(128, 32, 64, true, 1.0f);
 }
 
-}  // namespace
-
-TEST_CASE("attention tile products: the plain loops match a double-precision triple loop", "[attention][tiles]") {
-  check_implementation(tiles::gemm_portable);
+TEST_CASE("attention tiles: use_avx2 follows the CPU and force_baseline", "[attention][tiles]") {
+  tiles::force_baseline(true);
+  REQUIRE_FALSE(tiles::use_avx2());
+  tiles::force_baseline(false);
+  REQUIRE(tiles::use_avx2() == tiles::avx2_supported());
 }
 
-TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision triple loop", "[attention][tiles]") {
-  if (!tiles::avx2_supported()) {
-    WARN("this CPU has no AVX2 + FMA: the AVX2 kernel is not tested here");
-    return;
-  }
-  check_implementation(tiles::gemm_avx2);
-}
-
-TEST_CASE("attention tile products: gemm follows force_portable", "[attention][tiles]") {
-  tiles::force_portable(true);
-  REQUIRE_FALSE(tiles::avx2_in_use());
-  tiles::force_portable(false);
-  REQUIRE(tiles::avx2_in_use() == tiles::avx2_supported());
-}
-
-TEST_CASE("attention tile transposes: both implementations, every block remainder", "[attention][tiles]") {
-  using Transpose = void (*)(int64_t, int64_t, const float*, int64_t, float*, int64_t);
-  std::vector<Transpose> implementations = {tiles::transpose_portable};
-  if (tiles::avx2_supported()) implementations.push_back(tiles::transpose_avx2);
-  for (Transpose transpose : implementations) {
-    for (int64_t rows : {1, 3, 8, 9, 16, 17, 32, 33, 64}) {
-      for (int64_t cols : {1, 7, 8, 15, 16, 17, 32, 33}) {
-        INFO("rows " << rows << ", cols " << cols);
-        const int64_t ld_in = cols + 3, ld_out = rows + 2;
-        std::vector<float> in(rows * ld_in), out(cols * ld_out, kSentinel);
-        for (size_t e = 0; e < in.size(); ++e) in[e] = static_cast<float>(e);
-        transpose(rows, cols, in.data(), ld_in, out.data(), ld_out);
-        for (int64_t c = 0; c < cols; ++c) {
-          for (int64_t r = 0; r < ld_out; ++r) {
-            REQUIRE(out[c * ld_out + r] == (r < rows ? in[r * ld_in + c] : kSentinel));
-          }
+TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention][tiles]") {
+  if (!tiles::avx2_supported()) return;  // said by the products' test
+  for (int64_t rows : {1, 3, 8, 9, 16, 17, 32, 33, 64}) {
+    for (int64_t cols : {1, 7, 8, 15, 16, 17, 32, 33}) {
+      INFO("rows " << rows << ", cols " << cols);
+      const int64_t ld_in = cols + 3, ld_out = rows + 2;
+      std::vector<float> in(rows * ld_in), out(cols * ld_out, kSentinel);
+      for (size_t e = 0; e < in.size(); ++e) in[e] = static_cast<float>(e);
+      tiles::transpose_avx2(rows, cols, in.data(), ld_in, out.data(), ld_out);
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t r = 0; r < ld_out; ++r) {
+          REQUIRE(out[c * ld_out + r] == (r < rows ? in[r * ld_in + c] : kSentinel));
         }
       }
     }
   }
 }
 
-TEST_CASE("attention tile rows: exp and max, both implementations", "[attention][tiles]") {
+TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][tiles]") {
   struct Rows {
     float (*exp_shifted_row)(float*, int64_t, float);
     float (*row_max)(const float*, int64_t);

@@ -346,21 +346,23 @@ TEST_CASE("fused attention matches the reference with dropout (same Philox numbe
   }
 }
 
-// Makes the tile kernels the baseline ones (or not) for its lifetime, then lets them pick by the CPU.
-struct ForcePortableTiles {
-  explicit ForcePortableTiles(bool portable) { cpu::tiles::force_portable(portable); }
-  ~ForcePortableTiles() { cpu::tiles::force_portable(false); }
-  ForcePortableTiles(const ForcePortableTiles&) = delete;
-  ForcePortableTiles& operator=(const ForcePortableTiles&) = delete;
+// Makes the attention kernel take its baseline path (BLAS, SSE2 rows) for its lifetime, as on a
+// CPU without AVX2, or its choice by the CPU; then the choice by the CPU again.
+struct ForceBaseline {
+  explicit ForceBaseline(bool baseline) { cpu::tiles::force_baseline(baseline); }
+  ~ForceBaseline() { cpu::tiles::force_baseline(false); }
+  ForceBaseline(const ForceBaseline&) = delete;
+  ForceBaseline& operator=(const ForceBaseline&) = delete;
 };
 
-// The small-tile path: f32 products and row exp on the kernels of ops/cpu_attention_tiles.h (AVX2
-// + FMA where the CPU has it, else the baseline ones), f64 on BLAS. Every sequence length of 1, 5,
+// Small problems on both paths of f32: the AVX2 + FMA tile kernels of ops/cpu_attention_tiles.h
+// (where the CPU has them) and the baseline path (BLAS products, SSE2 rows); f64 (BLAS, plain
+// loops) beside them. Every sequence length of 1, 5,
 // 33, 127, 130 with every head_dim of 1, 3, 16, 17, 32, 64, each pair with one of the variants in
 // turn (no mask, causal, padding, where item n sees Sk - 37 n keys and none when that is <= 0, a
 // random mask with a fully masked row plus causal, dropout), half of them with Sk != Sq and a
-// third with value_dim = head_dim + 1; f32 on both tile kernels, and f64.
-TEST_CASE("fused attention matches the reference on small problems, both tile kernels", "[cpu-reference][attention]") {
+// third with value_dim = head_dim + 1.
+TEST_CASE("fused attention matches the reference on small problems, AVX2 tiles and baseline", "[cpu-reference][attention]") {
   manual_seed(28);
   const std::vector<int64_t> seqs = {1, 5, 33, 127, 130}, head_dims = {1, 3, 16, 17, 32, 64};
   int64_t index = 0;
@@ -376,9 +378,9 @@ TEST_CASE("fused attention matches the reference on small problems, both tile ke
       }
       if (index % 3 == 0) c.value_dim = head_dim + 1;
       ++index;
-      for (bool portable : {false, true}) {
-        INFO((portable ? "baseline tile kernels" : "AVX2 tile kernels where supported"));
-        const ForcePortableTiles force(portable);
+      for (bool baseline : {false, true}) {
+        INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
+        const ForceBaseline force(baseline);
         check_attention(c, DType::f32);
       }
       check_attention(c, DType::f64);
