@@ -63,6 +63,11 @@ struct AttentionProblem {
   int64_t mask_row_stride = 0, mask_col_stride = 0;
   double dropout_p = 0.0;
   uint64_t seed = 0, offset = 0;
+  // The layout of q, k, v, the output and every gradient: 0 (the default), [N, S, width]
+  // contiguous; H > 0, [B, S, H, width] contiguous, item n = b H + h: the layout of a projection's
+  // output before its heads are split, read and written in place (no copy to split or merge
+  // heads). The log-sum-exp is [N, Sq] either way. Only the CPU kernel takes H > 0.
+  int64_t interleaved_heads = 0;
 };
 
 struct IndexSummary {

@@ -25,6 +25,12 @@ void attach_mask(AttentionProblem& problem, const Tensor& mask, const Shape& bat
   problem.mask_offsets = batch_offsets(view, batch);  // relative to the view's first element
 }
 
+// Whether t, of shape [B, H, S, width], is a view of a contiguous [B, S, H, width] tensor (what
+// MultiHeadAttention's split_heads makes of a projection: a view and a transpose).
+bool heads_interleaved(const Tensor& t) {
+  return t.dim() == 4 && t.detach().transpose(1, 2).is_contiguous();
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -54,9 +60,21 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 
   const int64_t items = numel(batch);
   AttentionProblem problem;
-  problem.q = q.detach().contiguous().view({items, sq, head_dim});
-  problem.k = k.detach().contiguous().view({items, sk, head_dim});
-  problem.v = v.detach().contiguous().view({items, sk, value_dim});
+  // Heads split from a projection ([B, H, S, width] views of [B, S, H, width]) go to the CPU
+  // kernel as they are, and the output and gradients come back in that layout: splitting and
+  // merging heads then copies nothing. Anything else (and the CUDA kernels) gets [N, S, width].
+  const bool interleaved = q.device().type == DeviceType::cpu && heads_interleaved(q) &&
+                           heads_interleaved(k) && heads_interleaved(v);
+  if (interleaved) {
+    problem.interleaved_heads = q.size(1);
+    problem.q = q.detach().transpose(1, 2);  // [B, Sq, H, head_dim], contiguous
+    problem.k = k.detach().transpose(1, 2);
+    problem.v = v.detach().transpose(1, 2);
+  } else {
+    problem.q = q.detach().contiguous().view({items, sq, head_dim});
+    problem.k = k.detach().contiguous().view({items, sk, head_dim});
+    problem.v = v.detach().contiguous().view({items, sk, value_dim});
+  }
   problem.scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
   problem.causal = is_causal;
   if (mask.defined()) attach_mask(problem, mask, batch, sq, sk);
@@ -66,14 +84,15 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     problem.offset = reserve_random(items * sq * sk);
   }
 
-  Tensor out = empty({items, sq, value_dim}, q.dtype(), q.device());
+  Tensor out = interleaved ? empty({q.size(0), sq, q.size(1), value_dim}, q.dtype(), q.device())
+                           : empty({items, sq, value_dim}, q.dtype(), q.device());
   // The row statistics stay f32 for f16/bf16 inputs: log-sum-exp needs the range and precision.
   const DType lse_dtype = is_half(q.dtype()) ? DType::f32 : q.dtype();
   Tensor logsumexp = empty({items, sq}, lse_dtype, q.device());
   kernels(q.device()).attention_forward(problem, out, logsumexp);
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {sq, value_dim});
-  Tensor result = out.view(out_shape);
+  Tensor result = interleaved ? out.transpose(1, 2) : out.view(out_shape);
 
   // The tensors are saved on the node (and freed with it); the closure keeps only the settings.
   std::vector<Tensor> saved{problem.q, problem.k, problem.v, out, logsumexp, problem.mask};
@@ -94,6 +113,12 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
            Tensor grad_q = zeros(problem.q.shape(), g.dtype(), g.device());
            Tensor grad_k = zeros(problem.k.shape(), g.dtype(), g.device());
            Tensor grad_v = zeros(problem.v.shape(), g.dtype(), g.device());
+           if (problem.interleaved_heads > 0) {  // all in [B, S, H, width]; g is [B, H, Sq, dv]
+             kernels(g.device()).attention_backward(problem, out, node.saved[4],
+                                                    g.transpose(1, 2).contiguous(), grad_q,
+                                                    grad_k, grad_v);
+             return Grads{grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2)};
+           }
            kernels(g.device()).attention_backward(problem, out, node.saved[4],
                                                   g.contiguous().view(out.shape()), grad_q,
                                                   grad_k, grad_v);

@@ -12,7 +12,8 @@
 // (with dropout, P and dP carry the keep mask Z / (1 - p)).
 //
 // Sizes: q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim]; gradients are d_q, d_k,
-// d_v, d_out. On a CPU with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
+// d_v, d_out. With interleaved heads every operand but the log-sum-exp is [B, S, H, width] instead
+// (AttentionProblem), so rows are ld_qk or ld_v apart (item_rows). On a CPU with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
 // ops/cpu_attention_tiles.h: products (a BLAS call costs more than the arithmetic of a 32 x 32 x 16
 // tile) and the row helpers (exp, max). Otherwise, and for f64, products go to blas_gemm (one BLAS
 // thread each) and rows to ops/cpu_simd.h. OpenMP runs over the tiles (autograd/threads.h).
@@ -97,6 +98,15 @@ void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k
                    c, ldc);
 }
 
+// Where item n's rows of an operand start, and the distance between its rows: [N, S, width], or
+// [B, S, H, width] when heads interleave (AttentionProblem::interleaved_heads = H).
+template <typename T>
+T* item_rows(T* base, int64_t n, int64_t rows, int64_t width, int64_t heads) {
+  if (heads == 0) return base + n * rows * width;
+  return base + (n / heads) * rows * heads * width + (n % heads) * width;
+}
+int64_t row_stride(int64_t width, int64_t heads) { return heads == 0 ? width : heads * width; }
+
 // What one batch item needs: sizes, masks and dropout, shared by forward and backward.
 struct Item {
   const AttentionProblem& p;
@@ -154,8 +164,10 @@ void parallel_for(int64_t count, Body&& body) {
 
 template <typename T>
 void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& lse_tensor) {
-  const int64_t batch = p.q.size(0), sq = p.q.size(1), sk = p.k.size(1);
-  const int64_t head_dim = p.q.size(2), value_dim = p.v.size(2);
+  const int64_t heads = p.interleaved_heads;
+  const int64_t batch = p.q.size(0) * (heads > 0 ? heads : 1), sq = p.q.size(1), sk = p.k.size(1);
+  const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
+  const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
   const int64_t tiles = (sq + kQueryTile - 1) / kQueryTile;
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -164,9 +176,9 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const int64_t n = work / tiles, i0 = (work % tiles) * kQueryTile;
     const int64_t rows = std::min(kQueryTile, sq - i0);
     const Item item{p, n, sq, sk, mask};
-    const T* q = p.q.data_as<T>() + (n * sq + i0) * head_dim;
-    const T* k = p.k.data_as<T>() + n * sk * head_dim;
-    const T* v = p.v.data_as<T>() + n * sk * value_dim;
+    const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk;
+    const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads);
+    const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
     T* scores = scratch<T>(kScores, rows * kKeyTile);
     T* acc = scratch<T>(kAccumulator, rows * value_dim);
     T* row_max = scratch<T>(kRowMax, rows);
@@ -179,8 +191,8 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const int64_t key_end = item.key_end(i0, rows);
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, key_end - j0);
-      product(false, true, rows, cols, head_dim, T(p.scale), q, head_dim, k + j0 * head_dim,
-              head_dim, T(0), scores, cols);
+      product(false, true, rows, cols, head_dim, T(p.scale), q, ld_qk, k + j0 * ld_qk, ld_qk, T(0),
+              scores, cols);
       for (int64_t r = 0; r < rows; ++r) {
         T* s = scores + r * cols;
         item.mask_row(i0 + r, j0, cols, s);
@@ -199,15 +211,15 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
         }
         row_max[r] = new_max;
       }
-      product(false, false, rows, value_dim, cols, T(1), scores, cols, v + j0 * value_dim,
-              value_dim, T(1), acc, value_dim);
+      product(false, false, rows, value_dim, cols, T(1), scores, cols, v + j0 * ld_v, ld_v, T(1),
+              acc, value_dim);
     }
-    T* out = out_tensor.data_as<T>() + (n * sq + i0) * value_dim;
+    T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads) + i0 * ld_v;
     T* lse = lse_tensor.data_as<T>() + n * sq + i0;
     for (int64_t r = 0; r < rows; ++r) {
       const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
       for (int64_t c = 0; c < value_dim; ++c) {
-        out[r * value_dim + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
+        out[r * ld_v + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
       }
       lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
     }
@@ -218,22 +230,24 @@ template <typename T>
 void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& lse_tensor,
               const Tensor& grad_out, const Tensor& grad_q, const Tensor& grad_k,
               const Tensor& grad_v) {
-  const int64_t batch = p.q.size(0), sq = p.q.size(1), sk = p.k.size(1);
-  const int64_t head_dim = p.q.size(2), value_dim = p.v.size(2);
+  const int64_t heads = p.interleaved_heads;
+  const int64_t batch = p.q.size(0) * (heads > 0 ? heads : 1), sq = p.q.size(1), sk = p.k.size(1);
+  const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
+  const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
   parallel_for(batch, [&](int64_t n) {  // items are independent; tiles of one item share dK, dV
     const Item item{p, n, sq, sk, mask};
-    const T* q = p.q.data_as<T>() + n * sq * head_dim;
-    const T* k = p.k.data_as<T>() + n * sk * head_dim;
-    const T* v = p.v.data_as<T>() + n * sk * value_dim;
-    const T* out = out_tensor.data_as<T>() + n * sq * value_dim;
+    const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads);
+    const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads);
+    const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
+    const T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads);
     const T* lse = lse_tensor.data_as<T>() + n * sq;
-    const T* d_out = grad_out.data_as<T>() + n * sq * value_dim;
-    T* d_q = grad_q.data_as<T>() + n * sq * head_dim;
-    T* d_k = grad_k.data_as<T>() + n * sk * head_dim;
-    T* d_v = grad_v.data_as<T>() + n * sk * value_dim;
+    const T* d_out = item_rows(grad_out.data_as<T>(), n, sq, value_dim, heads);
+    T* d_q = item_rows(grad_q.data_as<T>(), n, sq, head_dim, heads);
+    T* d_k = item_rows(grad_k.data_as<T>(), n, sk, head_dim, heads);
+    T* d_v = item_rows(grad_v.data_as<T>(), n, sk, value_dim, heads);
 
     T* probs = scratch<T>(kScores, kQueryTile * kKeyTile);
     T* dropped = scratch<T>(kDropped, kQueryTile * kKeyTile);
@@ -244,15 +258,15 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       const int64_t rows = std::min(kQueryTile, sq - i0);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
         T dot = 0;
-        const int64_t row = (i0 + r) * value_dim;
+        const int64_t row = (i0 + r) * ld_v;
         for (int64_t c = 0; c < value_dim; ++c) dot += d_out[row + c] * out[row + c];
         row_dot[r] = dot;
       }
       const int64_t key_end = item.key_end(i0, rows);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
-        product(false, true, rows, cols, head_dim, T(p.scale), q + i0 * head_dim, head_dim,
-                k + j0 * head_dim, head_dim, T(0), probs, cols);
+        product(false, true, rows, cols, head_dim, T(p.scale), q + i0 * ld_qk, ld_qk,
+                k + j0 * ld_qk, ld_qk, T(0), probs, cols);
         for (int64_t r = 0; r < rows; ++r) {
           T* prob = probs + r * cols;
           if (lse[i0 + r] == kNegInf) {  // a fully masked row: no probabilities, no gradient
@@ -269,10 +283,10 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
         const T* kept_probs = p.dropout_p > 0 ? dropped : probs;
-        product(true, false, cols, value_dim, rows, T(1), kept_probs, cols, d_out + i0 * value_dim,
-                value_dim, T(1), d_v + j0 * value_dim, value_dim);
-        product(false, true, rows, cols, value_dim, T(1), d_out + i0 * value_dim, value_dim,
-                v + j0 * value_dim, value_dim, T(0), d_probs, cols);
+        product(true, false, cols, value_dim, rows, T(1), kept_probs, cols, d_out + i0 * ld_v, ld_v,
+                T(1), d_v + j0 * ld_v, ld_v);
+        product(false, true, rows, cols, value_dim, T(1), d_out + i0 * ld_v, ld_v, v + j0 * ld_v,
+                ld_v, T(0), d_probs, cols);
         for (int64_t r = 0; r < rows; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
           for (int64_t c = 0; c < cols; ++c) {
             T d_prob = d_probs[r * cols + c];
@@ -281,10 +295,10 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
           }
         }
         // dQ_i += scale dS K_j ; dK_j += scale dS^T Q_i
-        product(false, false, rows, head_dim, cols, T(p.scale), d_probs, cols, k + j0 * head_dim,
-                head_dim, T(1), d_q + i0 * head_dim, head_dim);
-        product(true, false, cols, head_dim, rows, T(p.scale), d_probs, cols, q + i0 * head_dim,
-                head_dim, T(1), d_k + j0 * head_dim, head_dim);
+        product(false, false, rows, head_dim, cols, T(p.scale), d_probs, cols, k + j0 * ld_qk, ld_qk,
+                T(1), d_q + i0 * ld_qk, ld_qk);
+        product(true, false, cols, head_dim, rows, T(p.scale), d_probs, cols, q + i0 * ld_qk, ld_qk,
+                T(1), d_k + j0 * ld_qk, ld_qk);
       }
     }
   });

@@ -2,7 +2,9 @@
 // matmul): outputs and gradients, for every mask kind, with and without dropout.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
@@ -107,4 +109,60 @@ TEST_CASE("fused attention rejects bad shapes with the shapes in the message", "
   REQUIRE_THROWS_WITH(scaled_dot_product_attention(q, k, v),
                       Catch::Contains("[2, 3, 4]") && Catch::Contains("[2, 5, 3]"));
   REQUIRE_THROWS_AS(scaled_dot_product_attention(q, zeros({2, 5, 4}), v, zeros({3, 5})), Error);
+}
+
+namespace {
+
+// One run on heads split from [B, S, H, width] leaves, as MultiHeadAttention's split_heads does
+// (a transpose): as they are (the kernel reads them in place), or copied to contiguous
+// [B, H, S, width] first (the kernel gets [N, S, width]).
+Run run_split_heads(bool in_place, int64_t sq, int64_t sk, int64_t head_dim, int64_t value_dim,
+                    const Tensor& mask, bool causal, double dropout_p, DType dtype) {
+  constexpr int64_t batch = 2, heads = 3;
+  manual_seed(11);
+  Tensor q_rows = uniform({batch, sq, heads, head_dim}, -1, 1, dtype).requires_grad_();
+  Tensor k_rows = uniform({batch, sk, heads, head_dim}, -1, 1, dtype).requires_grad_();
+  Tensor v_rows = uniform({batch, sk, heads, value_dim}, -1, 1, dtype).requires_grad_();
+  Tensor probe = uniform({batch, heads, sq, value_dim}, -1, 1, dtype);
+  const auto heads_of = [&](const Tensor& rows) {
+    return in_place ? rows.transpose(1, 2) : rows.transpose(1, 2).contiguous();
+  };
+  Tensor out = scaled_dot_product_attention(heads_of(q_rows), heads_of(k_rows), heads_of(v_rows),
+                                            mask, causal, dropout_p);
+  // The in-place path hands back a [B, H, Sq, value_dim] view of a [B, Sq, H, value_dim] output.
+  REQUIRE(out.is_contiguous() != in_place);
+  sum(out * probe).backward();
+  return {out.to_host_f64(), q_rows.grad().to_host_f64(), k_rows.grad().to_host_f64(),
+          v_rows.grad().to_host_f64()};
+}
+
+}  // namespace
+
+TEST_CASE("fused attention reads split heads in place: the same values as contiguous heads",
+          "[attention]") {
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    for (const auto& [sq, sk, head_dim, value_dim] :
+         std::vector<std::array<int64_t, 4>>{{5, 5, 4, 4}, {33, 70, 16, 8}, {130, 130, 32, 32}}) {
+      // [B, 1, 1, Sk]: item 1 sees only its first half of the keys (a padded sequence)
+      const Tensor padding = nn::padding_mask({sk, (sk + 1) / 2}, sk);
+      for (const bool causal : {false, true}) {
+        for (const bool masked : {false, true}) {
+          for (const double dropout_p : {0.0, 0.25}) {
+            INFO(dtype_name(dtype) << " sq " << sq << " sk " << sk << " head_dim " << head_dim
+                                   << " value_dim " << value_dim << (causal ? " causal" : "")
+                                   << (masked ? " masked" : "") << " dropout " << dropout_p);
+            const Tensor mask = masked ? padding : Tensor();
+            const Run in_place =
+                run_split_heads(true, sq, sk, head_dim, value_dim, mask, causal, dropout_p, dtype);
+            const Run copied =
+                run_split_heads(false, sq, sk, head_dim, value_dim, mask, causal, dropout_p, dtype);
+            REQUIRE(in_place.out == copied.out);  // the same arithmetic, in another layout
+            REQUIRE(in_place.dq == copied.dq);
+            REQUIRE(in_place.dk == copied.dk);
+            REQUIRE(in_place.dv == copied.dv);
+          }
+        }
+      }
+    }
+  }
 }
