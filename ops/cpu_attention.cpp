@@ -107,6 +107,19 @@ T* item_rows(T* base, int64_t n, int64_t rows, int64_t width, int64_t heads) {
 }
 int64_t row_stride(int64_t width, int64_t heads) { return heads == 0 ? width : heads * width; }
 
+// a . b over n entries, in four interleaved partial sums (which the compiler keeps in one vector):
+// one running sum would be a chain of n dependent additions.
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+  T partial[4] = {0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    for (int64_t lane = 0; lane < 4; ++lane) partial[lane] += a[c + lane] * b[c + lane];
+  }
+  for (; c < n; ++c) partial[0] += a[c] * b[c];
+  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
 // What one batch item needs: sizes, masks and dropout, shared by forward and backward.
 struct Item {
   const AttentionProblem& p;
@@ -257,10 +270,8 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     for (int64_t i0 = 0; i0 < sq; i0 += kQueryTile) {
       const int64_t rows = std::min(kQueryTile, sq - i0);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
-        T dot = 0;
         const int64_t row = (i0 + r) * ld_v;
-        for (int64_t c = 0; c < value_dim; ++c) dot += d_out[row + c] * out[row + c];
-        row_dot[r] = dot;
+        row_dot[r] = dot(d_out + row, out + row, value_dim);
       }
       const int64_t key_end = item.key_end(i0, rows);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {

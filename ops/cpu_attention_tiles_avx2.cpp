@@ -2,18 +2,18 @@
 // products, and exp / max over a row of scores. This file alone is compiled with -mavx2 -mfma
 // (CMakeLists.txt), and ops/cpu_attention.cpp calls it only where tiles::use_avx2().
 //
-// Products, and the transposes of their B operands (8 x 8 blocks in registers).
-// C is cut into blocks of up to 4 rows x 16 columns (two 8-float vectors), each one held in up to
+// Products: C is cut into blocks of up to 4 rows x 16 columns (two 8-float vectors), each one held in up to
 // 8 registers across the whole sum over p: per p, one or two vectors of B's row p are loaded, each
 // of the block's A(i, p) is broadcast, and one FMA per (row, vector) adds the product. alpha and
 // beta C are applied once, when the block is stored. The last vector of a row of blocks may stick
 // out past column n: it is loaded and stored with a lane mask, so nothing outside A, B or C is
-// touched.
+// touched. Their transposed B operands are copied in 8 x 8 blocks, transposed in registers. The
+// row exp is ops/cpu_simd.h's on eight lanes.
 //
 // Nothing here may be shared with the baseline code: an inline function or template instantiated
 // in this file (std::min, say) would be compiled with AVX2, and the linker could keep that copy
-// for the whole program. So this file includes only <immintrin.h>, and its helpers have internal
-// linkage.
+// for the whole program. So this file includes only <immintrin.h> (whose functions are always
+// inlined) and declarations, and its helpers have internal linkage.
 #include <immintrin.h>
 
 #include "tapegrad/ops/cpu_attention_tiles.h"  // declarations only
