@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/profiler.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
@@ -219,6 +221,8 @@ int bench(const Args& args) {
                                "peak bytes without it")
       ("device", po::value(&device_text), "cpu (default) | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
+      ("plain-kernels", "CPU: run every kernel's plain loop instead of its vectorised fast path "
+                        "(ops/cpu_features.h), to see what the fast paths pay")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
       ("profile", "print the per-op profile of the timed steps (to stderr with --json)");
   po::variables_map vm;
@@ -244,6 +248,8 @@ int bench(const Args& args) {
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
 
   set_num_threads(threads);  // 0: all cores
+  std::optional<cpu::FastPathsOff> plain_kernels;
+  if (vm.count("plain-kernels")) plain_kernels.emplace();
   const Device device = parse_device(device_text);
   Kernels& device_kernels = kernels(device);  // an absent device: one clear error here
   const DefaultDeviceScope on_device(device);  // the models and data are made there
@@ -278,7 +284,8 @@ int bench(const Args& args) {
                              {"ms_per_step", ms_per_step}, {"tokens_per_s", tokens_per_s},
                              {"gflops", gflops}, {"peak_bytes", memory.peak}, {"path", path},
                              {"amp", amp}, {"peak_bytes_f32", f32_memory.peak},
-                             {"device", device_name(device)}, {"tf32", math_modes().allow_tf32}};
+                             {"device", device_name(device)}, {"tf32", math_modes().allow_tf32},
+                             {"plain_kernels", plain_kernels.has_value()}};
     std::cout << report.dump() << "\n";
   } else {
     std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
@@ -286,6 +293,9 @@ int bench(const Args& args) {
                 math_modes().allow_tf32 ? " (TF32 allowed)" : "");
     std::printf("threads      %d (OpenMP; BLAS single-threaded)\n", num_threads());
     std::printf("attention    %s path\n", path.c_str());
+    std::printf("kernels      %s\n", plain_kernels ? "plain loops (--plain-kernels)"
+                                    : cpu::fast_paths_enabled() ? "fast paths (AVX2 + FMA)"
+                                                                : "plain loops (no AVX2 + FMA)");
     std::printf("steps        %d timed after %d warm-up\n", steps, warmup);
     std::printf("ms/step      %.3f median (min %.3f, max %.3f)\n", ms_per_step,
                 *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
