@@ -76,11 +76,13 @@ torch2_fastest() {
   if [ -n "$torch2" ]; then fastest "$torch2" "$here/torch_ref.py" "$@"; else echo null; fi
 }
 
-for threads in $threads_list; do  # sgemm, n=1024: OpenBLAS through torch 1.13, MKL through 2.x
+for threads in $threads_list; do  # sgemm, n=1024: tapegrad's, OpenBLAS through torch 1.13, MKL through 2.x
   args=(--workload sgemm --threads "$threads" --steps "$steps" --warmup "$warmup" --json)
+  own="$(fastest "$tapegrad" bench "${args[@]}")"
   ob="$(fastest "$python" "$here/torch_ref.py" "${args[@]}")"
   mkl="$(torch2_fastest "${args[@]}")"
-  jq -c -n --argjson ob "$ob" --argjson mkl "$mkl" '{threads: $ob.threads, openblas: $ob, mkl: $mkl}' >> "$sgemm"
+  jq -c -n --argjson own "$own" --argjson ob "$ob" --argjson mkl "$mkl" \
+    '{threads: $ob.threads, tapegrad: $own, openblas: $ob, mkl: $mkl}' >> "$sgemm"
 done
 
 for workload in $workloads; do
@@ -133,19 +135,18 @@ jq -r -s --slurpfile sg "$sgemm" "$defs"'. as $all | reduce (.[] | .name) as $n 
   .[] as $n | [$all[] | select(.name == $n)] | (min_by(.tg.ms_per_step)) as $t |
   ([.[] | .th, .tu] | min_by(.ms_per_step)) as $p |
   ([.[] | .t2 | select(. != null)] | min_by(.ms_per_step)) as $q |
-  ([$sg[] | select(.threads == $t.tg.threads) | .openblas, .mkl | select(. != null) | .gflops] | max) as $peak |
+  ([$sg[] | select(.threads == $t.tg.threads) | .tapegrad, .openblas, .mkl | select(. != null) | .gflops] | max) as $peak |
   "| \($t.name) | \($t.tg | ms) (\($t.tg.threads)) | \($p | ms) (\($p.threads), OpenBLAS \($p.blas_threads)) | \($q | ms)\(if $q == null then "" else " (\($q.threads))" end) | \(ratio($q; $t.tg)) | \($t.tg.gflops * 10 | round / 10), \(if $peak == null then "n/a" else "\($t.tg.gflops / $peak * 100 | round)%" end) |"' "$results"
 echo
 echo "attn-long: tapegrad fused vs torch 2.x SDPA (torch 1.13: explicit)."
 
 echo
-echo "sgemm, n=1024 (C = A B in f32, torch.mm; tapegrad has no sgemm workload, its GEMMs call the"
-echo "system OpenBLAS, as torch 1.13 does). \"sgemm peak\" above is the faster of the two at"
-echo "tapegrad's thread count:"
+echo "sgemm, n=1024 (C = A B in f32: \`tapegrad bench --workload sgemm\`, torch.mm). \"sgemm peak\""
+echo "above is the fastest of the three at tapegrad's thread count:"
 echo
-echo "| threads | MKL sgemm GFLOP/s (torch 2.x) | OpenBLAS sgemm GFLOP/s (torch 1.13) |"
-echo "|---:|---:|---:|"
-jq -r '"| \(.threads) | \(if .mkl == null then "n/a" else (.mkl.gflops * 10 | round / 10) end) | \(.openblas.gflops * 10 | round / 10) |"' "$sgemm"
+echo "| threads | tapegrad sgemm GFLOP/s (OpenBLAS) | MKL sgemm GFLOP/s (torch 2.x) | OpenBLAS sgemm GFLOP/s (torch 1.13) |"
+echo "|---:|---:|---:|---:|"
+jq -r '"| \(.threads) | \(.tapegrad.gflops * 10 | round / 10) | \(if .mkl == null then "n/a" else (.mkl.gflops * 10 | round / 10) end) | \(.openblas.gflops * 10 | round / 10) |"' "$sgemm"
 
 fused="$(jq -s '[.[] | select(.name == "attn-long")][0].tg.peak_bytes' "$results")"
 explicit="$(jq -s '[.[] | select(.name == "attn-long (explicit)")][0].tg.peak_bytes' "$results")"
