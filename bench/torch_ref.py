@@ -1,20 +1,29 @@
 #!/usr/bin/python3
 """PyTorch reference for `tapegrad bench`: the same four workloads, the same model shapes.
 
-Run with Debian's python3-torch (1.13): /usr/bin/python3 bench/torch_ref.py --workload W ...
+Runs under two PyTorch builds (bench/run.sh measures both):
+  Debian's python3-torch 1.13, on the system OpenBLAS:  /usr/bin/python3 bench/torch_ref.py ...
+  the PyPI wheel (2.x, MKL + oneDNN), in a venv:        bench/.venv/bin/python bench/torch_ref.py ...
 Each training step is forward + backward + Adam step + zero_grad(set_to_none=True), as tapegrad's.
-Attention is written out (softmax(Q K^T / sqrt(d), masked) V with separate q/k/v/o Linear layers):
-1.13 has no public F.scaled_dot_product_attention, so attn-long is the explicit path here.
+Attention is written out by default (--attention explicit: softmax(Q K^T / sqrt(d), masked) V
+with separate q/k/v/o Linear layers). --attention sdpa calls F.scaled_dot_product_attention
+instead (torch 2.x only; 1.13 has no public one): torch's fused path, to compare with tapegrad's
+fused attention. The sgemm workload times one C = A B at n=1024 (--sgemm-n), the machine's GEMM
+peak as this torch's BLAS reaches it.
 
-Threads: torch.set_num_threads(N) sizes torch's OpenMP pool only. Debian's torch calls OpenBLAS
-(the pthreads build), whose own pool defaults to every core, so "1 thread" would still run its
-GEMMs on 2 cores. OPENBLAS_NUM_THREADS is therefore set to N too before torch loads (the same
-meaning as tapegrad's --threads); --blas-threads 0 leaves OpenBLAS at its default instead.
+Threads: torch.set_num_threads(N) sizes torch's OpenMP pool. Debian's torch calls OpenBLAS (the
+pthreads build), whose own pool defaults to every core, so "1 thread" would still run its GEMMs
+on 2 cores. OPENBLAS_NUM_THREADS is therefore set to N too before torch loads (the same meaning
+as tapegrad's --threads); --blas-threads 0 leaves OpenBLAS at its default instead. The PyPI wheel
+calls MKL and oneDNN, which run on OpenMP: set_num_threads sizes their pool too
+(OMP_NUM_THREADS and MKL_NUM_THREADS are set to N as well), so there --blas-threads changes
+nothing and blas_threads reports torch's thread count.
 
 Peak memory: tracemalloc does not see torch's allocations, and 1.13 has no CPU allocator stats.
 peak_bytes is computed from torch.profiler's memory events of one (untimed) step: the bytes live
 before the step (parameters, optimizer state, data, as tensor sizes) plus the highest running sum
 of the step's allocations minus frees. It counts tensor storage only, as tapegrad's allocator does.
+Where the profiler API differs, peak_bytes is null (n/a).
 """
 import argparse
 import json
@@ -24,7 +33,7 @@ import statistics
 import sys
 import time
 
-WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long")
+WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long", "sgemm")
 
 
 def parse_args():
@@ -33,17 +42,24 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores)")
     parser.add_argument("--blas-threads", type=int, default=-1,
                         help="OpenBLAS threads (default: as --threads; 0: OpenBLAS's own default)")
+    parser.add_argument("--attention", choices=("explicit", "sdpa"), default="explicit",
+                        help="attention as written out, or F.scaled_dot_product_attention (2.x)")
+    parser.add_argument("--sgemm-n", type=int, default=1024, help="matrix size of the sgemm workload")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
 
-if __name__ == "__main__":  # OpenBLAS reads its thread count when torch loads it
+if __name__ == "__main__":  # the BLAS libraries read their thread counts when torch loads them
     ARGS = parse_args()
     blas_threads = ARGS.threads if ARGS.blas_threads < 0 else ARGS.blas_threads
     if blas_threads > 0:
         os.environ["OPENBLAS_NUM_THREADS"] = str(blas_threads)
+        os.environ["MKL_NUM_THREADS"] = str(blas_threads)
+    if ARGS.threads > 0:
+        os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # 2.x's profiler logs every start and stop
 
 import torch  # noqa: E402 (after the environment is set)
 import torch.nn as nn  # noqa: E402
@@ -60,9 +76,10 @@ def sinusoidal_table(max_len, dim):
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, hidden, heads):
+    def __init__(self, hidden, heads, attention="explicit"):
         super().__init__()
         self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
+        self.attention = attention
         self.q_proj = nn.Linear(hidden, hidden)
         self.k_proj = nn.Linear(hidden, hidden)
         self.v_proj = nn.Linear(hidden, hidden)
@@ -72,23 +89,27 @@ class MultiHeadAttention(nn.Module):
         b, s, _ = x.shape
         return x.view(b, s, self.heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, allowed=None):
-        """allowed: bool, True = may attend, broadcastable to [B, heads, S, S]."""
+    def forward(self, x, allowed=None, causal=False):
+        """allowed: bool, True = may attend, broadcastable to [B, heads, S, S]. causal (sdpa
+        only): the lower triangle without a mask tensor (is_causal=True)."""
         q, k, v = self.split_heads(self.q_proj(x)), self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        if allowed is not None:
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        context = torch.softmax(scores, dim=-1) @ v
+        if self.attention == "sdpa":
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=causal)
+        else:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            context = torch.softmax(scores, dim=-1) @ v
         b, _, s, _ = context.shape
         return self.o_proj(context.transpose(1, 2).reshape(b, s, self.hidden))
 
 
 class TextClassifier(nn.Module):
-    def __init__(self, vocab, classes, dim, heads, max_len=512):
+    def __init__(self, vocab, classes, dim, heads, attention, max_len=512):
         super().__init__()
         self.embedding = nn.Embedding(vocab, dim)
         self.register_buffer("pe", sinusoidal_table(max_len, dim), persistent=False)
-        self.mha = MultiHeadAttention(dim, heads)
+        self.mha = MultiHeadAttention(dim, heads, attention)
         self.classifier = nn.Linear(dim, classes)
 
     def forward(self, tokens, key_allowed, pool):
@@ -98,11 +119,11 @@ class TextClassifier(nn.Module):
 
 
 class TimeSeriesModel(nn.Module):
-    def __init__(self, inputs, horizon, dim, heads, max_len=512):
+    def __init__(self, inputs, horizon, dim, heads, attention, max_len=512):
         super().__init__()
         self.input_proj = nn.Linear(inputs, dim)
         self.register_buffer("pe", sinusoidal_table(max_len, dim), persistent=False)
-        self.mha = MultiHeadAttention(dim, heads)
+        self.mha = MultiHeadAttention(dim, heads, attention)
         self.output = nn.Linear(dim, horizon)
 
     def forward(self, x):
@@ -119,14 +140,18 @@ def mha_flops(batch, seq, hidden, causal):  # the same count as train/bench_comm
     return 4 * linear_flops(batch * seq, hidden, hidden) + 4 * batch * seq * seq * hidden * (0.5 if causal else 1.0)
 
 
-def make_workload(name):
+def make_workload(name, attention="explicit", sgemm_n=1024):
     """(step function, tokens per step, FLOPs per step, tensors live between steps)"""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
+    if name == "sgemm":  # C = A B, n x n, f32: one GEMM as fast as this torch's BLAS runs it
+        n = sgemm_n
+        a, b, c = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen), torch.empty(n, n)
+        return (lambda: torch.mm(a, b, out=c)), n, 2 * n ** 3, [a, b, c]
     if name in ("textcls-small", "textcls-mid"):
         vocab, dim, heads, batch, seq, classes = (
             (1000, 64, 4, 32, 32, 4) if name == "textcls-small" else (8000, 256, 8, 16, 128, 4))
-        model = TextClassifier(vocab, classes, dim, heads)
+        model = TextClassifier(vocab, classes, dim, heads, attention)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         tokens = torch.randint(0, vocab, (batch, seq), generator=gen)
         targets = torch.randint(0, classes, (batch,), generator=gen)
@@ -141,7 +166,7 @@ def make_workload(name):
         tokens_per_step = batch * seq
     elif name == "timeseries":
         inputs, dim, heads, batch, window, horizon = 8, 128, 8, 64, 64, 16
-        model = TimeSeriesModel(inputs, horizon, dim, heads)
+        model = TimeSeriesModel(inputs, horizon, dim, heads, attention)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         x = torch.randn(batch, window, inputs, generator=gen)
         y = torch.randn(batch, horizon, generator=gen)
@@ -152,18 +177,21 @@ def make_workload(name):
         tokens_per_step = batch * window
     elif name == "attn-long":
         batch, seq, dim, heads = 1, 2048, 256, 8
-        model = MultiHeadAttention(dim, heads)
+        model = MultiHeadAttention(dim, heads, attention)
         x = torch.randn(batch, seq, dim, generator=gen, requires_grad=True)
         grad_out = torch.randn(batch, seq, dim, generator=gen)
-        causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+        if attention == "sdpa":  # is_causal: no mask tensor
+            forward, data = (lambda: model(x, causal=True)), [x, grad_out]
+        else:
+            causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+            forward, data = (lambda: model(x, causal)), [x, grad_out, causal]
 
         def step():  # forward + backward only, no optimizer
-            model(x, causal).backward(grad_out)
+            forward().backward(grad_out)
             x.grad = None
             for p in model.parameters():
                 p.grad = None
 
-        data = [x, grad_out, causal]
         return step, batch * seq, 3 * mha_flops(batch, seq, dim, True), list(model.parameters()) + data
     else:
         raise ValueError(name)
@@ -182,8 +210,8 @@ def make_workload(name):
 
 def tensor_bytes(tensors):
     seen, total = set(), 0
-    for t in tensors:
-        storage = t.storage()
+    for t in tensors:  # untyped_storage: 2.x (storage() warns there), storage(): 1.13
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
         if storage.data_ptr() in seen:
             continue
         seen.add(storage.data_ptr())
@@ -199,7 +227,7 @@ def step_peak_bytes(step, live):
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             step()
         events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-        events.sort(key=lambda e: e.start_us())
+        events.sort(key=lambda e: e.start_ns() if hasattr(e, "start_ns") else e.start_us())
         running = highest = 0
         for e in events:
             running += e.nbytes()
@@ -210,11 +238,17 @@ def step_peak_bytes(step, live):
         return None
 
 
-def main(args):
+def blas_name():
+    config = torch.__config__.show()
+    return "MKL" if "BLAS_INFO=mkl" in config else "OpenBLAS"  # Debian's: BLAS_INFO=generic
 
+
+def main(args):
+    if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        sys.exit(f"torch_ref: --attention sdpa needs torch 2.x (this is {torch.__version__})")
     if args.threads:
         torch.set_num_threads(args.threads)
-    step, tokens, flops, live = make_workload(args.workload)
+    step, tokens, flops, live = make_workload(args.workload, args.attention, args.sgemm_n)
     for _ in range(args.warmup):
         step()
     peak = step_peak_bytes(step, live)
@@ -224,10 +258,14 @@ def main(args):
         step()
         times.append((time.perf_counter() - start) * 1e3)
     ms = statistics.median(times)
-    report = {"workload": args.workload, "threads": torch.get_num_threads(), "ms_per_step": ms,
-              "tokens_per_s": tokens / (ms / 1e3), "gflops": flops / (ms / 1e3) / 1e9,
-              "peak_bytes": peak, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
-              "torch": torch.__version__}
+    blas = blas_name()
+    if blas == "MKL":  # MKL runs on torch's OpenMP pool
+        blas_threads = str(torch.get_num_threads())
+    else:
+        blas_threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    report = {"workload": args.workload, "attention": args.attention, "threads": torch.get_num_threads(),
+              "ms_per_step": ms, "tokens_per_s": tokens / (ms / 1e3), "gflops": flops / (ms / 1e3) / 1e9,
+              "peak_bytes": peak, "blas": blas, "blas_threads": blas_threads, "torch": torch.__version__}
     if args.json:
         print(json.dumps(report))
     else:

@@ -43,6 +43,11 @@ void where_half(const Tensor& condition, const Tensor& a, const Tensor& b, const
 void sum_dim_half(const Tensor& x, DimSplit split, const Tensor& out);
 void gemm_half(const GemmBatch& batch);
 
+// The fast paths, each in its own file compiled for AVX2 + FMA and called only when
+// fast_paths_enabled() (ops/cpu_features.h); the kernel's plain loop is the reference.
+void adam_step_f32_avx2(const AdamStep& step, float* param, const float* grad, float* exp_avg,
+                        float* exp_avg_sq, int64_t count);  // ops/cpu_optim_avx2.cpp
+
 // The one call into BLAS (ops/cpu_blas.cpp): C = alpha op(A) op(B) + beta C for one row-major
 // matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h).
 void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,

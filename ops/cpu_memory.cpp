@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/ops/cpu_allocator.h"
 #include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg {
@@ -23,14 +24,9 @@ Backend cpu_backend() {
 
 namespace cpu {
 
-void* CpuKernels::allocate(size_t nbytes) {
-  const size_t rounded = (nbytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of 64
-  void* ptr = std::aligned_alloc(64, rounded);
-  TG_CHECK(ptr != nullptr, "allocate: out of memory asking for ", nbytes, " bytes");
-  return ptr;
-}
+void* CpuKernels::allocate(size_t nbytes) { return allocate_block(nbytes); }  // ops/cpu_allocator.h
 
-void CpuKernels::deallocate(void* ptr, size_t) { std::free(ptr); }
+void CpuKernels::deallocate(void* ptr, size_t nbytes) { free_block(ptr, nbytes); }
 
 void CpuKernels::copy(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape()) {  // (not TG_CHECK(): its message would be built on every copy)

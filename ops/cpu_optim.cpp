@@ -1,8 +1,11 @@
 // CPU kernels for the optimizers: the SGD and Adam/AdamW updates, the sum of squares behind
 // gradient-norm clipping, and the loss scaler's unscale + inf check. The formulas are in
-// autograd/kernels.h; every value is computed in f64 and rounded once to the tensor's dtype.
+// autograd/kernels.h; every value is computed in f64 and rounded once to the tensor's dtype. Adam
+// on f32 has a vectorised fast path (ops/cpu_optim_avx2.cpp) that computes in f32, as PyTorch does.
+#include <algorithm>
 #include <cmath>
 
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
@@ -28,6 +31,20 @@ void CpuKernels::sgd_step(const SgdStep& s, const Tensor& param, const Tensor& g
 
 void CpuKernels::adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad,
                            const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+  if (param.dtype() == DType::f32 && fast_paths_enabled()) {
+    constexpr int64_t kChunk = 1 << 14;  // elements a thread takes at a time (a multiple of 8)
+    const int64_t count = param.numel(), chunks = (count + kChunk - 1) / kChunk;
+    float* p = param.data_as<float>();
+    const float* g = grad.data_as<float>();
+    float* m = exp_avg.data_as<float>();
+    float* v = exp_avg_sq.data_as<float>();
+#pragma omp parallel for if (chunks > 1)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t start = chunk * kChunk, size = std::min(kChunk, count - start);
+      adam_step_f32_avx2(s, p + start, g + start, m + start, v + start, size);
+    }
+    return;
+  }
   dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
     T* p = param.data_as<T>();

@@ -35,8 +35,9 @@ GemmOperand gemm_operand(const Tensor& t) {
   return {copy, false, std::max<int64_t>(cols, 1)};
 }
 
-// out[..., m, n] = a[..., m, k] @ b[..., k, n]; a and b already share out's batch dims.
-void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
+// out[..., m, n] = a[..., m, k] @ b[..., k, n] (+ out when accumulate); a and b already share
+// out's batch dims.
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false) {
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
   const GemmOperand lhs = gemm_operand(a), rhs = gemm_operand(b);
   GemmBatch g;
@@ -49,6 +50,7 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   g.lda = lhs.ld;
   g.ldb = rhs.ld;
   g.ldc = std::max<int64_t>(g.n, 1);
+  g.beta = accumulate ? 1.0 : 0.0;
   g.a = lhs.tensor.data();  // the first element; the offsets count from there
   g.b = rhs.tensor.data();
   g.c = out.data();
@@ -57,7 +59,7 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   g.c_offsets = batch_offsets(out, batch);
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {
-    kernels(out.device()).fill(out, 0);
+    if (!accumulate) kernels(out.device()).fill(out, 0);
     return;
   }
   kernels(out.device()).gemm(g);
@@ -122,14 +124,14 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   out_shape.back() = out_features;
   Tensor rows = x.detach().reshape({-1, in});
   Tensor out = empty({rows.size(0), out_features}, x.dtype(), x.device());
-  gemm_into(rows, weight.detach().transpose(0, 1), out);
-  if (bias.defined()) {
+  if (bias.defined()) {  // out starts as the bias in every row; the GEMM adds x W^T to it
     TG_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
              shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
     TG_CHECK(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
              " and input dtype ", dtype_name(x.dtype()), " differ");
-    kernels(x.device()).binary(BinaryOp::add, out, expand_untaped(bias.detach(), out.shape()), out);
+    kernels(x.device()).copy(expand_untaped(bias.detach(), out.shape()), out);
   }
+  gemm_into(rows, weight.detach().transpose(0, 1), out, /*accumulate=*/bias.defined());
   out = out.view(out_shape);
   // y = x W^T + b:  dx = G W,  dW = G^T x,  db = sum of G over rows
   record("linear", {x, weight, bias}, out, {x, weight},

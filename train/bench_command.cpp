@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/profiler.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
@@ -30,7 +32,7 @@
 namespace tg::cli {
 namespace {
 
-const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long";
+const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long, sgemm";
 
 // The precision the steps run in: f32, or the forward under autocast to f16/bf16 (f16 with loss
 // scaling, as `tapegrad train --amp`). Shared by a workload's step so that it can be switched.
@@ -164,12 +166,31 @@ Workload long_attention() {
   return w;
 }
 
+// One f32 product C = A B of 1024 x 1024 matrices, no tape: the machine's GEMM peak as tapegrad
+// reaches it (OpenBLAS, split across the threads as every product is), the yardstick for the
+// training workloads' GFLOP/s.
+Workload sgemm() {
+  constexpr int64_t n = 1024;
+  const Tensor a = randn({n, n}), b = randn({n, n});
+  Workload w;
+  w.description = "C = A B, f32 1024 x 1024 x 1024, no autograd (the GEMM peak)";
+  w.tokens_per_step = 0;
+  w.flops_per_step = 2.0 * n * n * n;
+  w.step = [=] {
+    const NoGrad no_grad;
+    const Tensor c = matmul(a, b);
+  };
+  w.set_fused = [](bool) {};
+  return w;
+}
+
 Workload make_workload(const std::string& name) {
   manual_seed(0);
   if (name == "textcls-small") return text_classifier(1000, 64, 4, 32, 32, 4);
   if (name == "textcls-mid") return text_classifier(8000, 256, 8, 16, 128, 4);
   if (name == "timeseries") return time_series();
   if (name == "attn-long") return long_attention();
+  if (name == "sgemm") return sgemm();
   fail("unknown workload '", name, "' (known: ", kWorkloads, ")");
 }
 
@@ -209,7 +230,8 @@ int bench(const Args& args) {
       "GFLOP/s (GEMM FLOPs counted analytically) and peak allocator bytes of one step");
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&workload_name)->required(),
-       "textcls-small | textcls-mid | timeseries | attn-long")
+       "textcls-small | textcls-mid | timeseries | attn-long | sgemm (one 1024^3 f32 GEMM: the "
+       "machine's GEMM peak)")
       ("threads", po::value(&threads), "OpenMP threads (default: all cores; BLAS runs on one each)")
       ("steps", po::value(&steps), "timed steps; the median is reported (default 20)")
       ("warmup", po::value(&warmup), "untimed steps first (default 3)")
@@ -219,6 +241,8 @@ int bench(const Args& args) {
                                "peak bytes without it")
       ("device", po::value(&device_text), "cpu (default) | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
+      ("plain-kernels", "CPU: run every kernel's plain loop instead of its vectorised fast path "
+                        "(ops/cpu_features.h), to see what the fast paths pay")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
       ("profile", "print the per-op profile of the timed steps (to stderr with --json)");
   po::variables_map vm;
@@ -244,6 +268,8 @@ int bench(const Args& args) {
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
 
   set_num_threads(threads);  // 0: all cores
+  std::optional<cpu::FastPathsOff> plain_kernels;
+  if (vm.count("plain-kernels")) plain_kernels.emplace();
   const Device device = parse_device(device_text);
   Kernels& device_kernels = kernels(device);  // an absent device: one clear error here
   const DefaultDeviceScope on_device(device);  // the models and data are made there
@@ -278,7 +304,8 @@ int bench(const Args& args) {
                              {"ms_per_step", ms_per_step}, {"tokens_per_s", tokens_per_s},
                              {"gflops", gflops}, {"peak_bytes", memory.peak}, {"path", path},
                              {"amp", amp}, {"peak_bytes_f32", f32_memory.peak},
-                             {"device", device_name(device)}, {"tf32", math_modes().allow_tf32}};
+                             {"device", device_name(device)}, {"tf32", math_modes().allow_tf32},
+                             {"plain_kernels", plain_kernels.has_value()}};
     std::cout << report.dump() << "\n";
   } else {
     std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
@@ -286,11 +313,14 @@ int bench(const Args& args) {
                 math_modes().allow_tf32 ? " (TF32 allowed)" : "");
     std::printf("threads      %d (OpenMP; BLAS single-threaded)\n", num_threads());
     std::printf("attention    %s path\n", path.c_str());
+    std::printf("kernels      %s\n", plain_kernels ? "plain loops (--plain-kernels)"
+                                    : cpu::fast_paths_enabled() ? "fast paths (AVX2 + FMA)"
+                                                                : "plain loops (no AVX2 + FMA)");
     std::printf("steps        %d timed after %d warm-up\n", steps, warmup);
     std::printf("ms/step      %.3f median (min %.3f, max %.3f)\n", ms_per_step,
                 *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
     std::printf("tokens/s     %.0f\n", tokens_per_s);
-    std::printf("GFLOP/s      %.1f (%.3f GFLOP per step, GEMMs only, forward + backward)\n", gflops,
+    std::printf("GFLOP/s      %.1f (%.3f GFLOP per step, the GEMMs, counted analytically)\n", gflops,
                 w.flops_per_step / 1e9);
     std::printf("peak bytes   %lld (%s; %s live before the step)\n",
                 static_cast<long long>(memory.peak), mib(memory.peak).c_str(), mib(memory.before).c_str());

@@ -4,6 +4,7 @@
 
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/train/cli.h"
 
 extern "C" char* openblas_get_config(void);
@@ -25,7 +26,8 @@ int info(const Args& args) {
   pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
   std::cout << "tapegrad " << TAPEGRAD_VERSION << "\n"
             << "blas:     " << openblas_get_config() << "\n"
-            << "kernels:  " << openblas_get_corename() << "\n"
+            << "kernels:  " << openblas_get_corename() << " (OpenBLAS); CPU fast paths "
+            << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
             << "threads:  " << num_threads() << " (OpenMP), " << openblas_get_num_threads()
             << " (OpenBLAS)\n"
             << "devices:  cpu\n";

@@ -48,6 +48,20 @@ TEST_CASE("bench --json prints one line with positive figures", "[bench]") {
   }
 }
 
+TEST_CASE("bench sgemm: GFLOP/s is 2 n^3 over the step time; --plain-kernels is reported", "[bench]") {
+  const auto [output, code] = run_command(
+      bin() + " bench --workload sgemm --steps 2 --warmup 1 --threads 1 --plain-kernels --json 2>/dev/null");
+  REQUIRE(code == 0);
+  INFO(output);
+  const nlohmann::json report = nlohmann::json::parse(output);
+  const double ms = report.at("ms_per_step").get<double>();
+  REQUIRE(ms > 0);
+  REQUIRE(report.at("gflops").get<double>() == Approx(2.0 * 1024 * 1024 * 1024 / (ms / 1e3) / 1e9));
+  REQUIRE(report.at("plain_kernels") == true);
+  // A, B and C: 3 x 4 MiB at the peak, A and B (8 MiB) live before the product.
+  REQUIRE(report.at("peak_bytes") == 3 * (int64_t(4) << 20));
+}
+
 TEST_CASE("bench with an unknown workload exits 2 with one line on stderr", "[bench]") {
   // stderr into the pipe, stdout away
   const auto [errors, code] = run_command(bin() + " bench --workload no-such-thing 2>&1 1>/dev/null");

@@ -1,0 +1,89 @@
+// The CPU allocator and its cache of freed large blocks (ops/cpu_allocator.h says why).
+#include "tapegrad/ops/cpu_allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/ops/cpu_features.h"
+
+namespace tg::cpu {
+namespace {
+
+constexpr size_t kAlignment = 64;  // one cache line; aligned_alloc wants a multiple of it
+
+struct BlockCache {
+  std::mutex mutex;
+  std::multimap<size_t, void*> idle;  // rounded size -> block
+  size_t idle_bytes = 0;
+  int64_t hits = 0;
+};
+
+BlockCache& cache() {
+  static auto* blocks = new BlockCache;  // never destroyed: tensors in static objects die late
+  return *blocks;
+}
+
+size_t rounded_size(size_t nbytes) {
+  if (nbytes > SIZE_MAX - kAlignment) fail("allocate: out of memory asking for ", nbytes, " bytes");
+  return (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+bool cacheable(size_t size) { return size >= kCpuCachedMinBytes && fast_paths_enabled(); }
+
+}  // namespace
+
+void* allocate_block(size_t nbytes) {
+  const size_t size = rounded_size(nbytes);
+  if (cacheable(size)) {
+    BlockCache& blocks = cache();
+    std::lock_guard lock(blocks.mutex);
+    const auto same_size = blocks.idle.find(size);
+    if (same_size != blocks.idle.end()) {
+      void* ptr = same_size->second;
+      blocks.idle.erase(same_size);
+      blocks.idle_bytes -= size;
+      ++blocks.hits;
+      return ptr;
+    }
+  }
+  void* ptr = std::aligned_alloc(kAlignment, size);
+  if (ptr == nullptr) {  // give the idle blocks back and try once more
+    cpu_empty_cache();
+    ptr = std::aligned_alloc(kAlignment, size);
+  }
+  TG_CHECK(ptr != nullptr, "allocate: out of memory asking for ", nbytes, " bytes");
+  return ptr;
+}
+
+void free_block(void* ptr, size_t nbytes) {
+  const size_t size = rounded_size(nbytes);
+  if (ptr != nullptr && cacheable(size)) {
+    BlockCache& blocks = cache();
+    std::lock_guard lock(blocks.mutex);
+    if (blocks.idle_bytes + size <= kCpuCacheLimit) {
+      blocks.idle.emplace(size, ptr);
+      blocks.idle_bytes += size;
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+CpuCacheStats cpu_cache_stats() {
+  BlockCache& blocks = cache();
+  std::lock_guard lock(blocks.mutex);
+  return {static_cast<int64_t>(blocks.idle_bytes), static_cast<int64_t>(blocks.idle.size()),
+          blocks.hits};
+}
+
+void cpu_empty_cache() {
+  BlockCache& blocks = cache();
+  std::lock_guard lock(blocks.mutex);
+  for (const auto& [size, ptr] : blocks.idle) std::free(ptr);
+  blocks.idle.clear();
+  blocks.idle_bytes = 0;
+}
+
+}  // namespace tg::cpu

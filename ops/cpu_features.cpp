@@ -1,0 +1,23 @@
+// The fast-path switch of ops/cpu_features.h.
+#include "tapegrad/ops/cpu_features.h"
+
+#include <atomic>
+
+namespace tg::cpu {
+namespace {
+std::atomic<int> open_scopes{0};  // FastPathsOff objects alive
+}
+
+bool cpu_has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+bool fast_paths_enabled() {
+  return cpu_has_avx2_fma() && open_scopes.load(std::memory_order_relaxed) == 0;
+}
+
+FastPathsOff::FastPathsOff() { open_scopes.fetch_add(1); }
+FastPathsOff::~FastPathsOff() { open_scopes.fetch_sub(1); }
+
+}  // namespace tg::cpu
