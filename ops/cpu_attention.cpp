@@ -26,6 +26,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/ops/cpu_attention_tiles.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_kernels.h"
 #include "tapegrad/ops/cpu_simd.h"
 
@@ -35,14 +36,14 @@ namespace {
 // The row helpers: f32 on eight AVX2 lanes where the CPU has them (ops/cpu_attention_tiles.h),
 // else on ops/cpu_simd.h's four SSE2 lanes; f64 on ops/cpu_simd.h's plain loops.
 float exp_shifted_row(float* row, int64_t cols, float shift) {
-  if (tiles::use_avx2()) return tiles::exp_shifted_row_avx2(row, cols, shift);
+  if (fast_paths_enabled()) return tiles::exp_shifted_row_avx2(row, cols, shift);
   return simd::exp_shifted_row(row, cols, shift);
 }
 double exp_shifted_row(double* row, int64_t cols, double shift) {
   return simd::exp_shifted_row(row, cols, shift);
 }
 float row_max_of(const float* row, int64_t cols) {
-  if (tiles::use_avx2()) return tiles::row_max_avx2(row, cols);
+  if (fast_paths_enabled()) return tiles::row_max_avx2(row, cols);
   return simd::row_max_of(row, cols);
 }
 double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row, cols); }
@@ -85,7 +86,7 @@ void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k
 void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
              int64_t ldc) {
-  if (m * n * k > kSmallProduct || !tiles::use_avx2()) {
+  if (m * n * k > kSmallProduct || !fast_paths_enabled()) {
     return blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   if (transpose_b) {  // stored n x k: make it k x n

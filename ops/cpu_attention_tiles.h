@@ -14,22 +14,14 @@
 // The row helpers are those of ops/cpu_simd.h (four SSE2 lanes) on eight lanes.
 //
 // The _avx2 functions live in ops/cpu_attention_tiles_avx2.cpp, the one file compiled with
-// -mavx2 -mfma, and may run only where avx2_supported(). use_avx2() is the choice the attention
-// kernel makes (ops/cpu_attention_tiles.cpp): where it is false, the kernel runs as on a CPU
-// without AVX2, on BLAS and ops/cpu_simd.h. tests/ops/test_cpu_attention_tiles.cpp checks these
+// -mavx2 -mfma, and the attention kernel calls them only where cpu::fast_paths_enabled()
+// (ops/cpu_features.h): elsewhere, or inside a FastPathsOff scope, it runs as on a CPU without
+// AVX2, on BLAS and ops/cpu_simd.h. tests/ops/test_cpu_attention_tiles.cpp checks these
 // against double-precision loops and std::exp; tests/ops/test_cpu_reference.cpp runs the attention
 // kernel both ways.
 #include <cstdint>
 
 namespace tg::cpu::tiles {
-
-// Whether this CPU has AVX2 and FMA.
-bool avx2_supported();
-// Whether the attention kernel uses the functions below: supported, and not forced off.
-bool use_avx2();
-// true: use_avx2() is false from now on (the kernel's baseline path, for tests); false: it
-// follows the CPU again. Not meant to be flipped while attention runs on other threads.
-void force_baseline(bool baseline);
 
 // C = alpha A B + beta C (the shape above), in register blocks of 4 rows x 16 columns.
 void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,

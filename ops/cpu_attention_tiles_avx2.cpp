@@ -1,6 +1,6 @@
 // The f32 tile kernels of attention (ops/cpu_attention_tiles.h) in AVX2 with FMA: the small
 // products, and exp / max over a row of scores. This file alone is compiled with -mavx2 -mfma
-// (CMakeLists.txt), and ops/cpu_attention.cpp calls it only where tiles::use_avx2().
+// (CMakeLists.txt), and ops/cpu_attention.cpp calls it only where cpu::fast_paths_enabled().
 //
 // Products: C is cut into blocks of up to 4 rows x 16 columns (two 8-float vectors), each one held in up to
 // 8 registers across the whole sum over p: per p, one or two vectors of B's row p are loaded, each
@@ -14,6 +14,7 @@
 // in this file (std::min, say) would be compiled with AVX2, and the linker could keep that copy
 // for the whole program. So this file includes only <immintrin.h> (whose functions are always
 // inlined) and declarations, and its helpers have internal linkage.
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "tapegrad/ops/cpu_attention_tiles.h"  // declarations only
@@ -213,3 +214,18 @@ void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
 }
 
 }  // namespace tg::cpu::tiles
+
+#else  // not x86-64: never called (cpu::fast_paths_enabled() is false), defined for the linker
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/ops/cpu_attention_tiles.h"
+
+namespace tg::cpu::tiles {
+void gemm_avx2(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
+               int64_t, float, float*, int64_t) { fail("gemm_avx2: not an x86-64 build"); }
+void transpose_avx2(int64_t, int64_t, const float*, int64_t, float*, int64_t) {
+  fail("transpose_avx2: not an x86-64 build");
+}
+float exp_shifted_row_avx2(float*, int64_t, float) { fail("exp_shifted_row_avx2: not an x86-64 build"); }
+float row_max_avx2(const float*, int64_t) { fail("row_max_avx2: not an x86-64 build"); }
+}  // namespace tg::cpu::tiles
+#endif

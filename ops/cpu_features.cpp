@@ -9,8 +9,15 @@ std::atomic<int> open_scopes{0};  // FastPathsOff objects alive
 }
 
 bool cpu_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();  // (needed when asked before the runtime's own initialisation)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
   return has;
+#else
+  return false;  // the fast paths are x86-64 code; elsewhere every kernel runs its plain loop
+#endif
 }
 
 bool fast_paths_enabled() {

@@ -8,11 +8,13 @@
 // so the two agree to a few f32 roundings (tests/ops/test_cpu_optim_avx2.cpp). Why it pays: the
 // f64 square root and division of the plain loop cost about 20 cycles an element; here 8 elements
 // share them and the loop runs at memory speed (`tapegrad bench --plain-kernels` compares).
-#include <immintrin.h>
-
 #include <cstdint>
 
+#include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
 
 namespace tg::cpu {
 
@@ -51,3 +53,11 @@ __attribute__((target("avx2,fma"))) void adam_step_f32_avx2(const AdamStep& s, f
 }
 
 }  // namespace tg::cpu
+
+#else  // not x86-64: never called (cpu::fast_paths_enabled() is false), defined for the linker
+namespace tg::cpu {
+void adam_step_f32_avx2(const AdamStep&, float*, const float*, float*, float*, int64_t) {
+  fail("adam_step_f32_avx2: not an x86-64 build");
+}
+}  // namespace tg::cpu
+#endif

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tapegrad/ops/cpu_attention_tiles.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_simd.h"
 
 using namespace tg::cpu;
@@ -71,7 +72,7 @@ void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta
 }  // namespace
 
 TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision triple loop", "[attention][tiles]") {
-  if (!tiles::avx2_supported()) {
+  if (!tg::cpu::cpu_has_avx2_fma()) {
     WARN("this CPU has no AVX2 + FMA: the AVX2 kernels are not tested here");
     return;
   }
@@ -89,15 +90,8 @@ TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision t
   check_product(128, 32, 64, true, 1.0f);
 }
 
-TEST_CASE("attention tiles: use_avx2 follows the CPU and force_baseline", "[attention][tiles]") {
-  tiles::force_baseline(true);
-  REQUIRE_FALSE(tiles::use_avx2());
-  tiles::force_baseline(false);
-  REQUIRE(tiles::use_avx2() == tiles::avx2_supported());
-}
-
 TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention][tiles]") {
-  if (!tiles::avx2_supported()) return;  // said by the products' test
+  if (!tg::cpu::cpu_has_avx2_fma()) return;  // said by the products' test
   for (int64_t rows : {1, 3, 8, 9, 16, 17, 32, 33, 64}) {
     for (int64_t cols : {1, 7, 8, 15, 16, 17, 32, 33}) {
       INFO("rows " << rows << ", cols " << cols);
@@ -120,7 +114,7 @@ TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][t
     float (*row_max)(const float*, int64_t);
   };
   std::vector<Rows> implementations = {{tg::cpu::simd::exp_shifted_row, tg::cpu::simd::row_max_of}};
-  if (tiles::avx2_supported()) implementations.push_back({tiles::exp_shifted_row_avx2, tiles::row_max_avx2});
+  if (tg::cpu::cpu_has_avx2_fma()) implementations.push_back({tiles::exp_shifted_row_avx2, tiles::row_max_avx2});
   const float inf = std::numeric_limits<float>::infinity();
   for (const Rows& impl : implementations) {
     // Accuracy over [-87, 88] in steps of 2^-10, as the SSE2 exp in tests/ops/test_cpu_simd.cpp.

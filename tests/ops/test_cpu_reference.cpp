@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/ops/cpu_attention_tiles.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_reference.h"
 
 using namespace tg;
@@ -346,14 +348,6 @@ TEST_CASE("fused attention matches the reference with dropout (same Philox numbe
   }
 }
 
-// Makes the attention kernel take its baseline path (BLAS, SSE2 rows) for its lifetime, as on a
-// CPU without AVX2, or its choice by the CPU; then the choice by the CPU again.
-struct ForceBaseline {
-  explicit ForceBaseline(bool baseline) { cpu::tiles::force_baseline(baseline); }
-  ~ForceBaseline() { cpu::tiles::force_baseline(false); }
-  ForceBaseline(const ForceBaseline&) = delete;
-  ForceBaseline& operator=(const ForceBaseline&) = delete;
-};
 
 // Small problems on both paths of f32: the AVX2 + FMA tile kernels of ops/cpu_attention_tiles.h
 // (where the CPU has them) and the baseline path (BLAS products, SSE2 rows); f64 (BLAS, plain
@@ -380,7 +374,8 @@ TEST_CASE("fused attention matches the reference on small problems, AVX2 tiles a
       ++index;
       for (bool baseline : {false, true}) {
         INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
-        const ForceBaseline force(baseline);
+        std::optional<cpu::FastPathsOff> plain;  // the baseline path, as on a CPU without AVX2
+        if (baseline) plain.emplace();
         check_attention(c, DType::f32);
       }
       check_attention(c, DType::f64);
