@@ -25,17 +25,19 @@ BlockCache& cache() {
   return *blocks;
 }
 
-size_t rounded_size(size_t nbytes) {
-  if (nbytes > SIZE_MAX - kAlignment) fail("allocate: out of memory asking for ", nbytes, " bytes");
-  return (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-}
+// More than a 64-bit process can address (2^47 bytes of user space on x86-64) is refused before
+// malloc sees it: no allocator could serve it, and a sanitizer's would abort instead of failing.
+constexpr size_t kMaxBlockBytes = size_t(1) << 47;
+
+size_t round_up(size_t nbytes) { return (nbytes + kAlignment - 1) / kAlignment * kAlignment; }
 
 bool cacheable(size_t size) { return size >= kCpuCachedMinBytes && fast_paths_enabled(); }
 
 }  // namespace
 
 void* allocate_block(size_t nbytes) {
-  const size_t size = rounded_size(nbytes);
+  if (nbytes > kMaxBlockBytes) fail("allocate: out of memory asking for ", nbytes, " bytes");
+  const size_t size = round_up(nbytes);
   if (cacheable(size)) {
     BlockCache& blocks = cache();
     std::lock_guard lock(blocks.mutex);
@@ -57,8 +59,8 @@ void* allocate_block(size_t nbytes) {
   return ptr;
 }
 
-void free_block(void* ptr, size_t nbytes) {
-  const size_t size = rounded_size(nbytes);
+void free_block(void* ptr, size_t nbytes) {  // (nbytes was allocated: at most kMaxBlockBytes)
+  const size_t size = round_up(nbytes);
   if (ptr != nullptr && cacheable(size)) {
     BlockCache& blocks = cache();
     std::lock_guard lock(blocks.mutex);

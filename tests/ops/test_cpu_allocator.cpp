@@ -62,4 +62,5 @@ TEST_CASE("CPU allocator: the tensor byte counters do not see the cache", "[allo
 TEST_CASE("CPU allocator: an impossible size is one clear error", "[allocator]") {
   REQUIRE_THROWS_AS(allocate_block(SIZE_MAX - 8), tg::Error);
   REQUIRE_THROWS_AS(allocate_block(size_t(1) << 62), tg::Error);
+  REQUIRE_THROWS_WITH(allocate_block((size_t(1) << 47) + 1), Catch::Contains("out of memory"));
 }
