@@ -82,7 +82,8 @@ struct IndexSummary {
 //   Adam:  p *= decay_factor (AdamW's decoupled decay, else 1); g += l2 * p (Adam's L2, else 0);
 //          m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
 //          p -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps).
-// Arithmetic in f64, each stored value rounded to the tensor's dtype.
+// Arithmetic in f64, each stored value rounded to the tensor's dtype (the CPU's f32 Adam fast
+// path computes in f32, in this order: ops/cpu_optim_avx2.cpp).
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, first_step = false;
