@@ -6,6 +6,7 @@
 // (ops/cpu_kernels.h, cuda/), which are not installed.
 
 // autograd/: tensors, the tape, devices, dtypes, random numbers, mixed precision, checkpointing
+#include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/device.h"
@@ -25,14 +26,18 @@
 
 // nn/: modules, attention, masks, models, optimizers, schedules, safetensors, safe file I/O
 #include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/attention_spec.h"
 #include "tapegrad/nn/file_io.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/layers.h"
+#include "tapegrad/nn/linformer.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/optim.h"
+#include "tapegrad/nn/performer.h"
 #include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/nn/rope.h"
 #include "tapegrad/nn/safetensors.h"
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/nn/transformer.h"

@@ -14,6 +14,7 @@
 
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tg {
@@ -68,6 +69,11 @@ struct AttentionProblem {
   // output before its heads are split, read and written in place (no copy to split or merge
   // heads). The log-sum-exp is [N, Sq] either way. Only the CPU kernel takes H > 0.
   int64_t interleaved_heads = 0;
+  // Block-sparse layout and ALiBi (ops/attention_layout.h): tiles no query of a tile may see are
+  // skipped, forward and backward. sparsity_random is bigbird_random_blocks' table (host memory).
+  SparsityLayout sparsity;
+  std::vector<int64_t> sparsity_random;
+  int64_t alibi_heads = 0;  // H > 0: ALiBi on, item n is head n % H
 };
 
 struct IndexSummary {

@@ -9,8 +9,10 @@
 
 namespace tg::nn {
 
-MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, double dropout, DType dtype)
-    : hidden(hidden), heads(heads), head_dim(heads > 0 ? hidden / heads : 0), dropout(dropout) {
+MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, double dropout, DType dtype,
+                                       const AttentionSpec& spec)
+    : hidden(hidden), heads(heads), head_dim(heads > 0 ? hidden / heads : 0), dropout(dropout),
+      spec(spec) {
   TG_CHECK(heads > 0 && hidden > 0 && hidden % heads == 0, "MultiHeadAttention: hidden size ", hidden,
            " is not divisible by ", heads, " heads");
   TG_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got ", dropout);
@@ -29,9 +31,11 @@ Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
 }
 
 std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask, bool is_causal, double dropout_p) {
+                                             const Tensor& mask, bool is_causal, double dropout_p,
+                                             const Tensor& bias) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor scores = matmul(q, k.transpose(-1, -2)) * scale;
+  if (bias.defined()) scores = scores + bias;
   Tensor allowed = mask;
   if (is_causal) {
     const Tensor causal = causal_mask(q.size(-2), k.size(-2), q.device());

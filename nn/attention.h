@@ -1,6 +1,7 @@
 #pragma once
 // Multi-head attention with four separate projections (q_proj, k_proj, v_proj, o_proj), as the
 // classic tutorials write it. See docs/attention.md for the walk-through with shapes.
+#include "tapegrad/nn/attention_spec.h"
 #include "tapegrad/nn/layers.h"
 
 namespace tg::nn {
@@ -12,7 +13,11 @@ struct AttentionOutput {
 
 class MultiHeadAttention : public Module {
  public:
-  MultiHeadAttention(int64_t hidden, int64_t heads, double dropout = 0.0, DType dtype = DType::f32);
+  // `spec` picks the attention (full, a sparse layout, Linformer, Performer) and the position
+  // handling inside it (RoPE, ALiBi); its parameters and buffers are registered here:
+  // linformer: proj_k, proj_v [max_len, rank]; performer: projection_matrix [features, head_dim].
+  MultiHeadAttention(int64_t hidden, int64_t heads, double dropout = 0.0, DType dtype = DType::f32,
+                     const AttentionSpec& spec = {});
 
   // query [B, Sq, hidden], key and value [B, Sk, hidden] (Sk may differ from Sq: cross-attention).
   // mask: bool, true = may attend, broadcastable to [B, heads, Sq, Sk] ([B, Sq, Sk] is read as
@@ -29,14 +34,19 @@ class MultiHeadAttention : public Module {
   Tensor merge_heads(const Tensor& x) const;
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  Tensor proj_k, proj_v;      // linformer
+  Tensor projection_matrix;   // performer
   int64_t hidden, heads, head_dim;
   double dropout;
+  AttentionSpec spec;
   bool use_fused = true;  // false: always the explicit path (the readable reference)
 };
 
-// The explicit path on already projected heads: softmax(q k^T * scale, masked) -> dropout -> @ v.
-// Returns (context [.., Sq, d], weights [.., Sq, Sk]).
+// The explicit path on already projected heads: softmax(q k^T * scale + bias, masked) -> dropout
+// -> @ v. bias (may be undefined) broadcasts to the scores. Returns (context [.., Sq, d],
+// weights [.., Sq, Sk]).
 std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask, bool is_causal, double dropout_p);
+                                             const Tensor& mask, bool is_causal, double dropout_p,
+                                             const Tensor& bias = Tensor());
 
 }  // namespace tg::nn

@@ -1,6 +1,7 @@
 // The fused attention op: shape checks, then one kernel call each way (ops/cpu_attention.cpp).
 #include "tapegrad/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tapegrad/autograd/autocast.h"
@@ -31,11 +32,52 @@ bool heads_interleaved(const Tensor& t) {
   return t.dim() == 4 && t.detach().transpose(1, 2).is_contiguous();
 }
 
+// A layout's sizes: positive windows, and products that stay far from int64's limit.
+void check_sparsity(const char* op, const SparsityLayout& s) {
+  if (s.kind == SparsityKind::full) return;
+  constexpr int64_t kLimit = int64_t{1} << 40;
+  TG_CHECK(s.window >= 1 && s.window <= kLimit, "op '", op, "': a sparse layout needs a window in [1, 2^40], got ", s.window);
+  TG_CHECK(s.dilation >= 1 && s.dilation <= kLimit / s.window, "op '", op, "': band dilation ",
+           s.dilation, " with window ", s.window, " (need dilation >= 1 and window x dilation <= 2^40)");
+  TG_CHECK(s.random_blocks >= 0 && s.random_blocks <= kLimit && s.global_tokens >= 0 &&
+               s.global_tokens <= kLimit,
+           "op '", op, "': bigbird random blocks ", s.random_blocks, " and global tokens ",
+           s.global_tokens, " must be in [0, 2^40]");
+}
+
 }  // namespace
+
+Tensor sparsity_mask(const SparsityLayout& sparsity, int64_t sq, int64_t sk, Device device) {
+  check_sparsity("sparsity_mask", sparsity);
+  TG_CHECK(sq >= 0 && sk >= 0 && (sq == 0 || sk <= (int64_t{1} << 31) / std::max<int64_t>(sq, 1)),
+           "sparsity_mask: a dense [", sq, ", ", sk, "] mask is too large (at most 2^31 entries)");
+  const std::vector<int64_t> random = bigbird_random_blocks(sparsity, sq, sk);
+  const SparsityView view{sparsity, random.data(),
+                          sq > 0 ? static_cast<int64_t>(random.size()) / ((sq + kSparseBlock - 1) / kSparseBlock) : 0};
+  std::vector<bool> allowed(sq * sk);
+  for (int64_t i = 0; i < sq; ++i) {
+    for (int64_t j = 0; j < sk; ++j) allowed[i * sk + j] = view.visible(i, j);
+  }
+  return from_bools(allowed, {sq, sk}, device);
+}
+
+Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype, Device device) {
+  TG_CHECK(heads >= 1 && sq >= 0 && sk >= 0 && (sq == 0 || sk <= (int64_t{1} << 31) / std::max<int64_t>(sq * heads, 1)),
+           "alibi_bias: [", heads, ", ", sq, ", ", sk, "] is not a valid bias shape (at most 2^31 entries)");
+  std::vector<double> bias(heads * sq * sk);
+  for (int64_t h = 0; h < heads; ++h) {
+    const double slope = alibi_slope(h, heads);
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = 0; j < sk; ++j) bias[(h * sq + i) * sk + j] = -slope * static_cast<double>(i > j ? i - j : j - i);
+    }
+  }
+  return from_values(bias, {heads, sq, sk}, dtype, device);
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const Tensor& mask, bool is_causal, double dropout_p,
-                                    std::optional<double> scale) {
+                                    std::optional<double> scale, const SparsityLayout& sparsity,
+                                    bool alibi) {
   const char* op = "scaled_dot_product_attention";
   // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32.
   const Tensor q = autocast_to_half(q_in), k = autocast_to_half(k_in), v = autocast_to_half(v_in);
@@ -79,6 +121,14 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   problem.causal = is_causal;
   if (mask.defined()) attach_mask(problem, mask, batch, sq, sk);
   problem.dropout_p = dropout_p;
+  check_sparsity(op, sparsity);
+  problem.sparsity = sparsity;
+  problem.sparsity_random = bigbird_random_blocks(sparsity, sq, sk);
+  if (alibi) {
+    TG_CHECK(q.dim() >= 3, "op '", op, "': alibi needs q of shape [..., heads, Sq, d], got ",
+             shape_str(q.shape()));
+    problem.alibi_heads = q.size(-3);
+  }
   if (dropout_p > 0) {
     problem.seed = rng_state().seed;
     problem.offset = reserve_random(items * sq * sk);

@@ -6,14 +6,25 @@
 // A query row that may attend nothing gives output 0 and gradient 0 (PyTorch gives NaN).
 #include <optional>
 
+#include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tg {
 
 // q [..., Sq, d], k [..., Sk, d], v [..., Sk, dv] with the same leading dims; mask broadcastable
-// to [..., Sq, Sk]. Dropout draws from the global Philox generator.
+// to [..., Sq, Sk]. Dropout draws from the global Philox generator. `sparsity` restricts the keys
+// each query sees (autograd/attention_layout.h) and skips the tiles it rules out; `alibi` adds
+// ALiBi's bias, with heads the dim before Sq (q [..., H, Sq, d]).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask = Tensor(), bool is_causal = false,
-                                    double dropout_p = 0.0, std::optional<double> scale = {});
+                                    double dropout_p = 0.0, std::optional<double> scale = {},
+                                    const SparsityLayout& sparsity = {}, bool alibi = false);
+
+// The dense equivalents, for the explicit path and the tests: the layout as a bool mask [Sq, Sk]
+// (true = may attend), and ALiBi's bias [H, Sq, Sk] (add it to the scores).
+Tensor sparsity_mask(const SparsityLayout& sparsity, int64_t sq, int64_t sk,
+                     Device device = default_device());
+Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype = DType::f32,
+                  Device device = default_device());
 
 }  // namespace tg

@@ -1,0 +1,23 @@
+#pragma once
+// Performer (Choromanski et al. 2021), FAVOR+: softmax attention approximated with M positive
+// random features, phi(x) = exp(w_m . x' - |x'|^2 / 2) / sqrt(M) with x' = x / d^(1/4), so that
+//   out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j))   in O(S M d).
+// MultiHeadAttention owns projection_matrix (the reference implementation's name), a buffer kept in
+// the state_dict, redrawn only by performer_features with a new seed.
+#include <cstdint>
+
+#include "tapegrad/autograd/tensor.h"
+
+namespace tg::nn {
+
+// M x d orthogonal Gaussian features (blocks of d orthogonal rows, each scaled to a chi(d) norm),
+// drawn from Philox(seed): the same seed gives the same matrix on every machine.
+Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DType dtype = DType::f32);
+
+// q [B, H, Sq, d], k and v [B, H, Sk, d], projection [M, d]. key_padding: bool [B, Sk] (true = a
+// real key) or undefined; padded keys get phi = 0. is_causal: out_i sums over j <= i only.
+// Returns [B, H, Sq, d].
+Tensor performer_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& projection, const Tensor& key_padding, bool is_causal);
+
+}  // namespace tg::nn
