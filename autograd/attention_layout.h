@@ -90,6 +90,14 @@ struct SparsityView {
   }
 };
 
+// The view of a layout over bigbird_random_blocks(layout, sq, sk) (on the host).
+inline SparsityView sparsity_view(const SparsityLayout& layout, const std::vector<int64_t>& random,
+                                  int64_t sq) {
+  const int64_t query_blocks = (sq + kSparseBlock - 1) / kSparseBlock;
+  if (random.empty() || query_blocks == 0) return SparsityView{layout};
+  return SparsityView{layout, random.data(), static_cast<int64_t>(random.size()) / query_blocks};
+}
+
 // ALiBi (Press et al.): head h of H adds -slope_h |i - j| to score (i, j), slope_h = 2^(-8 (h+1) / H)
 // (the paper's geometric sequence, used here for every H). With is_causal this is the paper's
 // -slope (i - j); without, the symmetric form.

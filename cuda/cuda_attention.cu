@@ -52,6 +52,8 @@ struct AttentionArgs {
   double dropout_p = 0;  // 0: no dropout
   C keep_scale = 1;      // 1 / (1 - dropout_p), rounded to C as the CPU does
   uint64_t seed = 0, offset = 0;
+  SparsityView sparsity;   // its random table on the device
+  int64_t alibi_heads = 0;  // H > 0: ALiBi, item n is head n % H
 };
 
 // ---- Device helpers --------------------------------------------------------------------------
@@ -96,10 +98,12 @@ __device__ inline int64_t key_end(const AttentionArgs<T, C>& a, int64_t i) {
 }
 
 // Whether query i of item n may attend key j (j < key_end): not past the diagonal when causal,
-// and the mask (element mask_offsets[n] + i * row_stride + j * col_stride) says true.
+// inside the sparse layout, and the mask (element mask_offsets[n] + i * row_stride + j *
+// col_stride) says true.
 template <typename T, typename C>
 __device__ inline bool key_allowed(const AttentionArgs<T, C>& a, int64_t n, int64_t i, int64_t j) {
   if (a.causal && j > i) return false;
+  if (!a.sparsity.visible(i, j)) return false;
   if (a.mask != nullptr &&
       !a.mask[a.mask_offsets[n] + i * a.mask_row_stride + j * a.mask_col_stride]) {
     return false;
@@ -116,13 +120,27 @@ __device__ inline C dropout_factor(const AttentionArgs<T, C>& a, int64_t n, int6
   return uniform >= a.dropout_p ? a.keep_scale : C(0);
 }
 
-// The scaled score s_ij = scale q_i . k_j of key j, or -inf where the key is masked, causal-hidden
-// or past the end of the tile.
+// ALiBi's slope for item n's head, 0 without ALiBi.
+template <typename T, typename C>
+__device__ inline C alibi_slope_of(const AttentionArgs<T, C>& a, int64_t n) {
+  return a.alibi_heads > 0 ? static_cast<C>(alibi_slope(n % a.alibi_heads, a.alibi_heads)) : C(0);
+}
+
+// The score s_ij = scale q_i . k_j - slope |i - j| of key j, or -inf where the key is masked,
+// causal-hidden, outside the layout or past the end of the tile.
 template <typename T, typename C>
 __device__ inline C score_of(const AttentionArgs<T, C>& a, const C* q_row, int64_t n, int64_t i,
-                             int64_t j, int64_t end) {
+                             int64_t j, int64_t end, C slope) {
   if (j >= end || !key_allowed(a, n, i, j)) return negative_infinity<C>();
-  return a.scale * dot_row(q_row, a.k + (n * a.sk + j) * a.d, a.d);
+  const C score = a.scale * dot_row(q_row, a.k + (n * a.sk + j) * a.d, a.d);
+  return slope == C(0) ? score : score - slope * static_cast<C>(i > j ? i - j : j - i);
+}
+
+// Whether the tile of keys [j0, j0 + threads) (cut at end) holds a key the layout lets query i
+// see: the block skips the others, the same decision on every thread.
+template <typename T, typename C>
+__device__ inline bool tile_visible(const AttentionArgs<T, C>& a, int64_t i, int64_t j0, int64_t end) {
+  return a.sparsity.tile_visible(i, i + 1, j0, j0 + blockDim.x < end ? j0 + blockDim.x : end);
 }
 
 // ---- Forward ---------------------------------------------------------------------------------
@@ -145,9 +163,11 @@ __global__ void attention_forward_kernel(AttentionArgs<T, C> a, T* out, C* lse) 
   // Every thread keeps its own (identical) copy of the running max m and sum l.
   C row_max = negative_infinity<C>(), row_sum = 0;
   const int64_t end = key_end(a, i);
+  const C slope = alibi_slope_of(a, n);
   for (int64_t j0 = 0; j0 < end; j0 += threads) {
+    if (!tile_visible(a, i, j0, end)) continue;
     const int64_t j = j0 + tid;
-    const C score = score_of(a, q_row, n, i, j, end);
+    const C score = score_of(a, q_row, n, i, j, end, slope);
     const C tile_max = block_reduce(score, scratch, Larger{}, negative_infinity<C>());
     const C new_max = max_of(row_max, tile_max);
     if (new_max == negative_infinity<C>()) continue;  // nothing visible yet (the whole block agrees)
@@ -214,12 +234,14 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
   const C row_dot = block_reduce(partial, scratch, Plus{}, C(0));
 
   const int64_t end = key_end(a, i);
+  const C slope = alibi_slope_of(a, n);
   for (int64_t j0 = 0; j0 < end; j0 += threads) {
+    if (!tile_visible(a, i, j0, end)) continue;
     // Thread tid: key j's dS_ij and P_ij Z_ij (0 for masked keys and past the end).
     const int64_t j = j0 + tid;
     C d_score = 0, kept_prob = 0;
     if (j < end && key_allowed(a, n, i, j)) {
-      const C prob = exp_of(score_of(a, q_row, n, i, j, end) - row_lse);  // P_ij
+      const C prob = exp_of(score_of(a, q_row, n, i, j, end, slope) - row_lse);  // P_ij
       const C factor = dropout_factor(a, n, i, j);                       // Z_ij
       const C d_prob = factor * dot_row(d_out_row, a.v + (n * a.sk + j) * a.dv, a.dv);  // dP_ij
       d_score = prob * (d_prob - row_dot);  // dS_ij = P_ij (dP_ij - D_i)
@@ -294,11 +316,16 @@ void check_tensor(const Tensor& t, const Shape& shape, DType dtype, Device devic
   TG_CHECK(t.is_contiguous(), "kernel '", kernel, "' on cuda: ", what, " must be contiguous");
 }
 
-// The kernel arguments for element type T; the mask offsets go to the device in `offsets`
-// (which the caller keeps alive until the kernel has been queued).
+// What make_args copies to the device: the mask offsets and the layout's random table, kept alive
+// by the caller until the kernel has been queued.
+struct DeviceTables {
+  Tensor mask_offsets, sparsity_random;
+};
+
+// The kernel arguments for element type T.
 template <typename T>
 AttentionArgs<T, compute_t<T>> make_args(Kernels& kernels, const AttentionProblem& p,
-                                         Device device, Tensor& offsets) {
+                                         Device device, DeviceTables& tables) {
   using C = compute_t<T>;
   AttentionArgs<T, C> a;
   a.q = p.q.data_as<T>();
@@ -312,10 +339,10 @@ AttentionArgs<T, compute_t<T>> make_args(Kernels& kernels, const AttentionProble
   a.scale = static_cast<C>(p.scale);
   a.causal = p.causal;
   if (p.mask.defined()) {
-    offsets = empty({a.batch}, DType::i64, device);
-    kernels.copy_from_host(p.mask_offsets.data(), offsets);
+    tables.mask_offsets = empty({a.batch}, DType::i64, device);
+    kernels.copy_from_host(p.mask_offsets.data(), tables.mask_offsets);
     a.mask = p.mask.data_as<bool>();
-    a.mask_offsets = offsets.data_as<int64_t>();
+    a.mask_offsets = tables.mask_offsets.data_as<int64_t>();
     a.mask_row_stride = p.mask_row_stride;
     a.mask_col_stride = p.mask_col_stride;
   }
@@ -325,6 +352,13 @@ AttentionArgs<T, compute_t<T>> make_args(Kernels& kernels, const AttentionProble
     a.seed = p.seed;
     a.offset = p.offset;
   }
+  a.sparsity = sparsity_view(p.sparsity, p.sparsity_random, a.sq);  // host table for now
+  if (a.sparsity.random != nullptr) {
+    tables.sparsity_random = empty({static_cast<int64_t>(p.sparsity_random.size())}, DType::i64, device);
+    kernels.copy_from_host(p.sparsity_random.data(), tables.sparsity_random);
+    a.sparsity.random = tables.sparsity_random.data_as<int64_t>();
+  }
+  a.alibi_heads = p.alibi_heads;
   return a;
 }
 
@@ -369,8 +403,8 @@ void CudaKernels::attention_forward(const AttentionProblem& problem, const Tenso
   dispatch_floating_or_half(dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
-    Tensor offsets;
-    const AttentionArgs<T, C> args = make_args<T>(*this, problem, device, offsets);
+    DeviceTables tables;
+    const AttentionArgs<T, C> args = make_args<T>(*this, problem, device, tables);
     // shared memory: q_row [d], acc [dv], probs [kTile], scratch [kWarps]
     const LaunchShape shape =
         row_blocks<C>(attention_forward_kernel<T, C>, batch * sq, args.d + args.dv + kTile + kWarps,
@@ -415,8 +449,8 @@ void CudaKernels::attention_backward(const AttentionProblem& problem, const Tens
   dispatch_floating_or_half(dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
-    Tensor offsets;
-    const AttentionArgs<T, C> args = make_args<T>(*this, problem, device, offsets);
+    DeviceTables tables;
+    const AttentionArgs<T, C> args = make_args<T>(*this, problem, device, tables);
     // shared memory: q_row [d], d_out_row [dv], dq_acc [d], d_scores and kept [kTile each],
     // scratch [kWarps]
     const LaunchShape shape = row_blocks<C>(attention_backward_kernel<T, C>, batch * sq,

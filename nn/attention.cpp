@@ -67,10 +67,19 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   const Tensor v = split_heads(v_proj->forward(value));  // [B, heads, Sk, head_dim]
   AttentionOutput result;
   Tensor context;  // [B, heads, Sq, head_dim]
+  const SparsityLayout layout = spec.sparsity();
+  const bool alibi = spec.position == PositionKind::alibi;
   if (use_fused && !need_weights) {
-    context = scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p);
-  } else {
-    std::tie(context, result.weights) = explicit_attention(q, k, v, head_mask, is_causal, dropout_p);
+    context = scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p, {}, layout, alibi);
+  } else {  // the same attention with the layout as a dense mask and ALiBi as a dense bias
+    Tensor allowed = head_mask;
+    if (layout.kind != SparsityKind::full) {
+      const Tensor pattern = sparsity_mask(layout, q.size(2), k.size(2), q.device());
+      allowed = allowed.defined() ? combine_masks(allowed, pattern) : pattern;
+    }
+    const Tensor bias = alibi ? alibi_bias(heads, q.size(2), k.size(2), q.dtype(), q.device()) : Tensor();
+    std::tie(context, result.weights) =
+        explicit_attention(q, k, v, allowed, is_causal, dropout_p, bias);
   }
   result.output = o_proj->forward(merge_heads(context));  // [B, Sq, hidden]
   return result;

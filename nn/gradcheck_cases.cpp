@@ -123,6 +123,29 @@ std::vector<GradcheckCase> nn_gradcheck_cases() {
         return scaled_dot_product_attention(x[0], x[1], x[2], nn::padding_mask({5, 3}, 5), true, 0.25);
       }));
 
+  // The sparse layouts and ALiBi on the fused kernel: 150 positions span three query tiles and two
+  // key tiles of the CPU kernel, so skipped tiles are part of what is checked.
+  const std::vector<std::pair<std::string, SparsityLayout>> layouts = {
+      {"local", {.kind = SparsityKind::local, .window = 20}},
+      {"band", {.kind = SparsityKind::band, .window = 3, .dilation = 25}},
+      {"bigbird", {.kind = SparsityKind::bigbird, .window = 5, .random_blocks = 1, .global_tokens = 2, .seed = 4}},
+  };
+  for (const auto& [name, layout] : layouts) {
+    for (bool causal : {false, true}) {
+      cases.push_back(make_case("sdpa/" + name + (causal ? "/causal" : ""), "q, k, v [1, 2, 150, 2]",
+          [] { return leaves({{1, 2, 150, 2}, {1, 2, 150, 2}, {1, 2, 150, 2}}); },
+          [layout = layout, causal](const Inputs& x) {
+            return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), causal, 0.0, {}, layout);
+          }));
+    }
+  }
+  cases.push_back(make_case("sdpa/alibi+padding", "q, k, v [2, 3, 6, 3]",
+      [] { return leaves({{2, 3, 6, 3}, {2, 3, 6, 3}, {2, 3, 6, 3}}); },
+      [](const Inputs& x) {
+        return scaled_dot_product_attention(x[0], x[1], x[2], nn::padding_mask({6, 4}, 6), false, 0.0,
+                                            {}, {}, /*alibi=*/true);
+      }));
+
   cases.push_back(module_case<nn::TransformerEncoderLayer>("nn/transformer_encoder_layer", "x [2, 3, 8], 2 heads, mlp 16",
       [] { return std::make_shared<nn::TransformerEncoderLayer>(8, 2, 16); },
       [] { return leaves({{2, 3, 8}}); },

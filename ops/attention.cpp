@@ -52,8 +52,7 @@ Tensor sparsity_mask(const SparsityLayout& sparsity, int64_t sq, int64_t sk, Dev
   TG_CHECK(sq >= 0 && sk >= 0 && (sq == 0 || sk <= (int64_t{1} << 31) / std::max<int64_t>(sq, 1)),
            "sparsity_mask: a dense [", sq, ", ", sk, "] mask is too large (at most 2^31 entries)");
   const std::vector<int64_t> random = bigbird_random_blocks(sparsity, sq, sk);
-  const SparsityView view{sparsity, random.data(),
-                          sq > 0 ? static_cast<int64_t>(random.size()) / ((sq + kSparseBlock - 1) / kSparseBlock) : 0};
+  const SparsityView view = sparsity_view(sparsity, random, sq);
   std::vector<bool> allowed(sq * sk);
   for (int64_t i = 0; i < sq; ++i) {
     for (int64_t j = 0; j < sk; ++j) allowed[i * sk + j] = view.visible(i, j);

@@ -4,7 +4,8 @@
 //
 // Forward, per tile of queries: walk the key tiles, S = scale Q K^T on one GEMM, keep a running
 // row max m and row sum l (online softmax), rescale the accumulator when m grows, add P V with a
-// second GEMM. Causal tiles entirely above the diagonal are never visited. Only out and the
+// second GEMM. Causal tiles entirely above the diagonal, and tiles the sparse layout rules out
+// (Item::tile_visible), are never visited. Only out and the
 // per-row log-sum-exp (m + log l) are kept: O(S) statistics instead of the O(S^2) weights.
 //
 // Backward recomputes P = exp(S - lse) tile by tile and applies, with D_i = dO_i . O_i,
@@ -121,18 +122,45 @@ T dot(const T* a, const T* b, int64_t n) {
   return (partial[0] + partial[1]) + (partial[2] + partial[3]);
 }
 
-// What one batch item needs: sizes, masks and dropout, shared by forward and backward.
+// What one batch item needs: sizes, masks, the sparse layout, ALiBi and dropout, shared by forward
+// and backward.
 struct Item {
   const AttentionProblem& p;
   int64_t n, sq, sk;
   const bool* mask;
+  SparsityView sparsity;
+  double alibi_slope = 0;  // 0: no ALiBi
 
-  // row[c] = -inf where query i may not attend key j0 + c (j0 + c > i when causal, or the mask).
+  Item(const AttentionProblem& problem, int64_t item, int64_t sq, int64_t sk, const bool* mask)
+      : p(problem), n(item), sq(sq), sk(sk), mask(mask),
+        sparsity(sparsity_view(p.sparsity, p.sparsity_random, sq)) {
+    if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads);
+  }
+
+  // The scores of query i against keys j0 .. j0+cols-1 as the softmax takes them: ALiBi's bias
+  // -slope |i - j| added, then -inf where i may not attend j: past the diagonal when causal,
+  // outside the sparse layout, or false in the mask.
   template <typename T>
   void mask_row(int64_t i, int64_t j0, int64_t cols, T* row) const {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    if (alibi_slope != 0) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t j = j0 + c;
+        row[c] -= T(alibi_slope * static_cast<double>(i > j ? i - j : j - i));
+      }
+    }
     if (p.causal) {
       for (int64_t c = std::max<int64_t>(i + 1 - j0, 0); c < cols; ++c) row[c] = kNegInf;
+    }
+    if (sparsity.layout.kind == SparsityKind::local) {  // a window: two ranges, no test per key
+      const int64_t first = std::clamp<int64_t>(i - sparsity.layout.window + 1 - j0, 0, cols);
+      const int64_t past = std::clamp<int64_t>(i + sparsity.layout.window - j0, 0, cols);
+      std::fill(row, row + first, kNegInf);
+      std::fill(row + past, row + cols, kNegInf);
+    } else if (!sparsity.full()) {
+      for (int64_t c = 0; c < cols; ++c) {
+        if (!sparsity.visible(i, j0 + c)) row[c] = kNegInf;
+      }
     }
     if (mask) {
       const bool* allowed = mask + p.mask_offsets[n] + i * p.mask_row_stride + j0 * p.mask_col_stride;
@@ -144,6 +172,11 @@ struct Item {
         }
       }
     }
+  }
+  // Whether the tile of query rows [i0, i0 + rows) and keys [j0, j0 + cols) has a key some query
+  // may see under the sparse layout: the kernels skip the others, so local attention costs O(S W).
+  bool tile_visible(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
+    return sparsity.tile_visible(i0, i0 + rows, j0, j0 + cols);
   }
   // The dropout factors of probabilities (i, j0 .. j0+cols-1): 0 if dropped, else 1 / (1 - p).
   template <typename T>
@@ -189,7 +222,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
   parallel_for(batch * tiles, [&](int64_t work) {
     const int64_t n = work / tiles, i0 = (work % tiles) * kQueryTile;
     const int64_t rows = std::min(kQueryTile, sq - i0);
-    const Item item{p, n, sq, sk, mask};
+    const Item item(p, n, sq, sk, mask);
     const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk;
     const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads);
     const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
@@ -205,6 +238,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const int64_t key_end = item.key_end(i0, rows);
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, key_end - j0);
+      if (!item.tile_visible(i0, rows, j0, cols)) continue;
       product(false, true, rows, cols, head_dim, T(p.scale), q, ld_qk, k + j0 * ld_qk, ld_qk, T(0),
               scores, cols);
       for (int64_t r = 0; r < rows; ++r) {
@@ -252,7 +286,7 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
   parallel_for(batch, [&](int64_t n) {  // items are independent; tiles of one item share dK, dV
-    const Item item{p, n, sq, sk, mask};
+    const Item item(p, n, sq, sk, mask);
     const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads);
     const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads);
     const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
@@ -277,6 +311,7 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       const int64_t key_end = item.key_end(i0, rows);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
+        if (!item.tile_visible(i0, rows, j0, cols)) continue;
         product(false, true, rows, cols, head_dim, T(p.scale), q + i0 * ld_qk, ld_qk,
                 k + j0 * ld_qk, ld_qk, T(0), probs, cols);
         for (int64_t r = 0; r < rows; ++r) {

@@ -64,7 +64,8 @@ void softmax_rows(const T* x, DimSplit s, bool log, T* out) {
 
 // ---- Attention -----------------------------------------------------------------------------------
 // Item n: q [Sq, head_dim], k [Sk, head_dim], v [Sk, value_dim], out [Sq, value_dim].
-//   s_ij = scale q_i . k_j, or -inf where query i may not see key j (causal j > i, or the mask)
+//   s_ij = scale q_i . k_j - alibi_slope |i - j|, or -inf where query i may not see key j (causal
+//   j > i, the sparse layout, or the mask)
 //   P_ij = exp(s_ij - m_i) / l_i with m_i = max_j s_ij, l_i = sum_j exp(s_ij - m_i); lse_i = m_i + log l_i
 //   out_i = sum_j P_ij Z_ij v_j, with Z_ij the dropout factor: 0 (dropped) or 1 / (1 - p)
 
@@ -76,10 +77,13 @@ struct Attention {
   const T* q(int64_t n, int64_t i) const { return p.q.data_as<T>() + (n * sq + i) * head_dim; }
   const T* k(int64_t n, int64_t j) const { return p.k.data_as<T>() + (n * sk + j) * head_dim; }
   const T* v(int64_t n, int64_t j) const { return p.v.data_as<T>() + (n * sk + j) * value_dim; }
+  const SparsityView sparsity = sparsity_view(p.sparsity, p.sparsity_random, sq);
 
-  // Query i of item n may see key j unless causal and j > i, or the mask is false there.
+  // Query i of item n may see key j unless causal and j > i, outside the layout, or the mask is
+  // false there.
   bool visible(int64_t n, int64_t i, int64_t j) const {
     if (p.causal && j > i) return false;
+    if (!sparsity.visible(i, j)) return false;
     if (!p.mask.defined()) return true;
     return p.mask.data_as<bool>()[p.mask_offsets[n] + i * p.mask_row_stride + j * p.mask_col_stride];
   }
@@ -101,7 +105,10 @@ struct Attention {
       for (int64_t j = 0; j < sk; ++j) {
         double dot = 0;  // s_ij = scale q_i . k_j
         for (int64_t c = 0; c < head_dim; ++c) dot += double(q(n, i)[c]) * double(k(n, j)[c]);
-        s[j] = visible(n, i, j) ? p.scale * dot : kNegInf;
+        const double bias = p.alibi_heads > 0 ? -alibi_slope(n % p.alibi_heads, p.alibi_heads) *
+                                                    double(i > j ? i - j : j - i)
+                                              : 0.0;
+        s[j] = visible(n, i, j) ? p.scale * dot + bias : kNegInf;
       }
       const double m = *std::max_element(s.begin(), s.end());  // m_i = max_j s_ij
       if (m == kNegInf) continue;                              // nothing visible: P_i = 0

@@ -37,6 +37,8 @@ struct Case {
   double scale = 0;  // 0: 1 / sqrt(d)
   Mask mask = {};
   uint64_t seed = 1234, offset = 17;
+  SparsityLayout sparsity = {};
+  int64_t alibi_heads = 0;
 };
 
 struct Tolerance {
@@ -103,6 +105,9 @@ AttentionProblem problem_on(const Case& c, const Tensor& q, const Tensor& k, con
   p.dropout_p = c.dropout_p;
   p.seed = c.seed;
   p.offset = c.offset;
+  p.sparsity = c.sparsity;
+  p.sparsity_random = bigbird_random_blocks(c.sparsity, c.sq, c.sk);
+  p.alibi_heads = c.alibi_heads;
   return p;
 }
 
@@ -270,6 +275,26 @@ TEST_CASE("cuda attention matches the cpu across several key tiles", "[cuda]") {
     require_match({.n = 1, .sq = 70, .sk = 70, .d = 3, .dv = 4, .dtype = dtype, .causal = true,
                    .dropout_p = 0.25, .mask = shared_mask(1, 70, 70, 0.8, 3)});
   }
+}
+
+TEST_CASE("cuda attention matches the cpu with sparse layouts and ALiBi", "[cuda]") {
+  // Several key tiles of 64 (the CUDA kernel's) and of 128 (the CPU's), so that both skip tiles.
+  const SparsityLayout local{.kind = SparsityKind::local, .window = 20};
+  const SparsityLayout band{.kind = SparsityKind::band, .window = 4, .dilation = 9};
+  const SparsityLayout bigbird{.kind = SparsityKind::bigbird, .window = 8, .random_blocks = 1,
+                               .global_tokens = 3, .seed = 5};
+  const DType f32 = DType::f32;
+  require_match({.n = 1, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .sparsity = local});
+  require_match({.n = 1, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .causal = true,
+                 .sparsity = local});
+  require_match({.n = 1, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .sparsity = band});
+  require_match({.n = 1, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .causal = true,
+                 .sparsity = bigbird});
+  require_match({.n = 1, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = DType::f64,
+                 .sparsity = bigbird});
+  require_match({.n = 4, .sq = 20, .sk = 30, .d = 4, .dv = 3, .dtype = f32, .alibi_heads = 2});
+  require_match({.n = 2, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .causal = true,
+                 .sparsity = local, .alibi_heads = 2});
 }
 
 TEST_CASE("cuda attention matches the cpu in f16 and bf16", "[cuda]") {

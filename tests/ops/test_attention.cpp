@@ -166,3 +166,85 @@ TEST_CASE("fused attention reads split heads in place: the same values as contig
     }
   }
 }
+
+namespace {
+
+// The fused op with a sparse layout and/or ALiBi against the explicit path given the dense
+// equivalents (sparsity_mask, alibi_bias): outputs and gradients, f64 and f32.
+Run run_layout(bool fused, const Shape& shape, const SparsityLayout& layout, bool alibi,
+               bool causal, const Tensor& mask, DType dtype) {
+  manual_seed(3);
+  Tensor q = uniform(shape, -1, 1, dtype).requires_grad_();
+  Tensor k = uniform(shape, -1, 1, dtype).requires_grad_();
+  Tensor v = uniform(shape, -1, 1, dtype).requires_grad_();
+  Tensor probe = uniform(shape, -1, 1, dtype);
+  const int64_t heads = shape[1], s = shape[2];
+  Tensor out;
+  if (fused) {
+    out = scaled_dot_product_attention(q, k, v, mask, causal, 0.0, {}, layout, alibi);
+  } else {
+    Tensor allowed = sparsity_mask(layout, s, s);
+    if (mask.defined()) allowed = nn::combine_masks(mask, allowed);
+    const Tensor bias = alibi ? alibi_bias(heads, s, s, dtype) : Tensor();
+    out = nn::explicit_attention(q, k, v, allowed, causal, 0.0, bias).first;
+  }
+  sum(out * probe).backward();
+  return {out.to_host_f64(), q.grad().to_host_f64(), k.grad().to_host_f64(), v.grad().to_host_f64()};
+}
+
+void require_layout_agrees(const Shape& shape, const SparsityLayout& layout, bool alibi,
+                           bool causal, const Tensor& mask = Tensor()) {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    INFO(dtype_name(dtype) << ", kind " << int(layout.kind) << ", alibi " << alibi << ", causal " << causal);
+    const double tolerance = dtype == DType::f64 ? 1e-10 : 2e-5;
+    const Run fused = run_layout(true, shape, layout, alibi, causal, mask, dtype);
+    const Run reference = run_layout(false, shape, layout, alibi, causal, mask, dtype);
+    require_close(fused.out, reference.out, tolerance);
+    require_close(fused.dq, reference.dq, tolerance);
+    require_close(fused.dk, reference.dk, tolerance);
+    require_close(fused.dv, reference.dv, tolerance);
+  }
+}
+
+}  // namespace
+
+// 300 positions: several query tiles (64) and key tiles (128) on the CPU, so tiles are skipped.
+TEST_CASE("fused attention with a local window agrees with its dense mask", "[attention][sparse]") {
+  const SparsityLayout local{.kind = SparsityKind::local, .window = 37};
+  require_layout_agrees({1, 2, 300, 8}, local, false, false);
+  require_layout_agrees({1, 2, 300, 8}, local, false, true);
+  require_layout_agrees({2, 1, 20, 4}, {.kind = SparsityKind::local, .window = 1}, false, true);
+}
+
+TEST_CASE("fused attention with a dilated band agrees with its dense mask", "[attention][sparse]") {
+  require_layout_agrees({1, 2, 300, 8}, {.kind = SparsityKind::band, .window = 4, .dilation = 30},
+                        false, false);
+  require_layout_agrees({1, 2, 300, 8}, {.kind = SparsityKind::band, .window = 3, .dilation = 2},
+                        false, true);
+}
+
+TEST_CASE("fused attention with bigbird agrees with its dense mask", "[attention][sparse]") {
+  const SparsityLayout bigbird{.kind = SparsityKind::bigbird, .window = 9, .random_blocks = 1,
+                               .global_tokens = 2, .seed = 7};
+  require_layout_agrees({1, 2, 300, 8}, bigbird, false, false);
+  require_layout_agrees({1, 2, 300, 8}, bigbird, false, true);
+}
+
+TEST_CASE("fused attention with ALiBi agrees with the explicit bias", "[attention][alibi]") {
+  require_layout_agrees({2, 4, 150, 8}, {}, true, false);
+  require_layout_agrees({2, 4, 150, 8}, {}, true, true);
+  // with a window and a padding mask on top
+  require_layout_agrees({2, 2, 40, 4}, {.kind = SparsityKind::local, .window = 6}, true, true,
+                        nn::padding_mask({40, 37}, 40));
+}
+
+TEST_CASE("fused attention rejects a bad layout or ALiBi without heads", "[attention][sparse]") {
+  const Tensor q = zeros({2, 5, 4}), three_d = zeros({2, 5, 4});
+  REQUIRE_THROWS_AS(scaled_dot_product_attention(q, q, q, Tensor(), false, 0.0, {},
+                                                 {.kind = SparsityKind::local, .window = 0}),
+                    Error);
+  REQUIRE_THROWS_AS(scaled_dot_product_attention(zeros({5, 4}), zeros({5, 4}), zeros({5, 4}),
+                                                 Tensor(), false, 0.0, {}, {}, true),
+                    Error);
+  REQUIRE_NOTHROW(scaled_dot_product_attention(three_d, three_d, three_d, Tensor(), false, 0.0, {}, {}, true));
+}

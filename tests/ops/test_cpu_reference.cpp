@@ -147,6 +147,8 @@ struct AttentionCase {
   bool causal = false;
   MaskKind mask = MaskKind::none;
   double dropout_p = 0.0;
+  SparsityLayout sparsity = {};
+  int64_t alibi_heads = 0;
 };
 
 AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
@@ -178,6 +180,9 @@ AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
   p.dropout_p = c.dropout_p;
   p.seed = 1234;
   p.offset = 56;
+  p.sparsity = c.sparsity;
+  p.sparsity_random = bigbird_random_blocks(c.sparsity, c.sq, c.sk);
+  p.alibi_heads = c.alibi_heads;
   return p;
 }
 
@@ -348,6 +353,26 @@ TEST_CASE("fused attention matches the reference with dropout (same Philox numbe
   }
 }
 
+TEST_CASE("fused attention matches the reference: sparse layouts and ALiBi, both f32 paths", "[cpu-reference][attention]") {
+  manual_seed(29);
+  const SparsityLayout local{.kind = SparsityKind::local, .window = 50};
+  const SparsityLayout band{.kind = SparsityKind::band, .window = 5, .dilation = 11};
+  const SparsityLayout bigbird{.kind = SparsityKind::bigbird, .window = 7, .random_blocks = 2,
+                               .global_tokens = 4, .seed = 9};
+  for (bool baseline : {false, true}) {
+    INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
+    std::optional<cpu::FastPathsOff> plain;
+    if (baseline) plain.emplace();
+    for (DType dtype : {DType::f32, DType::f64}) {
+      check_attention({.items = 2, .sq = 300, .sk = 300, .head_dim = 8, .value_dim = 8, .sparsity = local}, dtype);
+      check_attention({.items = 2, .sq = 300, .sk = 260, .head_dim = 8, .value_dim = 5, .causal = true, .sparsity = band}, dtype);
+      check_attention({.items = 2, .sq = 200, .sk = 300, .head_dim = 8, .value_dim = 8,
+                       .mask = MaskKind::padding, .sparsity = bigbird}, dtype);
+      check_attention({.items = 4, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                       .dropout_p = 0.2, .sparsity = local, .alibi_heads = 2}, dtype);
+    }
+  }
+}
 
 // Small problems on both paths of f32: the AVX2 + FMA tile kernels of ops/cpu_attention_tiles.h
 // (where the CPU has them) and the baseline path (BLAS products, SSE2 rows); f64 (BLAS, plain
