@@ -187,6 +187,7 @@ std::vector<GradcheckCase> nn_gradcheck_cases() {
                                from_indices({2, 3, 4, 5, 6, 0, 1, 2, 3, 4}, {2, 5}));
         }, fast));
   }
+  for (GradcheckCase& c : attention_variant_gradcheck_cases()) cases.push_back(std::move(c));
   return cases;
 }
 

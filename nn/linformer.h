@@ -8,10 +8,10 @@
 
 namespace tg::nn {
 
-// q [B, H, Sq, d], k and v [B, H, Sk, d]; proj_k, proj_v [max_len, rank] with Sk <= max_len.
+// q [B, H, Sq, d], k [B, H, Sk, d], v [B, H, Sk, dv]; proj_k, proj_v [max_len, rank], Sk <= max_len.
 // key_padding: bool [B, Sk] (true = a real key) or undefined; padded keys and values are zeroed
 // before the projection. Causal attention is a tg::Error: projecting along the sequence mixes every
-// position into every row. dropout_p applies to the [Sq, rank] weights. Returns [B, H, Sq, d].
+// position into every row. dropout_p applies to the [Sq, rank] weights. Returns [B, H, Sq, dv].
 Tensor linformer_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& proj_k,
                            const Tensor& proj_v, const Tensor& key_padding, bool is_causal,
                            double dropout_p);

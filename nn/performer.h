@@ -11,12 +11,16 @@
 namespace tg::nn {
 
 // M x d orthogonal Gaussian features (blocks of d orthogonal rows, each scaled to a chi(d) norm),
-// drawn from Philox(seed): the same seed gives the same matrix on every machine.
+// drawn from Philox(seed): the same seed gives the same matrix on every machine. The global
+// generator is not used; block b does not depend on M (fewer features are a prefix of more).
 Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DType dtype = DType::f32);
 
-// q [B, H, Sq, d], k and v [B, H, Sk, d], projection [M, d]. key_padding: bool [B, Sk] (true = a
-// real key) or undefined; padded keys get phi = 0. is_causal: out_i sums over j <= i only.
-// Returns [B, H, Sq, d].
+// q [B, H, Sq, d], k [B, H, Sk, d], v [B, H, Sk, dv], projection [M, d]. key_padding: bool
+// [B, Sk] (true = a real key) or undefined; padded keys get phi = 0, and a query that sees no real
+// key gets 0. is_causal: out_i sums over j <= i only, through the masked [Sq, Sk] matrix
+// phi(q) phi(k)^T (O(S^2 M): there is no cumsum op). The log-features are shifted before exp by
+// detached maxima: per query, and one per head for all its keys, so the shifts cancel in the
+// ratio. Returns [B, H, Sq, dv].
 Tensor performer_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& projection, const Tensor& key_padding, bool is_causal);
 
