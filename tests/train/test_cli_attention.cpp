@@ -110,6 +110,25 @@ TEST_CASE("a variant's checkpoint reloads in eval, sample, plot and --resume", "
                          "--attention \"full\" conflicts with the checkpoint's attention \"local:4\"");
 }
 
+TEST_CASE("a checkpoint from before the variants loads as full attention, sinusoidal", "[cli][attention]") {
+  TempDir dir;
+  // written before the config had "attention" and "position"
+  const std::string old = std::string(TAPEGRAD_SOURCE_DIR) +
+                          "/tests/fuzz/corpus/fuzz_checkpoint/checkpoint-charlm.safetensors";
+  REQUIRE(read_bytes(old).find("\"attention\"") == std::string::npos);
+  const CliResult sampled = run_cli("sample --load '" + old + "' --prompt 'ab' --tokens 4 --seed 1", dir);
+  INFO(sampled.err);
+  REQUIRE(sampled.exit_code == 0);
+  const CliResult plotted = run_cli("plot attention --load '" + old + "' --text 'ab' --out " + dir.file("a.png"), dir);
+  INFO(plotted.err);
+  REQUIRE(plotted.exit_code == 0);
+  // and it resumes, continuing as full attention: asking for another is a conflict
+  write_bytes(dir.file("lm.txt"), small_text());
+  require_one_line_error(run_cli("train --resume '" + old + "' --data " + dir.file("lm.txt") +
+                                 " --steps 2 --position rope", dir),
+                         "conflicts with the checkpoint's position \"sinusoidal\"");
+}
+
 TEST_CASE("Linformer and Performer checkpoints reload; plot attention says why it cannot draw them",
           "[cli][attention][needs-mha-variants]") {
   TempDir dir;
