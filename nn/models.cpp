@@ -13,6 +13,11 @@ void check_config(const ModelConfig& c, const char* model) {
            " is not divisible by ", c.heads, " heads");
   TG_CHECK(c.layers >= 0, model, ": layers must be >= 0, got ", c.layers);
   TG_CHECK(c.max_len > 0, model, ": max_len must be positive, got ", c.max_len);
+  const AttentionSpec& a = c.attention;
+  TG_CHECK(a.kind != AttentionKind::linformer || a.rank > 0, model,
+           ": Linformer needs a positive rank, got ", a.rank);
+  TG_CHECK(a.kind != AttentionKind::performer || a.features > 0, model,
+           ": Performer needs a positive number of features, got ", a.features);
 }
 
 // The constructors' checks, shared with state_shapes() so that both reject the same configs.
@@ -35,9 +40,31 @@ void check_char_lm(int64_t vocab, const ModelConfig& c) {
 // The hidden size of an encoder layer's MLP: 4 * dim, as in "Attention Is All You Need".
 int64_t mlp_hidden(const ModelConfig& c) { return checked_mul(4, c.dim, "MLP hidden size (4 * dim)"); }
 
+// The spec every attention of the model gets: the config's, reading max_len from the config when
+// the spec leaves it 0.
+AttentionSpec attention_spec(const ModelConfig& c) {
+  AttentionSpec spec = c.attention;
+  if (spec.max_len == 0) spec.max_len = c.max_len;
+  return spec;
+}
+
+std::shared_ptr<MultiHeadAttention> make_attention(const ModelConfig& c) {
+  return std::make_shared<MultiHeadAttention>(c.dim, c.heads, c.dropout, c.dtype, attention_spec(c));
+}
+
 std::shared_ptr<TransformerEncoderLayer> make_encoder_layer(const ModelConfig& c) {
   return std::make_shared<TransformerEncoderLayer>(c.dim, c.heads, mlp_hidden(c), c.dropout,
-                                                   Activation::gelu, c.dtype);
+                                                   Activation::gelu, c.dtype, attention_spec(c));
+}
+
+// The sinusoidal table, only when the config asks for it (rope and alibi act inside attention).
+std::shared_ptr<SinusoidalPositionalEncoding> make_positional_encoding(const ModelConfig& c) {
+  if (c.attention.position != PositionKind::sinusoidal) return nullptr;
+  return std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype);
+}
+
+Tensor add_positions(const std::shared_ptr<SinusoidalPositionalEncoding>& pos_enc, const Tensor& x) {
+  return pos_enc ? pos_enc->forward(x) : x;
 }
 
 // The state_dict entries each layer adds under `prefix` (e.g. "layers.0."), in registration
@@ -58,23 +85,39 @@ void add_layer_norm(StateShapes& out, const std::string& prefix, int64_t dim) {
   out.emplace_back(prefix + "bias", Shape{dim});
 }
 
-void add_attention(StateShapes& out, const std::string& prefix, int64_t dim) {
+// MultiHeadAttention: its own parameters first (Linformer's E and F), then its four projections,
+// as Module lists them; Performer's feature matrix is a persistent buffer.
+void add_attention(ModelStateShapes& out, const std::string& prefix, const ModelConfig& c) {
+  const AttentionSpec spec = attention_spec(c);
+  if (spec.kind == AttentionKind::linformer) {
+    out.parameters.emplace_back(prefix + "proj_k", Shape{spec.max_len, spec.rank});
+    out.parameters.emplace_back(prefix + "proj_v", Shape{spec.max_len, spec.rank});
+  }
   for (const char* projection : {"q_proj.", "k_proj.", "v_proj.", "o_proj."}) {
-    add_linear(out, prefix + projection, dim, dim);
+    add_linear(out.parameters, prefix + projection, c.dim, c.dim);
+  }
+  if (spec.kind == AttentionKind::performer) {
+    out.buffers.emplace_back(prefix + "projection_matrix", Shape{spec.features, c.dim / c.heads});
   }
 }
 
-void add_encoder_layer(StateShapes& out, const std::string& prefix, const ModelConfig& c) {
-  add_layer_norm(out, prefix + "norm1.", c.dim);
-  add_attention(out, prefix + "attn.", c.dim);
-  add_layer_norm(out, prefix + "norm2.", c.dim);
-  add_linear(out, prefix + "mlp.linear1.", c.dim, mlp_hidden(c));
-  add_linear(out, prefix + "mlp.linear2.", mlp_hidden(c), c.dim);
+void add_encoder_layer(ModelStateShapes& out, const std::string& prefix, const ModelConfig& c) {
+  add_layer_norm(out.parameters, prefix + "norm1.", c.dim);
+  add_attention(out, prefix + "attn.", c);
+  add_layer_norm(out.parameters, prefix + "norm2.", c.dim);
+  add_linear(out.parameters, prefix + "mlp.linear1.", c.dim, mlp_hidden(c));
+  add_linear(out.parameters, prefix + "mlp.linear2.", mlp_hidden(c), c.dim);
 }
 
 std::string layer_prefix(int64_t i) { return "layers." + std::to_string(i) + "."; }
 
 }  // namespace
+
+StateShapes ModelStateShapes::state_dict() const {
+  StateShapes all = parameters;
+  all.insert(all.end(), buffers.begin(), buffers.end());
+  return all;
+}
 
 Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Tensor& mask,
                  bool is_causal, bool checkpointed) {
@@ -87,24 +130,26 @@ Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Te
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_text_classifier(vocab, classes, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
-  pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
-  if (c.layers == 0) {
-    mha = register_module("mha", std::make_shared<MultiHeadAttention>(c.dim, c.heads, c.dropout, c.dtype));
-  }
+  if (auto table = make_positional_encoding(c)) pos_enc = register_module("pos_enc", table);
+  if (c.layers == 0) mha = register_module("mha", make_attention(c));
   for (int64_t i = 0; i < c.layers; ++i) {
     layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }
   classifier = register_module("classifier", std::make_shared<Linear>(c.dim, classes, true, c.dtype));
 }
 
-StateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, const ModelConfig& c) {
+ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_text_classifier(vocab, classes, c);
-  StateShapes out;
-  add_embedding(out, "embedding.", vocab, c.dim);
-  if (c.layers == 0) add_attention(out, "mha.", c.dim);
+  ModelStateShapes out;
+  add_embedding(out.parameters, "embedding.", vocab, c.dim);
+  if (c.layers == 0) add_attention(out, "mha.", c);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
-  add_linear(out, "classifier.", c.dim, classes);
+  add_linear(out.parameters, "classifier.", c.dim, classes);
   return out;
+}
+
+Tensor TextClassifier::embed(const Tensor& tokens) const {
+  return add_positions(pos_enc, embedding->forward(tokens));
 }
 
 Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>& lengths) const {
@@ -113,7 +158,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
            "one length per sequence (got ", lengths.size(), ")");
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
   const Tensor key_mask = padding_mask(lengths, seq, tokens.device());  // [B, 1, 1, S]
-  Tensor h = pos_enc->forward(embedding->forward(tokens));
+  Tensor h = embed(tokens);
   if (mha) h = mha->forward(h, key_mask).output;
   for (const auto& layer : layers) h = run_layer(*layer, h, key_mask, false, checkpoint_layers);
   // Mean over the real positions: weights 1/length there, 0 on padding.
@@ -129,9 +174,9 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
 TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& c) {
   check_time_series_model(inputs, horizon, c);
   input_proj = register_module("input_proj", std::make_shared<Linear>(inputs, c.dim, true, c.dtype));
-  pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
+  if (auto table = make_positional_encoding(c)) pos_enc = register_module("pos_enc", table);
   if (c.layers == 1) {
-    mha = register_module("mha", std::make_shared<MultiHeadAttention>(c.dim, c.heads, c.dropout, c.dtype));
+    mha = register_module("mha", make_attention(c));
   } else {
     for (int64_t i = 0; i < c.layers; ++i) {
       layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
@@ -140,23 +185,23 @@ TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelCon
   output = register_module("output", std::make_shared<Linear>(c.dim, horizon, true, c.dtype));
 }
 
-StateShapes TimeSeriesModel::state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& c) {
+ModelStateShapes TimeSeriesModel::state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& c) {
   check_time_series_model(inputs, horizon, c);
-  StateShapes out;
-  add_linear(out, "input_proj.", inputs, c.dim);
+  ModelStateShapes out;
+  add_linear(out.parameters, "input_proj.", inputs, c.dim);
   if (c.layers == 1) {
-    add_attention(out, "mha.", c.dim);
+    add_attention(out, "mha.", c);
   } else {
     for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
   }
-  add_linear(out, "output.", c.dim, horizon);
+  add_linear(out.parameters, "output.", c.dim, horizon);
   return out;
 }
 
 Tensor TimeSeriesModel::forward(const Tensor& x) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == input_proj->weight.size(1), "TimeSeriesModel: input ",
            shape_str(x.shape()), " needs shape [B, T, ", input_proj->weight.size(1), "]");
-  Tensor h = pos_enc->forward(input_proj->forward(x));
+  Tensor h = add_positions(pos_enc, input_proj->forward(x));
   if (mha) h = mha->forward(h).output;
   for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), false, checkpoint_layers);
   const Tensor last = h.narrow(1, h.size(1) - 1, 1).squeeze(1);  // [B, H]
@@ -166,7 +211,7 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
 CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
   check_char_lm(vocab, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
-  pos_enc = register_module("pos_enc", std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype));
+  if (auto table = make_positional_encoding(c)) pos_enc = register_module("pos_enc", table);
   for (int64_t i = 0; i < c.layers; ++i) {
     layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }
@@ -174,19 +219,23 @@ CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
   head = register_module("head", std::make_shared<Linear>(c.dim, vocab, true, c.dtype));
 }
 
-StateShapes CharLM::state_shapes(int64_t vocab, const ModelConfig& c) {
+ModelStateShapes CharLM::state_shapes(int64_t vocab, const ModelConfig& c) {
   check_char_lm(vocab, c);
-  StateShapes out;
-  add_embedding(out, "embedding.", vocab, c.dim);
+  ModelStateShapes out;
+  add_embedding(out.parameters, "embedding.", vocab, c.dim);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
-  add_layer_norm(out, "norm.", c.dim);
-  add_linear(out, "head.", c.dim, vocab);
+  add_layer_norm(out.parameters, "norm.", c.dim);
+  add_linear(out.parameters, "head.", c.dim, vocab);
   return out;
+}
+
+Tensor CharLM::embed(const Tensor& tokens) const {
+  return add_positions(pos_enc, embedding->forward(tokens));
 }
 
 Tensor CharLM::forward(const Tensor& tokens) const {
   TG_CHECK(tokens.dim() == 2, "CharLM: tokens ", shape_str(tokens.shape()), " need shape [B, S]");
-  Tensor h = pos_enc->forward(embedding->forward(tokens));
+  Tensor h = embed(tokens);
   for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), /*is_causal=*/true, checkpoint_layers);
   return head->forward(norm->forward(h));
 }

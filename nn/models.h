@@ -17,6 +17,16 @@ Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Te
 // The names and shapes of a state_dict, in its order.
 using StateShapes = std::vector<std::pair<std::string, Shape>>;
 
+// A model's state_dict, computed without building the model, in the two parts Module::state_dict()
+// concatenates: every parameter (a module's own before its children's), then every persistent
+// buffer (Performer's projection_matrix, one per attention). The optimizer's parameter i is
+// parameters[i].
+struct ModelStateShapes {
+  StateShapes parameters;
+  StateShapes buffers;
+  StateShapes state_dict() const;  // parameters, then buffers
+};
+
 struct ModelConfig {
   int64_t dim = 64;
   int64_t heads = 4;
@@ -24,9 +34,13 @@ struct ModelConfig {
   double dropout = 0.0;
   int64_t max_len = 512;
   DType dtype = DType::f32;
+  // Every attention's kind and position handling. Its max_len (Linformer's rows) is taken as
+  // max_len above when left 0. The sinusoidal table is added to the input only for
+  // PositionKind::sinusoidal; rope and alibi act inside attention, none adds nothing.
+  AttentionSpec attention;
 };
 
-// Token ids -> embedding + positional encoding -> a single MHA (layers = 0, the classic
+// Token ids -> embedding + positional encoding (when sinusoidal) -> a single MHA (layers = 0, the classic
 // tutorial) or `layers` encoder layers -> mean over the non-padding positions -> linear head.
 class TextClassifier : public Module {
  public:
@@ -34,47 +48,51 @@ class TextClassifier : public Module {
   // What state_dict() of TextClassifier(vocab, classes, config) holds, computed without
   // allocating a tensor (to check a checkpoint before building its model); the same tg::Error
   // as the constructor for an impossible config.
-  static StateShapes state_shapes(int64_t vocab, int64_t classes, const ModelConfig& config);
+  static ModelStateShapes state_shapes(int64_t vocab, int64_t classes, const ModelConfig& config);
   // tokens [B, S] i64; lengths[b] = number of real (non-padding) tokens of sequence b.
   Tensor forward(const Tensor& tokens, const std::vector<int64_t>& lengths) const;
+  // What the first attention reads: the embedding, plus the positional encoding if any.
+  Tensor embed(const Tensor& tokens) const;
 
   std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
   std::shared_ptr<MultiHeadAttention> mha;                        // layers == 0
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;  // layers >= 1
   std::shared_ptr<Linear> classifier;
   bool checkpoint_layers = false;
 };
 
-// x [B, T, D] -> input_proj Linear(D, H) -> positional encoding -> mha (layers = 1) or `layers`
+// x [B, T, D] -> input_proj Linear(D, H) -> positional encoding (when sinusoidal) -> mha (layers = 1) or `layers`
 // encoder layers -> the last time step -> output Linear(H, P). With layers = 1 the state_dict
 // names are input_proj.*, mha.{q,k,v,o}_proj.*, output.*, as the classic tutorial's model.
 class TimeSeriesModel : public Module {
  public:
   TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& config);
   // state_dict()'s names and shapes without building the model, as TextClassifier's.
-  static StateShapes state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& config);
+  static ModelStateShapes state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& config);
   Tensor forward(const Tensor& x) const;  // -> [B, P]
 
   std::shared_ptr<Linear> input_proj;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
   std::shared_ptr<MultiHeadAttention> mha;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<Linear> output;
   bool checkpoint_layers = false;
 };
 
-// A character language model: embedding + positional encoding -> causal encoder layers ->
+// A character language model: embedding + positional encoding (when sinusoidal) -> causal encoder layers ->
 // final LayerNorm -> head over the vocabulary.
 class CharLM : public Module {
  public:
   CharLM(int64_t vocab, const ModelConfig& config);
   // state_dict()'s names and shapes without building the model, as TextClassifier's.
-  static StateShapes state_shapes(int64_t vocab, const ModelConfig& config);
+  static ModelStateShapes state_shapes(int64_t vocab, const ModelConfig& config);
   Tensor forward(const Tensor& tokens) const;  // [B, S] -> logits [B, S, vocab]
+  // What the first layer reads: the embedding, plus the positional encoding if any.
+  Tensor embed(const Tensor& tokens) const;
 
   std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Linear> head;

@@ -5,9 +5,10 @@
 namespace tg::nn {
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t dim, int64_t heads, int64_t mlp_hidden,
-                                                 double dropout, Activation activation, DType dtype) {
+                                                 double dropout, Activation activation, DType dtype,
+                                                 const AttentionSpec& attention) {
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(dim, 1e-5, dtype));
-  attn = register_module("attn", std::make_shared<MultiHeadAttention>(dim, heads, dropout, dtype));
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(dim, heads, dropout, dtype, attention));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(dim, 1e-5, dtype));
   mlp = register_module("mlp", std::make_shared<MLP>(dim, mlp_hidden, activation, dtype));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(dropout));

@@ -6,8 +6,10 @@ namespace tg::nn {
 
 class TransformerEncoderLayer : public Module {
  public:
+  // `attention` is the spec of its MultiHeadAttention (nn/attention_spec.h).
   TransformerEncoderLayer(int64_t dim, int64_t heads, int64_t mlp_hidden, double dropout = 0.0,
-                          Activation activation = Activation::gelu, DType dtype = DType::f32);
+                          Activation activation = Activation::gelu, DType dtype = DType::f32,
+                          const AttentionSpec& attention = {});
   // x [B, S, dim]; mask as MultiHeadAttention::forward.
   Tensor forward(const Tensor& x, const Tensor& mask = Tensor(), bool is_causal = false) const;
 

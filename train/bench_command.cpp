@@ -26,13 +26,14 @@
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/train/bench_attention_scaling.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/train_step.h"
 
 namespace tg::cli {
 namespace {
 
-const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long, sgemm";
+const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long, sgemm, attn-scaling";
 
 // The precision the steps run in: f32, or the forward under autocast to f16/bf16 (f16 with loss
 // scaling, as `tapegrad train --amp`). Shared by a workload's step so that it can be switched.
@@ -225,13 +226,16 @@ int bench(const Args& args) {
   namespace po = boost::program_options;
   std::string workload_name, path = "fused", amp = "none", device_text = "cpu";
   int threads = 0, steps = 20, warmup = 3;
+  int64_t max_seq = AttentionScalingOptions{}.max_seq;
   po::options_description options(
       "tapegrad bench: median ms per training step (forward + backward + Adam), tokens/s,\n"
       "GFLOP/s (GEMM FLOPs counted analytically) and peak allocator bytes of one step");
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&workload_name)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long | sgemm (one 1024^3 f32 GEMM: the "
-       "machine's GEMM peak)")
+       "machine's GEMM peak) | attn-scaling (the fused attention op, full vs local:256, causal, "
+       "at S = 1024 ... 16384: one row each)")
+      ("max-seq", po::value(&max_seq), "attn-scaling: the longest S (default 16384)")
       ("threads", po::value(&threads), "OpenMP threads (default: all cores; BLAS runs on one each)")
       ("steps", po::value(&steps), "timed steps; the median is reported (default 20)")
       ("warmup", po::value(&warmup), "untimed steps first (default 3)")
@@ -253,7 +257,8 @@ int bench(const Args& args) {
                  "  tapegrad bench --workload attn-long --threads 2 --steps 5\n"
                  "  tapegrad bench --workload textcls-mid --json\n"
                  "  tapegrad bench --workload timeseries --profile\n"
-                 "  tapegrad bench --workload attn-long --device cuda\n";
+                 "  tapegrad bench --workload attn-long --device cuda\n"
+                 "  tapegrad bench --workload attn-scaling --max-seq 4096\n";
     return 0;
   }
   po::notify(vm);
@@ -273,6 +278,17 @@ int bench(const Args& args) {
   const Device device = parse_device(device_text);
   Kernels& device_kernels = kernels(device);  // an absent device: one clear error here
   const DefaultDeviceScope on_device(device);  // the models and data are made there
+  if (workload_name == "attn-scaling") {
+    TG_CHECK(vm.count("max-seq") == 0 || (max_seq >= 1 && max_seq <= 16384),
+             "--max-seq must be in [1, 16384], got ", max_seq);
+    TG_CHECK(path == "fused" && amp == "none" && !profile, "attn-scaling times the fused op in f32; ",
+             "--path, --amp and --profile do not apply to it");
+    AttentionScalingOptions scaling{.max_seq = max_seq, .json = json};
+    if (vm.count("steps")) scaling.steps = steps;
+    if (vm.count("warmup")) scaling.warmup = warmup;
+    return bench_attention_scaling(scaling);
+  }
+  TG_CHECK(vm.count("max-seq") == 0, "--max-seq is an option of --workload attn-scaling only");
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");
   // Peak bytes in f32 first (the comparison for --amp), then the run in the asked precision.

@@ -120,7 +120,7 @@ std::optional<uint64_t> parameter_index(const std::string& name) {
 }
 
 // Optimizer entries against the parameters they belong to (`parameters` in the optimizer's
-// order, which for these models is state_dict order: they keep no persistent buffers).
+// order: named_parameters(), the state_dict without its persistent buffers).
 void check_optimizer_tensors(const nn::NamedTensors& optimizer, const nn::StateShapes& parameters) {
   for (const auto& [name, t] : optimizer) {
     const std::string stored = kOptimizerPrefix + name;
@@ -193,9 +193,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 
 void validate_checkpoint(const Checkpoint& checkpoint) {
   const DataState data = data_state_from_json(checkpoint.config, checkpoint.data_state);
-  const nn::StateShapes expected = model_state_shapes(checkpoint.config, data);
-  check_model_tensors(checkpoint.model, expected, checkpoint.config.task);
-  check_optimizer_tensors(checkpoint.optimizer, expected);
+  const nn::ModelStateShapes expected = model_state_shapes(checkpoint.config, data);
+  check_model_tensors(checkpoint.model, expected.state_dict(), checkpoint.config.task);
+  check_optimizer_tensors(checkpoint.optimizer, expected.parameters);
   check_finite(checkpoint.model, "");
   check_finite(checkpoint.optimizer, kOptimizerPrefix);
 }

@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/json_bytes.h"
 
 namespace tg::train {
@@ -16,6 +17,10 @@ nn::ModelConfig TrainConfig::model_config() const {
   config.layers = layers;
   config.dropout = dropout;
   config.max_len = max_len;
+  config.attention = parse_attention(attention);
+  config.attention.position = parse_position(position);
+  config.attention.max_len = max_len;
+  config.attention.seed = seed;
   return config;
 }
 
@@ -44,6 +49,7 @@ void TrainConfig::validate() const {
   TG_CHECK(max_len * dim <= Limits::positions, "--max-len ", max_len, " x --dim ", dim,
            " is more than the ", Limits::positions, " entries a positional encoding table may have");
   TG_CHECK(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
+  check_attention_fits(model_config().attention, task, max_len, dim / heads);
   in_range(batch, 1, Limits::batch, "--batch");
   in_range(epochs, 0, Limits::steps, "--epochs");
   in_range(steps, 0, Limits::steps, "--steps");
@@ -76,6 +82,7 @@ void TrainConfig::validate() const {
 nlohmann::json to_json(const TrainConfig& c) {
   return {{"task", c.task}, {"data", bytes_to_json(c.data)}, {"dim", c.dim}, {"heads", c.heads},
           {"layers", c.layers}, {"max_len", c.max_len}, {"dropout", c.dropout},
+          {"attention", c.attention}, {"position", c.position},
           {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"lr", c.lr},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"val_frac", c.val_frac},
           {"optimizer", c.optimizer}, {"warmup", c.warmup}, {"seed", c.seed},
@@ -133,6 +140,17 @@ class Fields {
   const nlohmann::json& json_;
 };
 
+// A stored flag text, parsed and written back in its canonical spelling; an unparsable one is a
+// tg::Error naming the field.
+template <typename Parse, typename Format>
+std::string canonical(const std::string& text, const char* key, Parse parse, Format format) {
+  try {
+    return format(parse(text));
+  } catch (const Error& error) {
+    fail("checkpoint config: '", key, "' ", error.what());
+  }
+}
+
 }  // namespace
 
 TrainConfig config_from_json(const nlohmann::json& json) {
@@ -145,6 +163,13 @@ TrainConfig config_from_json(const nlohmann::json& json) {
   c.layers = f.integer("layers");
   c.max_len = f.integer("max_len");
   c.dropout = f.number("dropout");
+  // Checkpoints from before the attention variants have neither field: full, sinusoidal.
+  if (json.contains("attention")) {
+    c.attention = canonical(f.text("attention"), "attention", parse_attention, format_attention);
+  }
+  if (json.contains("position")) {
+    c.position = canonical(f.text("position"), "position", parse_position, format_position);
+  }
   c.batch = f.integer("batch");
   c.epochs = f.integer("epochs");
   c.steps = f.integer("steps");

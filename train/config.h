@@ -27,6 +27,8 @@ struct TrainConfig {
   // model
   int64_t dim = 64, heads = 4, layers = 1, max_len = 256;
   double dropout = 0.1;
+  // --attention and --position in their canonical spelling (train/attention_flags.h)
+  std::string attention = "full", position = "sinusoidal";
   // training
   int64_t batch = 32, epochs = 0, steps = 0;  // steps wins over epochs; neither: 1 epoch
   double lr = 1e-3, weight_decay = 0.01, clip = 1.0, val_frac = 0.1;
@@ -47,6 +49,8 @@ struct TrainConfig {
   // charlm
   int64_t context = 64;
 
+  // The model's config; its attention spec is --attention and --position, with max_len and the
+  // run's seed (bigbird's random blocks and Performer's features are drawn from it).
   nn::ModelConfig model_config() const;
   // The autocast dtype of --amp: f16, bf16, or f32 for none (Autocast(f32) is autocast off).
   DType amp_dtype() const;
@@ -58,7 +62,8 @@ struct TrainConfig {
 
 nlohmann::json to_json(const TrainConfig& config);
 // Strict: every field must be there with its JSON type (an integer for sizes, no 3.5 or -1 for a
-// seed), then validate() runs. tg::Error names the field.
+// seed), then validate() runs. tg::Error names the field. Fields added after the first release
+// may be missing (amp: "none", attention: "full", position: "sinusoidal"), never malformed.
 TrainConfig config_from_json(const nlohmann::json& json);
 
 }  // namespace tg::train

@@ -1,5 +1,7 @@
 // `tapegrad plot attention`: the attention weights of one layer of a textcls or charlm checkpoint
-// on a text, one heatmap a head, with the text's tokens on both axes.
+// on a text, one heatmap a head, with the text's tokens on both axes. A sparse layout (local,
+// band, bigbird) adds a last panel: which keys each query may see at all. Linformer and Performer
+// never form [S, S] weights, so there is nothing to draw for them (one clear error).
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -8,6 +10,7 @@
 #include "tapegrad/nn/file_io.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/datasets.h"
@@ -31,6 +34,21 @@ Tensor layer_weights(const std::vector<std::shared_ptr<nn::TransformerEncoderLay
   for (int64_t i = 0; i < layer; ++i) h = layers[i]->forward(h, Tensor(), causal);
   const Tensor normed = layers[layer]->norm1->forward(h);
   return layers[layer]->attn->forward(normed, normed, normed, Tensor(), true, causal).weights;
+}
+
+// The panel of a sparse layout over `length` positions: 1 where query i may see key j.
+plot::Heatmap layout_panel(const nn::AttentionSpec& spec, int64_t length, bool causal,
+                           const std::vector<std::string>& tokens) {
+  Tensor visible = sparsity_mask(spec.sparsity(), length, length);
+  if (causal) visible = nn::combine_masks(visible, nn::causal_mask(length, length));
+  plot::Heatmap panel;
+  panel.title = "layout " + train::format_attention(spec) + (causal ? ", causal" : "");
+  panel.rows = panel.cols = length;
+  panel.values = visible.to_host_f64();
+  panel.row_labels = panel.col_labels = tokens;
+  panel.x_label = "key";
+  panel.y_label = "query";
+  return panel;
 }
 
 }  // namespace
@@ -58,6 +76,13 @@ int plot_attention(const Args& args) {
   const train::TrainConfig& config = checkpoint.config;
   TG_CHECK(config.task == "textcls" || config.task == "charlm", "plot attention needs a textcls or charlm checkpoint; ",
            load, " is a ", config.task, " model");
+  const nn::AttentionSpec spec = config.model_config().attention;
+  TG_CHECK(spec.kind != nn::AttentionKind::linformer && spec.kind != nn::AttentionKind::performer,
+           load, " was trained with --attention ", config.attention, ", which never forms the [S, S] ",
+           "attention weights (", spec.kind == nn::AttentionKind::linformer
+               ? "keys are projected to K rows along the sequence"
+               : "softmax is approximated by random features",
+           "): there is nothing to plot");
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   const auto tokenizer = config.task == "charlm" ? train::Tokenizer::chars : train::parse_tokenizer(config.tokenizer);
   std::vector<std::string> tokens = train::tokenize(text, tokenizer);
@@ -75,12 +100,12 @@ int plot_attention(const Args& args) {
     nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), config.model_config());
     model.load_state_dict(checkpoint.model);
     model.eval();
-    weights = layer_weights(model.layers, model.mha, model.pos_enc->forward(model.embedding->forward(input)), layer, false);
+    weights = layer_weights(model.layers, model.mha, model.embed(input), layer, false);
   } else {
     nn::CharLM model(vocab.size(), config.model_config());
     model.load_state_dict(checkpoint.model);
     model.eval();
-    weights = layer_weights(model.layers, nullptr, model.pos_enc->forward(model.embedding->forward(input)), layer, true);
+    weights = layer_weights(model.layers, nullptr, model.embed(input), layer, true);
   }
   const int64_t heads = weights.size(1), length = weights.size(2);
   const auto values = weights.to_host_f64();
@@ -96,7 +121,11 @@ int plot_attention(const Args& args) {
     panel.y_label = "query";
     panels.push_back(std::move(panel));
   }
-  plot::heatmap_png(out, panels, config.task + " attention, layer " + std::to_string(layer));
+  const bool sparse = spec.kind == nn::AttentionKind::local || spec.kind == nn::AttentionKind::band ||
+                      spec.kind == nn::AttentionKind::bigbird;
+  if (sparse) panels.push_back(layout_panel(spec, length, config.task == "charlm", tokens));
+  plot::heatmap_png(out, panels, config.task + " attention (" + config.attention + ", " +
+                                     config.position + "), layer " + std::to_string(layer));
   std::cout << "wrote " << out << "\n";
   return 0;
 }

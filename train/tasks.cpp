@@ -272,7 +272,7 @@ DataState data_state_from_json(const TrainConfig& config, const nlohmann::json& 
   return out;
 }
 
-nn::StateShapes model_state_shapes(const TrainConfig& config, const DataState& state) {
+nn::ModelStateShapes model_state_shapes(const TrainConfig& config, const DataState& state) {
   const nn::ModelConfig model = config.model_config();
   const auto count = [](const auto& items) { return static_cast<int64_t>(items.size()); };
   if (config.task == "textcls") {

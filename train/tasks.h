@@ -62,7 +62,7 @@ DataState data_state_from_json(const TrainConfig& config, const nlohmann::json& 
 
 // The state_dict names and shapes of the model that make_task builds for `config` and a stored
 // data state, computed without building it (see nn::CharLM::state_shapes).
-nn::StateShapes model_state_shapes(const TrainConfig& config, const DataState& state);
+nn::ModelStateShapes model_state_shapes(const TrainConfig& config, const DataState& state);
 
 // Builds the task's data and model. With `data_state` (from a checkpoint) the data is encoded
 // with the stored vocabulary/statistics; `whole_file` puts every example in the train split.

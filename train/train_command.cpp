@@ -4,6 +4,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
+#include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/strict_numbers.h"
 #include "tapegrad/train/trainer.h"
@@ -26,7 +27,11 @@ int train(const Args& args) {
       ("layers", po::value(&c.layers)->default_value(c.layers),
        "encoder layers (textcls: 0 = a single attention layer)")
       ("dropout", po::value(&c.dropout)->default_value(c.dropout), "dropout probability")
-      ("max-len", po::value(&c.max_len)->default_value(c.max_len), "longest sequence (positional encoding)");
+      ("max-len", po::value(&c.max_len)->default_value(c.max_len), "longest sequence (positional encoding)")
+      ("attention", po::value(&c.attention)->default_value(c.attention),
+       "full | local:W | band:W[,D] | bigbird:W,R,G | linformer:K | performer:M (docs/attention.md)")
+      ("position", po::value(&c.position)->default_value(c.position),
+       "sinusoidal (added to the input) | rope | alibi (inside attention) | none");
   po::options_description training("training");
   training.add_options()
       ("batch", po::value(&c.batch)->default_value(c.batch), "examples per step")
@@ -76,13 +81,17 @@ int train(const Args& args) {
                  "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --epochs 5 --save cls.safetensors\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --context 64 --layers 2 --steps 500 --log lm.csv\n"
                  "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --amp bf16\n"
-                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n";
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n"
+                 "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n";
     return 0;
   }
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
            "--task and --data are required (or --resume)");
   c.seed = train::parse_uint64(seed, "--seed");
   c.shuffle = vm.count("no-shuffle") == 0;
+  // The canonical spelling, as the checkpoint stores it (and --resume compares it).
+  c.attention = train::format_attention(train::parse_attention(c.attention));
+  c.position = train::format_position(train::parse_position(c.position));
   for (const auto& [name, value] : vm) {
     if (!value.defaulted()) run.given.insert(name);
   }

@@ -1,5 +1,6 @@
 // The models' state_shapes() (a state_dict's names and shapes, computed without building the
-// model) against state_dict() of built models, for many configs: the two cannot drift apart.
+// model) against state_dict() of built models, for many configs and every attention variant: the
+// two cannot drift apart.
 #include <catch2/catch.hpp>
 
 #include "tapegrad/autograd/error.h"
@@ -16,21 +17,57 @@ nn::StateShapes shapes_of(const nn::NamedTensors& tensors) {
   return shapes;
 }
 
-nn::ModelConfig config_with(int64_t dim, int64_t heads, int64_t layers) {
+nn::ModelConfig config_with(int64_t dim, int64_t heads, int64_t layers,
+                            const nn::AttentionSpec& attention = {}) {
   nn::ModelConfig config;
   config.dim = dim;
   config.heads = heads;
   config.layers = layers;
   config.max_len = 16;
+  config.attention = attention;
   return config;
 }
 
-// The shapes from state_shapes() equal state_dict()'s, in order, and equal named_parameters():
-// these models keep no persistent buffers, so an optimizer's parameter i is entry i (what the
-// checkpoint checks of "optimizer.<i>.*" rely on).
-void require_same_shapes(const nn::StateShapes& declared, const nn::Module& model) {
-  REQUIRE(declared == shapes_of(model.state_dict()));
-  REQUIRE(declared == shapes_of(model.named_parameters()));
+// The shapes from state_shapes() equal state_dict()'s, in order; its parameters equal
+// named_parameters() (so an optimizer's parameter i is entry i, what the checkpoint checks of
+// "optimizer.<i>.*" rely on) and its buffers named_buffers().
+void require_same_shapes(const nn::ModelStateShapes& declared, const nn::Module& model) {
+  REQUIRE(declared.state_dict() == shapes_of(model.state_dict()));
+  REQUIRE(declared.parameters == shapes_of(model.named_parameters()));
+  REQUIRE(declared.buffers == shapes_of(model.named_buffers()));
+}
+
+nn::AttentionSpec spec_of(nn::AttentionKind kind, nn::PositionKind position = nn::PositionKind::sinusoidal) {
+  nn::AttentionSpec spec;
+  spec.kind = kind;
+  spec.position = position;
+  spec.window = 3;
+  spec.dilation = kind == nn::AttentionKind::band ? 2 : 1;
+  if (kind == nn::AttentionKind::bigbird) {
+    spec.random_blocks = 1;
+    spec.global_tokens = 2;
+  }
+  spec.rank = kind == nn::AttentionKind::linformer ? 5 : 0;
+  spec.features = kind == nn::AttentionKind::performer ? 6 : 0;
+  spec.seed = 7;
+  return spec;
+}
+
+// Every model (each with its single-attention and its encoder-layer form) with `spec`.
+void require_every_model_matches(const nn::AttentionSpec& spec) {
+  for (const int64_t layers : {0, 2}) {
+    INFO("TextClassifier, layers " << layers);
+    const nn::ModelConfig config = config_with(8, 2, layers, spec);
+    require_same_shapes(nn::TextClassifier::state_shapes(11, 3, config), nn::TextClassifier(11, 3, config));
+  }
+  for (const int64_t layers : {1, 2}) {
+    INFO("TimeSeriesModel, layers " << layers);
+    const nn::ModelConfig config = config_with(8, 2, layers, spec);
+    require_same_shapes(nn::TimeSeriesModel::state_shapes(3, 2, config), nn::TimeSeriesModel(3, 2, config));
+  }
+  INFO("CharLM, 2 layers");
+  const nn::ModelConfig config = config_with(8, 2, 2, spec);
+  require_same_shapes(nn::CharLM::state_shapes(7, config), nn::CharLM(7, config));
 }
 
 }  // namespace
@@ -89,13 +126,65 @@ TEST_CASE("state_shapes spells out the expected entries by hand", "[models][chec
       {"norm.weight", {4}}, {"norm.bias", {4}},
       {"head.weight", {6, 4}}, {"head.bias", {6}},
   };
-  REQUIRE(nn::CharLM::state_shapes(6, config_with(4, 2, 1)) == expected);
+  REQUIRE(nn::CharLM::state_shapes(6, config_with(4, 2, 1)).state_dict() == expected);
+  REQUIRE(nn::CharLM::state_shapes(6, config_with(4, 2, 1)).buffers.empty());
+}
+
+TEST_CASE("state_shapes equals state_dict: sparse layouts and position kinds", "[models][checkpoint][attention]") {
+  // Sparse layouts and RoPE / ALiBi add no tensors; rope, alibi and none drop the sinusoidal
+  // table, which was never in the state_dict (a non-persistent buffer).
+  using nn::AttentionKind, nn::PositionKind;
+  for (const AttentionKind kind : {AttentionKind::full, AttentionKind::local, AttentionKind::band,
+                                   AttentionKind::bigbird}) {
+    for (const PositionKind position : {PositionKind::sinusoidal, PositionKind::rope,
+                                        PositionKind::alibi, PositionKind::none}) {
+      INFO("kind " << static_cast<int>(kind) << ", position " << static_cast<int>(position));
+      require_every_model_matches(spec_of(kind, position));
+    }
+  }
+  const nn::ModelConfig with_rope = config_with(8, 2, 1, spec_of(AttentionKind::local, PositionKind::rope));
+  REQUIRE(nn::CharLM(7, with_rope).pos_enc == nullptr);
+  REQUIRE(nn::CharLM(7, config_with(8, 2, 1)).pos_enc != nullptr);
+}
+
+TEST_CASE("state_shapes spells out Linformer's and Performer's entries", "[models][checkpoint][attention]") {
+  // MultiHeadAttention's own parameters come before its children's (Module::named_parameters),
+  // and persistent buffers after every parameter of the model (Module::state_dict).
+  const auto names = [](const nn::StateShapes& shapes) {
+    std::vector<std::string> out;
+    for (const auto& [name, shape] : shapes) out.push_back(name);
+    return out;
+  };
+  const nn::ModelStateShapes linformer =
+      nn::TimeSeriesModel::state_shapes(3, 2, config_with(8, 2, 1, spec_of(nn::AttentionKind::linformer)));
+  REQUIRE(names(linformer.parameters) ==
+          std::vector<std::string>{"input_proj.weight", "input_proj.bias", "mha.proj_k", "mha.proj_v",
+                                   "mha.q_proj.weight", "mha.q_proj.bias", "mha.k_proj.weight",
+                                   "mha.k_proj.bias", "mha.v_proj.weight", "mha.v_proj.bias",
+                                   "mha.o_proj.weight", "mha.o_proj.bias", "output.weight", "output.bias"});
+  REQUIRE(linformer.parameters[2].second == Shape{16, 5});  // [max_len, rank]
+  REQUIRE(linformer.buffers.empty());
+
+  const nn::ModelStateShapes performer =
+      nn::CharLM::state_shapes(7, config_with(8, 2, 2, spec_of(nn::AttentionKind::performer)));
+  REQUIRE(performer.buffers == nn::StateShapes{{"layers.0.attn.projection_matrix", {6, 4}},
+                                               {"layers.1.attn.projection_matrix", {6, 4}}});
+  REQUIRE(performer.state_dict().back().first == "layers.1.attn.projection_matrix");
+  REQUIRE(performer.parameters == nn::CharLM::state_shapes(7, config_with(8, 2, 2)).parameters);
+}
+
+// Needs MultiHeadAttention to register Linformer's proj_k / proj_v and Performer's
+// projection_matrix (the lead's side of the attention variants).
+TEST_CASE("state_shapes equals state_dict: Linformer and Performer", "[models][checkpoint][attention][needs-mha-variants]") {
+  require_every_model_matches(spec_of(nn::AttentionKind::linformer));
+  require_every_model_matches(spec_of(nn::AttentionKind::performer));
+  require_every_model_matches(spec_of(nn::AttentionKind::performer, nn::PositionKind::rope));
 }
 
 TEST_CASE("state_shapes allocates nothing and rejects what the constructors reject", "[models][checkpoint]") {
   // A config whose model would need gigabytes: only names and numbers come back.
   reset_allocator_stats();
-  const nn::StateShapes huge = nn::CharLM::state_shapes(100000, config_with(30000, 4, 2));
+  const nn::StateShapes huge = nn::CharLM::state_shapes(100000, config_with(30000, 4, 2)).state_dict();
   REQUIRE(allocator_stats().allocations == 0);
   REQUIRE(huge.front() == std::pair<std::string, Shape>{"embedding.weight", {100000, 30000}});
   REQUIRE(huge.back() == std::pair<std::string, Shape>{"head.bias", {100000}});
@@ -106,4 +195,7 @@ TEST_CASE("state_shapes allocates nothing and rejects what the constructors reje
   REQUIRE_THROWS_WITH(nn::CharLM::state_shapes(5, config_with(10, 4, 1)), Catch::Contains("4 heads"));
   // 4 * dim past int64: an error, not a wrapped-around shape.
   REQUIRE_THROWS_AS(nn::CharLM::state_shapes(5, config_with(int64_t{1} << 62, 1, 1)), Error);
+  nn::AttentionSpec no_rank = spec_of(nn::AttentionKind::linformer);
+  no_rank.rank = 0;
+  REQUIRE_THROWS_WITH(nn::CharLM::state_shapes(5, config_with(8, 2, 1, no_rank)), Catch::Contains("rank"));
 }
