@@ -4,7 +4,10 @@
 #include <limits>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/linformer.h"
 #include "tapegrad/nn/masks.h"
+#include "tapegrad/nn/performer.h"
+#include "tapegrad/nn/rope.h"
 #include "tapegrad/ops/ops.h"
 
 namespace tg::nn {
@@ -20,7 +23,50 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, double dro
   k_proj = register_module("k_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
   v_proj = register_module("v_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
   o_proj = register_module("o_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
+  const bool on_scores = spec.kind != AttentionKind::linformer && spec.kind != AttentionKind::performer;
+  TG_CHECK(spec.position != PositionKind::alibi || on_scores,
+           "MultiHeadAttention: ALiBi biases the scores of the fused kernel; linformer and performer "
+           "form no such scores (use rope or sinusoidal positions)");
+  TG_CHECK(spec.position != PositionKind::rope || head_dim % 2 == 0, "MultiHeadAttention: RoPE "
+           "rotates pairs of channels and needs an even head_dim, got ", head_dim);
+  switch (spec.kind) {
+    case AttentionKind::local:
+    case AttentionKind::band:
+    case AttentionKind::bigbird:
+      TG_CHECK(spec.window >= 1 && spec.dilation >= 1 && spec.random_blocks >= 0 && spec.global_tokens >= 0,
+               "MultiHeadAttention: a sparse layout needs window >= 1, dilation >= 1, random blocks "
+               "and global tokens >= 0; got window ", spec.window, ", dilation ", spec.dilation,
+               ", random blocks ", spec.random_blocks, ", global tokens ", spec.global_tokens);
+      break;
+    case AttentionKind::linformer:
+      TG_CHECK(spec.rank >= 1 && spec.max_len >= 1, "MultiHeadAttention: linformer needs rank >= 1 "
+               "and max_len >= 1, got rank ", spec.rank, ", max_len ", spec.max_len);
+      proj_k = register_parameter("proj_k", linformer_projection(spec.max_len, spec.rank, dtype));
+      proj_v = register_parameter("proj_v", linformer_projection(spec.max_len, spec.rank, dtype));
+      break;
+    case AttentionKind::performer:
+      TG_CHECK(spec.features >= 1, "MultiHeadAttention: performer needs features >= 1, got ", spec.features);
+      projection_matrix = register_buffer(
+          "projection_matrix", performer_features(spec.features, head_dim, spec.seed, dtype));
+      break;
+    case AttentionKind::full: break;
+  }
 }
+
+namespace {
+
+// Linformer and Performer take a key padding mask [B, Sk]: the [B, 1, 1, Sk] (or [B, Sk]) mask of
+// a padded batch. Any other mask has no meaning for them: one error.
+Tensor key_padding_of(const Tensor& mask, int64_t batch, int64_t sk, const char* kind) {
+  if (!mask.defined()) return Tensor();
+  const Shape& shape = mask.shape();
+  const bool padding = (mask.dim() == 4 && shape[1] == 1 && shape[2] == 1) || mask.dim() == 2;
+  TG_CHECK(padding && shape[0] == batch && shape.back() == sk, "MultiHeadAttention (", kind,
+           "): only a key padding mask [B, 1, 1, Sk] is supported, got ", shape_str(shape));
+  return mask.contiguous().view({batch, sk});
+}
+
+}  // namespace
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
   return x.view({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);
@@ -62,11 +108,25 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
   const double dropout_p = is_training() ? dropout : 0.0;
 
-  const Tensor q = split_heads(q_proj->forward(query));  // [B, heads, Sq, head_dim]
-  const Tensor k = split_heads(k_proj->forward(key));    // [B, heads, Sk, head_dim]
+  Tensor q = split_heads(q_proj->forward(query));  // [B, heads, Sq, head_dim]
+  Tensor k = split_heads(k_proj->forward(key));    // [B, heads, Sk, head_dim]
   const Tensor v = split_heads(v_proj->forward(value));  // [B, heads, Sk, head_dim]
+  if (spec.position == PositionKind::rope) {  // rotate q and k by their positions
+    q = apply_rope(q);
+    k = apply_rope(k);
+  }
   AttentionOutput result;
   Tensor context;  // [B, heads, Sq, head_dim]
+  if (spec.kind == AttentionKind::linformer || spec.kind == AttentionKind::performer) {
+    // no [Sq, Sk] weights exist to return: need_weights gives none
+    const bool linformer = spec.kind == AttentionKind::linformer;
+    const Tensor padding = key_padding_of(head_mask, query.size(0), key.size(1),
+                                          linformer ? "linformer" : "performer");
+    context = linformer ? linformer_attention(q, k, v, proj_k, proj_v, padding, is_causal, dropout_p)
+                        : performer_attention(q, k, v, projection_matrix, padding, is_causal);
+    result.output = o_proj->forward(merge_heads(context));
+    return result;
+  }
   const SparsityLayout layout = spec.sparsity();
   const bool alibi = spec.position == PositionKind::alibi;
   if (use_fused && !need_weights) {

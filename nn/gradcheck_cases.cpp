@@ -139,6 +139,25 @@ std::vector<GradcheckCase> nn_gradcheck_cases() {
           }));
     }
   }
+  // MultiHeadAttention with each variant, through every weight (and Linformer's E and F).
+  const std::vector<std::pair<std::string, nn::AttentionSpec>> variants = {
+      {"local+rope", {.kind = nn::AttentionKind::local, .window = 2, .position = nn::PositionKind::rope}},
+      {"bigbird+alibi", {.kind = nn::AttentionKind::bigbird, .window = 2, .random_blocks = 1,
+                         .global_tokens = 1, .seed = 2, .position = nn::PositionKind::alibi}},
+      {"linformer", {.kind = nn::AttentionKind::linformer, .rank = 2, .max_len = 6}},
+      {"performer+rope", {.kind = nn::AttentionKind::performer, .features = 6, .seed = 3,
+                          .position = nn::PositionKind::rope}},
+  };
+  for (const auto& [name, spec] : variants) {
+    const bool causal = spec.kind != nn::AttentionKind::linformer;
+    cases.push_back(module_case<nn::MultiHeadAttention>("mha/" + name, std::string("x [2, 5, 8], 2 heads") + (causal ? ", causal" : ", padding"),
+        [spec = spec] { return std::make_shared<nn::MultiHeadAttention>(8, 2, 0.0, DType::f32, spec); },
+        [] { return leaves({{2, 5, 8}}); },
+        [causal](const nn::MultiHeadAttention& m, const Inputs& x) {
+          return causal ? m.forward(x[0], Tensor(), true).output
+                        : m.forward(x[0], nn::padding_mask({5, 3}, 5)).output;
+        }));
+  }
   cases.push_back(make_case("sdpa/alibi+padding", "q, k, v [2, 3, 6, 3]",
       [] { return leaves({{2, 3, 6, 3}, {2, 3, 6, 3}, {2, 3, 6, 3}}); },
       [](const Inputs& x) {

@@ -3,6 +3,7 @@
 // their PyTorch-style names, and refuses combinations that cannot work.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -75,9 +76,57 @@ TEST_CASE("MultiHeadAttention: state_dict names of each kind", "[mha-variants]")
   REQUIRE(names_of(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::local, .window = 4})) == projections);
   REQUIRE(names_of(MultiHeadAttention(8, 2, 0.0, DType::f32, {.position = PositionKind::alibi})) == projections);
   REQUIRE(names_of(MultiHeadAttention(8, 2, 0.0, DType::f32, {.position = PositionKind::rope})) == projections);
+  std::set<std::string> linformer = projections, performer = projections;
+  linformer.insert({"proj_k", "proj_v"});
+  performer.insert("projection_matrix");
+  const MultiHeadAttention with_projections(8, 2, 0.0, DType::f32,
+                                            {.kind = AttentionKind::linformer, .rank = 3, .max_len = 10});
+  REQUIRE(names_of(with_projections) == linformer);
+  REQUIRE(with_projections.proj_k.shape() == Shape{10, 3});
+  REQUIRE(with_projections.proj_v.requires_grad());
+  const MultiHeadAttention with_features(8, 2, 0.0, DType::f32,
+                                         {.kind = AttentionKind::performer, .features = 5, .seed = 1});
+  REQUIRE(names_of(with_features) == performer);
+  REQUIRE(with_features.projection_matrix.shape() == Shape{5, 4});  // [features, head_dim]
+  REQUIRE(with_features.parameters().size() == 8);                  // a buffer, not trained
 }
 
 TEST_CASE("MultiHeadAttention: impossible variants are one clear error", "[mha-variants]") {
   REQUIRE_THROWS_AS(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::local, .window = 0}), Error);
   REQUIRE_THROWS_AS(MultiHeadAttention(6, 2, 0.0, DType::f32, {.position = PositionKind::rope}), Error);  // head_dim 3
+  REQUIRE_THROWS_AS(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::linformer, .rank = 0, .max_len = 4}), Error);
+  REQUIRE_THROWS_AS(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::performer, .features = 0}), Error);
+  REQUIRE_THROWS_AS(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::performer, .features = 4,
+                                                                .position = PositionKind::alibi}), Error);
+  // Linformer and Performer take a key padding mask, nothing else
+  MultiHeadAttention linformer(8, 2, 0.0, DType::f32, {.kind = AttentionKind::linformer, .rank = 2, .max_len = 6});
+  const Tensor x = zeros({2, 5, 8});
+  REQUIRE_NOTHROW(linformer.forward(x, padding_mask({5, 3}, 5)));
+  REQUIRE_THROWS_AS(linformer.forward(x, causal_mask(5, 5)), Error);
+  REQUIRE_THROWS_AS(linformer.forward(x, Tensor(), true), Error);
+}
+
+TEST_CASE("MultiHeadAttention: RoPE makes scores depend on relative position only", "[mha-variants]") {
+  // The same key and query content at every position: with RoPE, the weights of query i on key j
+  // are a function of i - j, so row i + 1 is row i shifted by one (away from the edges).
+  manual_seed(8);
+  MultiHeadAttention mha(8, 2, 0.0, DType::f64, {.position = PositionKind::rope});
+  const Tensor token = uniform({1, 1, 8}, -1, 1, DType::f64);
+  const Tensor x = token.expand({1, 6, 8}).contiguous();
+  const Tensor scores_of = mha.forward(x, x, x, Tensor(), true, false).weights;  // [1, 2, 6, 6]
+  const std::vector<double> w = scores_of.to_host_f64();
+  // softmax rows differ in length only through their normaliser; compare ratios w_ij / w_ii.
+  // Without RoPE every score would be equal (every ratio 1): the rotation must make them differ.
+  double spread = 0;
+  for (int64_t j = 0; j < 6; ++j) spread = std::max(spread, std::abs(std::log(w[3 * 6 + j] / w[3 * 6 + 3])));
+  REQUIRE(spread > 1e-3);
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t i = 1; i < 5; ++i) {
+      for (int64_t j = 1; j < 5; ++j) {
+        const double here = w[(h * 6 + i) * 6 + j] / w[(h * 6 + i) * 6 + i];
+        const double next = w[(h * 6 + i + 1) * 6 + j + 1] / w[(h * 6 + i + 1) * 6 + i + 1];
+        REQUIRE(here == Approx(next).epsilon(1e-9));
+      }
+    }
+  }
 }
