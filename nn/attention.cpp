@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
 #include "tapegrad/nn/linformer.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/performer.h"
@@ -67,6 +68,15 @@ Tensor key_padding_of(const Tensor& mask, int64_t batch, int64_t sk, const char*
 }
 
 }  // namespace
+
+void MultiHeadAttention::redraw_features(uint64_t seed) {
+  TG_CHECK(spec.kind == AttentionKind::performer,
+           "MultiHeadAttention::redraw_features: only a performer has random features");
+  const Tensor fresh = performer_features(spec.features, head_dim, seed, projection_matrix.dtype());
+  kernels(projection_matrix.device()).copy(copy_to_device(fresh, projection_matrix.device()),
+                                           projection_matrix);
+  spec.seed = seed;
+}
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
   return x.view({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);

@@ -29,6 +29,10 @@ class MultiHeadAttention : public Module {
     return forward(x, x, x, mask, false, is_causal);
   }
 
+  // Performer: draws projection_matrix afresh from `seed` (the tensor keeps its identity, so an
+  // optimizer or a saved reference still sees it); an error for any other kind.
+  void redraw_features(uint64_t seed);
+
   // [B, S, hidden] -> [B, heads, S, head_dim] (a view) and back (a copy).
   Tensor split_heads(const Tensor& x) const;
   Tensor merge_heads(const Tensor& x) const;
@@ -40,6 +44,26 @@ class MultiHeadAttention : public Module {
   double dropout;
   AttentionSpec spec;
   bool use_fused = true;  // false: always the explicit path (the readable reference)
+};
+
+// The variants as modules of their own, named as the papers' reference code names them: each is
+// a MultiHeadAttention with its spec (the CLI's models build that spec from --attention).
+class LinformerAttention : public MultiHeadAttention {
+ public:
+  // proj_k, proj_v [max_len, rank]: sequences up to max_len.
+  LinformerAttention(int64_t hidden, int64_t heads, int64_t max_len, int64_t rank,
+                     double dropout = 0.0, DType dtype = DType::f32)
+      : MultiHeadAttention(hidden, heads, dropout, dtype,
+                           {.kind = AttentionKind::linformer, .rank = rank, .max_len = max_len}) {}
+};
+
+class PerformerAttention : public MultiHeadAttention {
+ public:
+  // projection_matrix [features, head_dim], drawn from `seed` (redraw_features draws again).
+  PerformerAttention(int64_t hidden, int64_t heads, int64_t features, uint64_t seed,
+                     double dropout = 0.0, DType dtype = DType::f32)
+      : MultiHeadAttention(hidden, heads, dropout, dtype,
+                           {.kind = AttentionKind::performer, .features = features, .seed = seed}) {}
 };
 
 // The explicit path on already projected heads: softmax(q k^T * scale + bias, masked) -> dropout

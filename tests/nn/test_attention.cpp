@@ -130,3 +130,24 @@ TEST_CASE("MultiHeadAttention: RoPE makes scores depend on relative position onl
     }
   }
 }
+
+TEST_CASE("LinformerAttention and PerformerAttention: the variants as modules", "[mha-variants]") {
+  manual_seed(9);
+  LinformerAttention linformer(8, 2, 12, 4);
+  REQUIRE(linformer.proj_k.shape() == Shape{12, 4});
+  REQUIRE(linformer.forward(zeros({3, 12, 8})).output.shape() == Shape{3, 12, 8});
+
+  PerformerAttention performer(8, 2, 6, 21);
+  const Tensor before = performer.projection_matrix;
+  const std::vector<double> drawn = before.to_host_f64();
+  const Tensor x = uniform({2, 5, 8}, -1, 1);
+  const std::vector<double> out = performer.forward(x).output.to_host_f64();
+  performer.redraw_features(22);  // new features, the same tensor
+  REQUIRE(performer.projection_matrix.data() == before.data());
+  REQUIRE(performer.projection_matrix.to_host_f64() != drawn);
+  REQUIRE(performer.forward(x).output.to_host_f64() != out);
+  performer.redraw_features(21);  // the first seed again: the first features and output
+  REQUIRE(performer.projection_matrix.to_host_f64() == drawn);
+  REQUIRE(performer.forward(x).output.to_host_f64() == out);
+  REQUIRE_THROWS_AS(linformer.redraw_features(1), Error);
+}
