@@ -12,6 +12,8 @@ size_t dtype_size(DType dtype) {
     case DType::bf16: return 2;
     case DType::i64: return 8;
     case DType::b8: return 1;
+    case DType::i8: return 1;
+    case DType::i32: return 4;
   }
   fail("unknown dtype");
 }
@@ -24,6 +26,8 @@ const char* dtype_name(DType dtype) {
     case DType::bf16: return "bf16";
     case DType::i64: return "i64";
     case DType::b8: return "bool";
+    case DType::i8: return "i8";
+    case DType::i32: return "i32";
   }
   return "?";
 }

@@ -9,10 +9,12 @@
 
 namespace tg {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i64, b8 };
+// i8 and i32 hold quantized weights and activations and their products' accumulators
+// (ops/quantize.h); appended last, so that the earlier values keep their numbers.
+enum class DType : uint8_t { f32, f64, f16, bf16, i64, b8, i8, i32 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);      // "f32", "f64", "f16", "bf16", "i64", "bool"
+const char* dtype_name(DType dtype);      // "f32", "f64", "f16", "bf16", "i64", "bool", "i8", "i32"
 bool is_floating(DType dtype);            // f32, f64, f16, bf16
 bool is_half(DType dtype);                // f16, bf16: stored in 16 bits, computed in f32
 

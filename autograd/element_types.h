@@ -14,7 +14,8 @@ struct Half { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };
 
 // value as type To: half types through f32 (a double is rounded to f32 first, then to 16 bits),
-// bool as value != 0, everything else static_cast.
+// bool as value != 0, a floating value into i8 or i32 truncated toward zero and saturated at the
+// type's range (NaN gives 0: a plain cast would be undefined there), everything else static_cast.
 template <typename To, typename From>
 TG_HOST_DEVICE inline To convert(From value) {
   if constexpr (std::is_same_v<From, Half>) return convert<To>(f16_to_f32(value.bits));
@@ -22,7 +23,14 @@ TG_HOST_DEVICE inline To convert(From value) {
   else if constexpr (std::is_same_v<To, Half>) return Half{f32_to_f16(static_cast<float>(value))};
   else if constexpr (std::is_same_v<To, BFloat16>) return BFloat16{f32_to_bf16(static_cast<float>(value))};
   else if constexpr (std::is_same_v<To, bool>) return value != From{};
-  else return static_cast<To>(value);
+  else if constexpr ((std::is_same_v<To, int8_t> || std::is_same_v<To, int32_t>) &&
+                     std::is_floating_point_v<From>) {
+    const double lowest = std::is_same_v<To, int8_t> ? -128.0 : -2147483648.0;
+    const double highest = std::is_same_v<To, int8_t> ? 127.0 : 2147483647.0;
+    const double x = static_cast<double>(value);
+    if (!(x == x)) return To{0};  // NaN
+    return static_cast<To>(x < lowest ? lowest : (x > highest ? highest : x));
+  } else return static_cast<To>(value);
 }
 
 // Host side: calls body(T{}) with T the C++ type stored for dtype.
@@ -35,6 +43,8 @@ void dispatch_any(DType dtype, Body&& body) {
     case DType::bf16: body(BFloat16{}); return;
     case DType::i64: body(int64_t{}); return;
     case DType::b8: body(bool{}); return;
+    case DType::i8: body(int8_t{}); return;
+    case DType::i32: body(int32_t{}); return;
   }
 }
 

@@ -185,7 +185,27 @@ struct Kernels {
   // scalar on this device) is set to 1 when any element of grad is inf or NaN, else left alone.
   virtual void unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
                                  const Tensor& found_inf) = 0;
+
+  // ---- int8 inference (contiguous tensors; ops/quantize.h checks the shapes, and the CPU versions
+  // in ops/cpu_quantize.cpp are the readable reference) ----------------------------------------
+  // Symmetric int8 rows of x [rows, cols] f32: scale[r] = max_c |x[r, c]| / 127 in f32 (1 for a
+  // row without a nonzero finite entry), or fixed_scale for every row when fixed_scale > 0;
+  // q[r, c] = x[r, c] / scale[r] rounded to nearest (ties to even), clamped to [-127, 127], NaN
+  // to 0. q is i8 [rows, cols], scale f32 [rows].
+  virtual void quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q,
+                             const Tensor& scale) = 0;
+  // acc [m, n] i32 = a [m, k] i8 times b [n, k]^T i8 (b: a Linear's weight [out, in]), exact:
+  // k <= kMaxInt8Depth keeps every sum of products of +-127 inside i32.
+  virtual void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) = 0;
+  // out [m, n] f32 = (acc[i, j] row_scale[i]) col_scale[j] + bias[j], in f32 in that order (bias
+  // may be undefined: + 0 is skipped).
+  virtual void dequantize_product(const Tensor& acc, const Tensor& row_scale,
+                                  const Tensor& col_scale, const Tensor& bias,
+                                  const Tensor& out) = 0;
 };
+
+// The longest dot product gemm_i8 takes: k 127^2 < 2^31.
+constexpr int64_t kMaxInt8Depth = 133143;
 
 // ---- The backend registry ---------------------------------------------------------------------
 // Each device type has at most one backend. The CPU backend is always there; the CUDA backend is

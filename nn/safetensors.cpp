@@ -29,6 +29,7 @@ struct DTypeName {
 constexpr DTypeName kDTypeNames[] = {
     {DType::f32, "F32"},  {DType::f64, "F64"}, {DType::f16, "F16"},
     {DType::bf16, "BF16"}, {DType::i64, "I64"}, {DType::b8, "BOOL"},
+    {DType::i8, "I8"},     {DType::i32, "I32"},
 };
 
 const char* format_name(DType dtype) {

@@ -12,3 +12,4 @@
 #include "tapegrad/ops/layer_norm.h"
 #include "tapegrad/ops/loss.h"
 #include "tapegrad/ops/attention.h"
+#include "tapegrad/ops/quantize.h"

@@ -369,3 +369,19 @@ TEST_CASE("dtype: tensors convert through f16 and bf16 with rounding", "[dtype]"
   REQUIRE(b[2] == -2.5);
   REQUIRE(b[3] == 171.0 / 512.0);  // 1/3 ~ (1 + 43/128) / 4, pattern 0x3eab
 }
+
+TEST_CASE("i8 and i32: sizes, names, and conversions that saturate instead of wrapping", "[dtype]") {
+  REQUIRE(dtype_size(DType::i8) == 1);
+  REQUIRE(dtype_size(DType::i32) == 4);
+  REQUIRE(std::string(dtype_name(DType::i8)) == "i8");
+  REQUIRE(std::string(dtype_name(DType::i32)) == "i32");
+  REQUIRE_FALSE(is_floating(DType::i8));
+  // f64 -> i8: truncated toward zero, saturated, NaN -> 0; and back exactly
+  const Tensor x = from_values({-1e9, -128.9, -2.7, -0.5, 0.5, 2.7, 126.99, 1e9, std::nan("")}, {9}, DType::f64);
+  REQUIRE(x.to(DType::i8).to_host_i64() == std::vector<int64_t>{-128, -128, -2, 0, 0, 2, 126, 127, 0});
+  REQUIRE(x.to(DType::i32).to_host_i64() ==
+          std::vector<int64_t>{-1000000000, -128, -2, 0, 0, 2, 126, 1000000000, 0});
+  REQUIRE(from_values({3e10, -3e10}, {2}, DType::f32).to(DType::i32).to_host_i64() ==
+          std::vector<int64_t>{2147483647, -2147483648LL});
+  REQUIRE(from_indices({-128, 127}, {2}).to(DType::i8).to_host_f64() == std::vector<double>{-128, 127});
+}

@@ -104,6 +104,8 @@ TEST_CASE("safetensors round-trips every dtype bit for bit, with metadata", "[sa
   const Tensor bf16 = tensor_from_raw<uint16_t>({0x3fc0, 0xff80, 0x0001}, {3, 1}, DType::bf16);
   const Tensor i64 = from_indices({INT64_MIN, INT64_MAX, -1, 0, (int64_t{1} << 53) + 1}, {5});
   const Tensor b8 = from_bools({true, false, false, true}, {2, 2});
+  const Tensor i8 = from_indices({-128, 127, 0, -1, 5, 64}, {2, 3}).to(DType::i8);
+  const Tensor i32 = from_indices({INT32_MIN, INT32_MAX, -7}, {3}).to(DType::i32);
   const Tensor scalar_value = scalar(2.5, DType::f64);
   const Tensor empty_rows = zeros({0, 3});
   const Tensor transposed = from_values({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1);
@@ -111,7 +113,8 @@ TEST_CASE("safetensors round-trips every dtype bit for bit, with metadata", "[sa
 
   const std::vector<std::pair<std::string, Tensor>> saved = {
       {"f32", f32},   {"f64", f64},         {"f16", f16},          {"bf16", bf16},
-      {"i64", i64},   {"bool", b8},         {"scalar", scalar_value}, {"empty", empty_rows},
+      {"i64", i64},   {"bool", b8},         {"i8", i8},            {"i32", i32},
+      {"scalar", scalar_value}, {"empty", empty_rows},
       {"layers.0.weight.T", transposed}};
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {"note", "d\xc3\xa9j\xc3\xa0 vu"}};
@@ -131,7 +134,7 @@ TEST_CASE("safetensors round-trips every dtype bit for bit, with metadata", "[sa
     CHECK(copy.is_contiguous());
     CHECK(tensor_bytes(copy) == tensor_bytes(original));
   }
-  CHECK(loaded.tensors[8].second.to_host_f64() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(loaded.tensors[10].second.to_host_f64() == std::vector<double>{1, 4, 2, 5, 3, 6});
 }
 
 TEST_CASE("safetensors loads a file written by hand from the format description", "[safetensors]") {
@@ -270,8 +273,8 @@ TEST_CASE("safetensors rejects fields of the wrong type", "[safetensors]") {
 }
 
 TEST_CASE("safetensors rejects an unknown dtype", "[safetensors]") {
-  require_rejected(file_bytes(entry_with(R"("I32")", "[2]", "[0,8]"), kEightBytes),
-                   "unsupported dtype \"I32\"");
+  require_rejected(file_bytes(entry_with(R"("U16")", "[4]", "[0,8]"), kEightBytes),
+                   "unsupported dtype \"U16\"");
   require_rejected(file_bytes(entry_with(R"("f32")", "[2]", "[0,8]"), kEightBytes),
                    "unsupported dtype");
 }

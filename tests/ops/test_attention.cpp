@@ -20,16 +20,29 @@ struct Run {
   std::vector<double> out, dq, dk, dv;
 };
 
-// Runs one path on fresh leaves made from the same seed, with the same dropout offsets.
+// Runs one path on fresh leaves made from the same seed, with the same dropout offsets. The fused
+// op takes the sparse layout and ALiBi as they are, the explicit path their dense equivalents
+// (sparsity_mask, alibi_bias; q is [B, H, S, d]).
 Run run(bool fused, const Shape& q_shape, const Shape& kv_shape, const Tensor& mask, bool causal,
-        double dropout_p, DType dtype) {
+        double dropout_p, DType dtype, const SparsityLayout& layout = {}, bool alibi = false) {
   manual_seed(7);
   Tensor q = uniform(q_shape, -1, 1, dtype).requires_grad_();
   Tensor k = uniform(kv_shape, -1, 1, dtype).requires_grad_();
   Tensor v = uniform(kv_shape, -1, 1, dtype).requires_grad_();
   Tensor probe = uniform(q_shape, -1, 1, dtype);  // a random upstream gradient
-  Tensor out = fused ? scaled_dot_product_attention(q, k, v, mask, causal, dropout_p)
-                     : nn::explicit_attention(q, k, v, mask, causal, dropout_p).first;
+  Tensor out;
+  if (fused) {
+    out = scaled_dot_product_attention(q, k, v, mask, causal, dropout_p, {}, layout, alibi);
+  } else {
+    const int64_t sq = q_shape[q_shape.size() - 2], sk = kv_shape[kv_shape.size() - 2];
+    Tensor allowed = mask;
+    if (layout.kind != SparsityKind::full) {
+      const Tensor pattern = sparsity_mask(layout, sq, sk);
+      allowed = mask.defined() ? nn::combine_masks(mask, pattern) : pattern;
+    }
+    const Tensor bias = alibi ? alibi_bias(q_shape[q_shape.size() - 3], sq, sk, dtype) : Tensor();
+    out = nn::explicit_attention(q, k, v, allowed, causal, dropout_p, bias).first;
+  }
   sum(out * probe).backward();
   return {out.to_host_f64(), q.grad().to_host_f64(), k.grad().to_host_f64(), v.grad().to_host_f64()};
 }
@@ -44,10 +57,11 @@ void require_close(const std::vector<double>& a, const std::vector<double>& b, d
 }
 
 void require_paths_agree(const Shape& q_shape, const Shape& kv_shape, const Tensor& mask,
-                         bool causal, double dropout_p, DType dtype = DType::f64) {
+                         bool causal, double dropout_p, DType dtype = DType::f64,
+                         const SparsityLayout& layout = {}, bool alibi = false) {
   const double tolerance = dtype == DType::f64 ? 1e-10 : 1e-5;
-  const Run fused = run(true, q_shape, kv_shape, mask, causal, dropout_p, dtype);
-  const Run reference = run(false, q_shape, kv_shape, mask, causal, dropout_p, dtype);
+  const Run fused = run(true, q_shape, kv_shape, mask, causal, dropout_p, dtype, layout, alibi);
+  const Run reference = run(false, q_shape, kv_shape, mask, causal, dropout_p, dtype, layout, alibi);
   require_close(fused.out, reference.out, tolerance);
   require_close(fused.dq, reference.dq, tolerance);
   require_close(fused.dk, reference.dk, tolerance);
@@ -170,39 +184,12 @@ TEST_CASE("fused attention reads split heads in place: the same values as contig
 namespace {
 
 // The fused op with a sparse layout and/or ALiBi against the explicit path given the dense
-// equivalents (sparsity_mask, alibi_bias): outputs and gradients, f64 and f32.
-Run run_layout(bool fused, const Shape& shape, const SparsityLayout& layout, bool alibi,
-               bool causal, const Tensor& mask, DType dtype) {
-  manual_seed(3);
-  Tensor q = uniform(shape, -1, 1, dtype).requires_grad_();
-  Tensor k = uniform(shape, -1, 1, dtype).requires_grad_();
-  Tensor v = uniform(shape, -1, 1, dtype).requires_grad_();
-  Tensor probe = uniform(shape, -1, 1, dtype);
-  const int64_t heads = shape[1], s = shape[2];
-  Tensor out;
-  if (fused) {
-    out = scaled_dot_product_attention(q, k, v, mask, causal, 0.0, {}, layout, alibi);
-  } else {
-    Tensor allowed = sparsity_mask(layout, s, s);
-    if (mask.defined()) allowed = nn::combine_masks(mask, allowed);
-    const Tensor bias = alibi ? alibi_bias(heads, s, s, dtype) : Tensor();
-    out = nn::explicit_attention(q, k, v, allowed, causal, 0.0, bias).first;
-  }
-  sum(out * probe).backward();
-  return {out.to_host_f64(), q.grad().to_host_f64(), k.grad().to_host_f64(), v.grad().to_host_f64()};
-}
-
+// equivalents, in f64 and f32.
 void require_layout_agrees(const Shape& shape, const SparsityLayout& layout, bool alibi,
                            bool causal, const Tensor& mask = Tensor()) {
   for (DType dtype : {DType::f64, DType::f32}) {
     INFO(dtype_name(dtype) << ", kind " << int(layout.kind) << ", alibi " << alibi << ", causal " << causal);
-    const double tolerance = dtype == DType::f64 ? 1e-10 : 2e-5;
-    const Run fused = run_layout(true, shape, layout, alibi, causal, mask, dtype);
-    const Run reference = run_layout(false, shape, layout, alibi, causal, mask, dtype);
-    require_close(fused.out, reference.out, tolerance);
-    require_close(fused.dq, reference.dq, tolerance);
-    require_close(fused.dk, reference.dk, tolerance);
-    require_close(fused.dv, reference.dv, tolerance);
+    require_paths_agree(shape, shape, mask, causal, 0.0, dtype, layout, alibi);
   }
 }
 

@@ -1,0 +1,80 @@
+// The int8 ops (ops/quantize.h): shape and dtype checks, then the kernels (ops/cpu_quantize.cpp,
+// cuda/cuda_quantize.cu).
+#include "tapegrad/ops/quantize.h"
+
+#include <cmath>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/elementwise.h"
+
+namespace tg {
+namespace {
+
+// Quantized ops are inference-only: a gradient cannot flow through round().
+void check_no_grad(const char* op, const Tensor& x) {
+  TG_CHECK(!(grad_enabled() && x.requires_grad()), "op '", op, "' is inference-only: its input of shape ",
+           shape_str(x.shape()), " requires a gradient (run it under tg::NoGrad, or keep the f32 model for training)");
+}
+
+Tensor as_f32(const Tensor& x) {
+  return x.dtype() == DType::f32 ? x.detach().contiguous() : x.detach().to(DType::f32);
+}
+
+}  // namespace
+
+QuantizedRows quantize_rows(const Tensor& x, double fixed_scale) {
+  const char* op = "quantize_rows";
+  TG_CHECK(x.defined() && x.dim() == 2 && is_floating(x.dtype()), "op '", op,
+           "': x must be a floating [rows, cols] tensor, got ",
+           x.defined() ? dtype_name(x.dtype()) + std::string(" ") + shape_str(x.shape()) : std::string("undefined"));
+  TG_CHECK(std::isfinite(fixed_scale) && fixed_scale >= 0 && fixed_scale < 3.4e38, "op '", op,
+           "': the fixed scale must be finite and >= 0 (0: a scale per row), got ", fixed_scale);
+  check_no_grad(op, x);
+  const Tensor input = as_f32(x);
+  QuantizedRows q{empty(x.shape(), DType::i8, x.device()), empty({x.size(0)}, DType::f32, x.device())};
+  kernels(x.device()).quantize_rows(input, fixed_scale, q.values, q.scales);
+  return q;
+}
+
+Tensor dequantize_rows(const QuantizedRows& q) {
+  TG_CHECK(q.values.defined() && q.values.dim() == 2 && q.values.dtype() == DType::i8 &&
+               q.scales.defined() && q.scales.dtype() == DType::f32 && q.scales.dim() == 1 &&
+               q.scales.size(0) == q.values.size(0) && q.scales.device() == q.values.device(),
+           "op 'dequantize_rows': needs i8 values [rows, cols] and f32 scales [rows] on one device");
+  return q.values.to(DType::f32) * q.scales.contiguous().view({q.scales.size(0), 1});
+}
+
+Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tensor& bias,
+                        double input_scale) {
+  const char* op = "quantized_linear";
+  const Tensor& w = weight.values;
+  TG_CHECK(w.defined() && w.dim() == 2 && w.dtype() == DType::i8 && weight.scales.defined() &&
+               weight.scales.dtype() == DType::f32 && weight.scales.dim() == 1 &&
+               weight.scales.size(0) == w.size(0),
+           "op '", op, "': the weight must be i8 [out, in] with f32 scales [out]");
+  const int64_t out_features = w.size(0), in_features = w.size(1);
+  TG_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features && is_floating(x.dtype()), "op '",
+           op, "': x ", x.defined() ? shape_str(x.shape()) : "undefined", " does not end in ",
+           in_features, " (the weight is [", out_features, ", ", in_features, "])");
+  TG_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_features), "op '", op,
+           "': bias ", bias.defined() ? shape_str(bias.shape()) : "", " must be [", out_features, "]");
+  TG_CHECK(in_features <= kMaxInt8Depth, "op '", op, "': ", in_features,
+           " input features would overflow the int32 sums (at most ", kMaxInt8Depth, ")");
+  check_same_device(op, {x, w, weight.scales, bias});
+  check_no_grad(op, x);
+  const int64_t rows = x.numel() / in_features;
+  const QuantizedRows input = quantize_rows(x.detach().reshape({rows, in_features}), input_scale);
+  Kernels& k = kernels(x.device());
+  const Tensor acc = empty({rows, out_features}, DType::i32, x.device());
+  k.gemm_i8(input.values, w.contiguous(), acc);
+  const Tensor out = empty({rows, out_features}, DType::f32, x.device());
+  k.dequantize_product(acc, input.scales, weight.scales.contiguous(),
+                       bias.defined() ? as_f32(bias) : Tensor(), out);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  return out.view(out_shape);
+}
+
+}  // namespace tg

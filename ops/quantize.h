@@ -1,0 +1,32 @@
+#pragma once
+// int8 inference: symmetric quantization by rows and the quantized Linear product.
+//
+//   scale_r = max_c |x_rc| / 127,   q_rc = round(x_rc / scale_r) in [-127, 127],   x_rc ~ q_rc scale_r
+//
+// A Linear's weight [out, in] is quantized once per output row (per channel); its input is
+// quantized per row at run time (dynamic: one scale per token, so an outlier token costs only its
+// own precision) or with one calibrated scale (static). The product of two int8 matrices is summed
+// exactly in int32 and brought back to f32 with both scales: y_ij = acc_ij s_i w_j + b_j.
+// These ops are inference-only: they record nothing on the tape, and an input that needs a
+// gradient is a tg::Error.
+#include "tapegrad/autograd/tensor.h"
+
+namespace tg {
+
+struct QuantizedRows {
+  Tensor values;  // i8 [rows, cols]
+  Tensor scales;  // f32 [rows]
+};
+
+// x [rows, cols], floating (computed in f32). fixed_scale > 0: that scale for every row.
+QuantizedRows quantize_rows(const Tensor& x, double fixed_scale = 0);
+// values * scale of their row, f32 [rows, cols].
+Tensor dequantize_rows(const QuantizedRows& q);
+
+// y [..., out] f32 = x [..., in] W^T + bias with W = weight (values [out, in], scales [out]) and x
+// quantized per row, or with input_scale for every row when input_scale > 0 (static). bias f32
+// [out] or undefined.
+Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tensor& bias,
+                        double input_scale = 0);
+
+}  // namespace tg

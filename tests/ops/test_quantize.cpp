@@ -1,0 +1,109 @@
+// int8 quantization (ops/quantize.h, ops/cpu_quantize.cpp): values worked out by hand, the error
+// bound of rounding, saturation, rows of zeros, the int8 product against a 64-bit loop, and the
+// quantized Linear against f32 arithmetic on the dequantized operands.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
+
+using namespace tg;
+
+TEST_CASE("quantize_rows by hand: scale max|x|/127, round half to even, zero rows", "[quantize]") {
+  // row 0: max 2 -> scale 2/127; 1 / (2/127) = 63.5 -> 64 (ties to even), -2 -> -127, 0.5 -> 31.75 -> 32
+  // row 1: all zero -> scale 1, q 0
+  const QuantizedRows q = quantize_rows(from_values({1, -2, 0.5, 0, 0, 0}, {2, 3}));
+  REQUIRE(q.values.dtype() == DType::i8);
+  REQUIRE(q.values.to_host_i64() == std::vector<int64_t>{64, -127, 32, 0, 0, 0});
+  REQUIRE(q.scales.to_host_f64() == std::vector<double>{double(2.0f / 127.0f), 1.0});
+  // a fixed scale saturates at +-127 and NaN becomes 0
+  const QuantizedRows fixed = quantize_rows(
+      from_values({1000, -1000, 0.25, std::nan("")}, {1, 4}), /*fixed_scale=*/0.5);
+  REQUIRE(fixed.values.to_host_i64() == std::vector<int64_t>{127, -127, 0, 0});  // 0.5 -> 0 (even)
+  REQUIRE(fixed.scales.to_host_f64() == std::vector<double>{0.5});
+}
+
+TEST_CASE("quantize -> dequantize is within half a step of every element", "[quantize]") {
+  manual_seed(1);
+  const Tensor x = uniform({37, 53}, -3, 3) * uniform({37, 1}, 0, 10);  // rows of varied range
+  const QuantizedRows q = quantize_rows(x);
+  const std::vector<double> original = x.to_host_f64(), back = dequantize_rows(q).to_host_f64();
+  const std::vector<double> scales = q.scales.to_host_f64();
+  for (int64_t r = 0; r < 37; ++r) {
+    for (int64_t c = 0; c < 53; ++c) {
+      INFO("row " << r << ", col " << c);
+      REQUIRE(std::abs(back[r * 53 + c] - original[r * 53 + c]) <= 0.5 * scales[r] * (1 + 1e-6));
+    }
+  }
+}
+
+TEST_CASE("gemm_i8 equals an exact 64-bit loop, odd shapes and extreme values", "[quantize]") {
+  std::vector<double> a_values, b_values;
+  const int64_t m = 13, n = 7, k = 301;
+  uint64_t state = 12345;
+  auto next = [&] {  // -128 .. 127, with the extremes often
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int64_t v = static_cast<int64_t>(state >> 56) - 128;
+    return double(v % 5 == 0 ? (v > 0 ? 127 : -128) : v);
+  };
+  for (int64_t i = 0; i < m * k; ++i) a_values.push_back(next());
+  for (int64_t i = 0; i < n * k; ++i) b_values.push_back(next());
+  const Tensor a = from_values(a_values, {m, k}, DType::f64).to(DType::i8);
+  const Tensor b = from_values(b_values, {n, k}, DType::f64).to(DType::i8);
+  const Tensor acc = empty({m, n}, DType::i32);
+  kernels(kCPU).gemm_i8(a, b, acc);
+  const std::vector<int64_t> got = acc.to_host_i64();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t expected = 0;
+      for (int64_t p = 0; p < k; ++p) expected += int64_t(a_values[i * k + p]) * int64_t(b_values[j * k + p]);
+      REQUIRE(got[i * n + j] == expected);
+    }
+  }
+}
+
+TEST_CASE("quantized_linear is the f32 product of the dequantized operands", "[quantize]") {
+  manual_seed(2);
+  const Tensor x = uniform({2, 5, 24}, -1, 1), w = uniform({9, 24}, -0.5, 0.5), bias = uniform({9}, -1, 1);
+  const QuantizedRows weight = quantize_rows(w);
+  for (double input_scale : {0.0, 0.01}) {
+    INFO("input scale " << input_scale);
+    const Tensor y = quantized_linear(x, weight, bias, input_scale);
+    REQUIRE(y.shape() == Shape{2, 5, 9});
+    // reference: both operands quantized and dequantized, then an f64 product
+    const Tensor x_rows = x.reshape({10, 24});
+    const Tensor x_back = dequantize_rows(quantize_rows(x_rows, input_scale)).to(DType::f64);
+    const Tensor expected = matmul(x_back, dequantize_rows(weight).to(DType::f64).transpose(0, 1)) +
+                            bias.to(DType::f64);
+    const std::vector<double> got = y.to_host_f64(), want = expected.to_host_f64();
+    for (size_t e = 0; e < got.size(); ++e) REQUIRE(got[e] == Approx(want[e]).margin(1e-5));
+    // and close to the f32 layer it stands for: within a few quantization steps
+    const std::vector<double> exact = (matmul(x_rows, w.transpose(0, 1)) + bias).to_host_f64();
+    for (size_t e = 0; e < got.size(); ++e) REQUIRE(got[e] == Approx(exact[e]).margin(0.05));
+  }
+}
+
+TEST_CASE("quantized ops refuse a gradient, bad shapes and bad scales", "[quantize]") {
+  const Tensor leaf = zeros({2, 4}).requires_grad_();
+  REQUIRE_THROWS_AS(quantize_rows(leaf), Error);
+  {
+    NoGrad no_grad;  // inference: fine
+    REQUIRE_NOTHROW(quantize_rows(leaf));
+  }
+  const QuantizedRows weight = quantize_rows(zeros({3, 4}));
+  REQUIRE(weight.scales.to_host_f64() == std::vector<double>{1, 1, 1});  // zero rows
+  REQUIRE_THROWS_AS(quantized_linear(leaf, weight, Tensor()), Error);
+  REQUIRE_THROWS_AS(quantized_linear(zeros({2, 5}), weight, Tensor()), Error);
+  REQUIRE_THROWS_AS(quantized_linear(zeros({2, 4}), weight, zeros({4})), Error);
+  REQUIRE_THROWS_AS(quantize_rows(zeros({2, 4}), -1.0), Error);
+  REQUIRE_THROWS_AS(quantize_rows(zeros({2, 4}), std::numeric_limits<double>::infinity()), Error);
+  REQUIRE_THROWS_AS(quantize_rows(zeros({8}), 0.0), Error);
+  REQUIRE_THROWS_AS(quantize_rows(from_indices({1, 2}, {1, 2})), Error);  // not floating
+}
