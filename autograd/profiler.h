@@ -34,8 +34,8 @@
 //
 // How it hears of the engine: a Profiler installs a TapeObserver (autograd/tape.h) on its thread,
 // the engine's one hook, and takes it out again when it ends. ProfileRegions reach it the same way.
-// A tool installed after it may pass every event on to it, so that both run at once; such a tool
-// must be taken out before the Profiler ends.
+// A tool installed after it (the trace recorder of train/trace.h) passes every event on to it, so
+// both can run at once; that tool must be taken out before the Profiler ends.
 //
 // Cost when off: one thread_local pointer test per taped op and per backward node.
 #include <cstdint>
@@ -78,7 +78,7 @@ ProfileTable profile_results();
 std::string format_profile(const ProfileTable& table, size_t max_rows = 0);
 
 // RAII: a named region, reported to this thread's TapeObserver (autograd/tape.h): the profiler
-// gives it a row of its own, with children. The name is name +
+// gives it a row of its own, with children; a trace (train/trace.h) a slice. The name is name +
 // suffix, joined only when someone observes ("AdamW" + ".step"). Costs one call and a pointer test
 // when nobody observes.
 class ProfileRegion {

@@ -82,12 +82,12 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
 void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
 
 
-// The seam: the one way a tool watches the engine (the profiler is the tool that does). An
-// observer installed on a thread hears of every op recorded there, of every backward() sweep and
-// node backward run there, and of every ProfileRegion (autograd/profiler.h) opened there; the
-// engine has no other hook. A span's end goes to the observer that saw its start, also when a
-// backward throws. Observing costs one thread_local pointer test per event when no observer is
-// installed.
+// The seam: the one way a tool watches the engine (the profiler and the trace recorder are the
+// tools that do). An observer installed on a thread hears of every op recorded there, of every
+// backward() sweep and node backward run there, and of every ProfileRegion (autograd/profiler.h)
+// opened there; the engine has no other hook. A span's end goes to the observer that saw its
+// start, also when a backward throws. Observing costs one thread_local pointer test per event
+// when no observer is installed.
 class TapeObserver {
  public:
   virtual ~TapeObserver() = default;

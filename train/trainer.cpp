@@ -25,6 +25,7 @@
 #include "tapegrad/train/progress.h"
 #include "tapegrad/train/sha256.h"
 #include "tapegrad/train/tasks.h"
+#include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
 
 namespace tg::train {
@@ -47,7 +48,8 @@ std::string number(double value) {
 // that would overwrite the data being trained on, is an error while nothing has been spent yet.
 void check_outputs(const TrainRun& run, const std::string& data) {
   const std::pair<const char*, const std::string*> outputs[] = {
-      {"--save", &run.save}, {"--save-init", &run.save_init}, {"--log", &run.log}};
+      {"--save", &run.save}, {"--save-init", &run.save_init}, {"--log", &run.log},
+      {"--profile-trace", &run.profile_trace}};
   for (const auto& [flag, path] : outputs) {
     if (path->empty()) continue;
     // (A log may be a stream such as /dev/stdout; opening it, just before training, checks it.)
@@ -186,6 +188,13 @@ int train(const TrainRun& run) {
   reset_allocator_stats();
   const int64_t bytes_before = allocator_stats().current_bytes;
   std::unique_ptr<Profiler> profiler = run.profile ? std::make_unique<Profiler>() : nullptr;
+  // After the profiler: the trace passes every event on to it, and is taken out before it ends.
+  std::unique_ptr<TraceRecorder> trace;
+  if (!run.profile_trace.empty()) {
+    trace = std::make_unique<TraceRecorder>(TraceOptions{
+        .schedule = run.profile_schedule, .device = config.compute_device(), .process_name = "tapegrad train",
+        .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", first + 1}}});
+  }
   Progress progress(last, first);
   std::vector<std::vector<int64_t>> batches;
   int64_t batches_epoch = -1;
@@ -204,8 +213,10 @@ int train(const TrainRun& run) {
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
     const std::vector<int64_t>& batch = batches[step % per_epoch];
+    if (trace) trace->begin_step(step + 1);
     const TrainStepResult result = train_step([&] { return task->loss(batch, true); }, *optimizer, scaler,
                                               {.autocast = config.amp_dtype(), .clip = config.clip});
+    if (trace) trace->end_step();
     const double loss_value = result.loss, loss_scale = result.loss_scale;
     const bool skipped = result.skipped;  // inf/NaN gradients: no update
     if (skipped) ++skipped_steps;
@@ -246,6 +257,15 @@ int train(const TrainRun& run) {
   }
   progress.finish();
   if (log) log->close();
+  if (trace) {
+    const nlohmann::json events = trace->trace();
+    const int64_t steps_written = trace->steps_kept();
+    trace.reset();  // out of the seam before the profiler ends
+    write_trace(run.profile_trace, events, "--profile-trace");
+    std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s); open it in ui.perfetto.dev or chrome://tracing\n",
+                 run.profile_trace.c_str(), static_cast<long long>(steps_written),
+                 run.profile_schedule.describe().c_str());
+  }
   if (profiler) {
     profiler.reset();
     std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap since the "
