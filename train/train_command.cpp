@@ -80,6 +80,11 @@ int train(const Args& args) {
       ("profile-schedule", po::value<std::string>(),
        "wait,warmup,active[,repeat] as torch.profiler.schedule: skip `wait` steps, record `warmup` "
        "and drop them, keep `active`; `repeat` cycles (default 1, 0: until the end)")
+      ("grad-stats", po::value(&run.grad_stats),
+       "CSV of gradient health: step, name, mean_abs_grad, grad_norm, update_ratio, one row per "
+       "parameter; warns once about parameters with no or an all-zero gradient")
+      ("grad-stats-every", po::value(&run.grad_stats_every)->default_value(run.grad_stats_every),
+       "--grad-stats rows on the first step and every N-th")
       ("help,h", "show this help");
   po::options_description all("tapegrad train: train a model on a data file");
   all.add(what).add(model).add(training).add(data).add(output);
@@ -94,7 +99,8 @@ int train(const Args& args) {
                  "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --amp bf16\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n"
-                 "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --profile-trace trace.json --profile-schedule 2,1,5\n";
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --profile-trace trace.json --profile-schedule 2,1,5\n"
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --grad-stats grads.csv\n";
     return 0;
   }
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
@@ -115,6 +121,8 @@ int train(const Args& args) {
     run.profile_schedule = train::parse_profile_schedule(vm["profile-schedule"].as<std::string>(),
                                                          "--profile-schedule");
   }
+  TG_CHECK(run.grad_stats_every >= 1, "--grad-stats-every must be at least 1, got ", run.grad_stats_every);
+  TG_CHECK(vm["grad-stats-every"].defaulted() || vm.count("grad-stats"), "--grad-stats-every needs --grad-stats");
   return train::train(run);
 }
 
