@@ -10,11 +10,9 @@
 #include "tapegrad/autograd/tape.h"
 
 namespace tg {
-namespace profiler_detail {
-thread_local constinit bool enabled = false;
-}  // namespace profiler_detail
-
 namespace {
+
+thread_local constinit bool enabled = false;  // a Profiler is alive on this thread
 
 using Clock = std::chrono::steady_clock;
 
@@ -81,10 +79,7 @@ std::string human_bytes(int64_t bytes) {
   return text;
 }
 
-}  // namespace
-
-namespace profiler_detail {
-
+// A region opens: returns its token.
 uint64_t begin_region(std::string_view name, const char* suffix) {
   const Clock::time_point now = Clock::now();
   const int64_t bytes = bytes_allocated();
@@ -96,6 +91,7 @@ uint64_t begin_region(std::string_view name, const char* suffix) {
   return token;
 }
 
+// The region `token` closes (if it is the innermost open one of this Profiler).
 void end_region(uint64_t token) {
   // A region opened under an earlier Profiler (or before this one started) is not ours.
   if (!enabled || state.open.empty() || state.open.back().token != token) return;
@@ -113,17 +109,13 @@ void end_region(uint64_t token) {
   set_mark(now, bytes);
 }
 
-}  // namespace profiler_detail
-
-namespace {
-
 // The profiler's side of the engine's seam: a forward op is charged the gap since the last hook;
 // backward() and each node's backward are regions ("backward()", "matmul.backward"). Installed
 // while a Profiler is alive; thread_local and never destroyed before its thread, so a span that
 // ends after its Profiler (which end_region then ignores) still finds it.
 class ProfilerObserver final : public TapeObserver {
  public:
-  void op_recorded(const char* op) override {
+  void op_recorded(const char* op, const std::vector<Tensor>&) override {
     const Clock::time_point now = Clock::now();
     const int64_t bytes = bytes_allocated();
     charge_gap(op, now, bytes);
@@ -133,16 +125,18 @@ class ProfilerObserver final : public TapeObserver {
   void backward_finished() override { close(); }
   void node_started(const Node& node) override { open(node.op, ".backward"); }
   void node_finished(const Node&) override { close(); }
+  void region_started(std::string_view name, const char* suffix) override { open(name, suffix); }
+  void region_finished() override { close(); }
 
  private:
   // Spans nest (checkpoint's backward runs a backward() inside a node): a stack of region tokens.
   void open(std::string_view name, const char* suffix) {
-    tokens_.push_back(profiler_detail::enabled ? profiler_detail::begin_region(name, suffix) : 0);
+    tokens_.push_back(enabled ? begin_region(name, suffix) : 0);
   }
   void close() {
     const uint64_t token = tokens_.back();
     tokens_.pop_back();
-    if (token != 0) profiler_detail::end_region(token);
+    if (token != 0) end_region(token);
   }
   std::vector<uint64_t> tokens_;
 };
@@ -151,12 +145,20 @@ thread_local ProfilerObserver observer;
 
 }  // namespace
 
-Profiler::Profiler() : owner_(!profiler_detail::enabled) {
+ProfileRegion::ProfileRegion(std::string_view name, const char* suffix) : observer_(tape_observer()) {
+  if (observer_) observer_->region_started(name, suffix);
+}
+
+ProfileRegion::~ProfileRegion() {
+  if (observer_) observer_->region_finished();
+}
+
+Profiler::Profiler() : owner_(!enabled) {
   if (!owner_) return;
   state.rows.clear();
   state.open.clear();
   set_mark(Clock::now(), bytes_allocated());
-  profiler_detail::enabled = true;
+  enabled = true;
   previous_observer_ = set_tape_observer(&observer);
 }
 
@@ -165,7 +167,7 @@ Profiler::~Profiler() {
   set_tape_observer(previous_observer_);
   if (state.open.empty()) charge_gap("(untaped)", Clock::now(), bytes_allocated());
   state.open.clear();
-  profiler_detail::enabled = false;
+  enabled = false;
 }
 
 ProfileTable profile_results() {

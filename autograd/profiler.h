@@ -33,7 +33,9 @@
 // are this thread's (OpenMP workers run inside the op that started them).
 //
 // How it hears of the engine: a Profiler installs a TapeObserver (autograd/tape.h) on its thread,
-// the engine's one hook, and takes it out again when it ends.
+// the engine's one hook, and takes it out again when it ends. ProfileRegions reach it the same way.
+// A tool installed after it (the trace recorder of train/trace.h) passes every event on to it, so
+// both can run at once; that tool must be taken out before the Profiler ends.
 //
 // Cost when off: one thread_local pointer test per taped op and per backward node.
 #include <cstdint>
@@ -75,26 +77,19 @@ ProfileTable profile_results();
 // The table as text, one row per line (max_rows = 0: all), with a total line.
 std::string format_profile(const ProfileTable& table, size_t max_rows = 0);
 
-namespace profiler_detail {
-extern thread_local constinit bool enabled;
-uint64_t begin_region(std::string_view name, const char* suffix);  // returns a token
-void end_region(uint64_t token);
-}  // namespace profiler_detail
-
-// RAII: a named region (a row of its own, with children). Free when no Profiler is on.
-// The name is name + suffix, joined only when profiling ("matmul" + ".backward").
+// RAII: a named region, reported to this thread's TapeObserver (autograd/tape.h): the profiler
+// gives it a row of its own, with children; a trace (train/trace.h) a slice. The name is name +
+// suffix, joined only when someone observes ("AdamW" + ".step"). Costs one call and a pointer test
+// when nobody observes.
 class ProfileRegion {
  public:
-  explicit ProfileRegion(std::string_view name, const char* suffix = "")
-      : token_(profiler_detail::enabled ? profiler_detail::begin_region(name, suffix) : 0) {}
-  ~ProfileRegion() {
-    if (token_ != 0) profiler_detail::end_region(token_);
-  }
+  explicit ProfileRegion(std::string_view name, const char* suffix = "");
+  ~ProfileRegion();
   ProfileRegion(const ProfileRegion&) = delete;
   ProfileRegion& operator=(const ProfileRegion&) = delete;
 
  private:
-  uint64_t token_;
+  TapeObserver* observer_;  // the one that saw the start hears of the end
 };
 
 }  // namespace tg

@@ -247,6 +247,8 @@ TapeObserver* set_tape_observer(TapeObserver* new_observer) {
   return std::exchange(observer, new_observer);
 }
 
+TapeObserver* tape_observer() { return observer; }
+
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   if (!grad_mode) return false;
   return std::any_of(inputs.begin(), inputs.end(),
@@ -258,7 +260,7 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
-  if (observer) observer->op_recorded(op);  // the seam: the profiler times the forward op here
+  if (observer) observer->op_recorded(op, inputs);  // the seam: the profiler times the forward op here
   auto node = std::make_shared<Node>();
   node->op = op;
   node->sequence = next_sequence++;

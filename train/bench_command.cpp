@@ -27,7 +27,10 @@
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/bench_attention_scaling.h"
+#include "tapegrad/nn/file_io.h"
 #include "tapegrad/train/cli.h"
+#include "tapegrad/train/profile_schedule.h"
+#include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
 
 namespace tg::cli {
@@ -224,9 +227,13 @@ std::string mib(int64_t bytes) {
 
 int bench(const Args& args) {
   namespace po = boost::program_options;
-  std::string workload_name, path = "fused", amp = "none", device_text = "cpu";
+  std::string workload_name, path = "fused", amp = "none", device_text = "cpu", trace_path, schedule_text;
   int threads = 0, steps = 20, warmup = 3;
   int64_t max_seq = AttentionScalingOptions{}.max_seq;
+  const std::string trace_help =
+      "write a Chrome trace of the timed steps (JSON for ui.perfetto.dev or chrome://tracing), as tapegrad "
+      "train --profile-trace: op slices with input shapes and bytes, a memory counter; up to " +
+      std::to_string(train::kDefaultMaxTraceEvents) + " events";
   po::options_description options(
       "tapegrad bench: median ms per training step (forward + backward + Adam), tokens/s,\n"
       "GFLOP/s (GEMM FLOPs counted analytically) and peak allocator bytes of one step");
@@ -248,7 +255,10 @@ int bench(const Args& args) {
       ("plain-kernels", "CPU: run every kernel's plain loop instead of its vectorised fast path "
                         "(ops/cpu_features.h), to see what the fast paths pay")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
-      ("profile", "print the per-op profile of the timed steps (to stderr with --json)");
+      ("profile", "print the per-op profile of the timed steps (to stderr with --json)")
+      ("profile-trace", po::value(&trace_path), trace_help.c_str())
+      ("profile-schedule", po::value(&schedule_text),
+       "wait,warmup,active[,repeat] over the timed steps, as tapegrad train --profile-schedule");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   if (vm.count("help")) {
@@ -257,6 +267,7 @@ int bench(const Args& args) {
                  "  tapegrad bench --workload attn-long --threads 2 --steps 5\n"
                  "  tapegrad bench --workload textcls-mid --json\n"
                  "  tapegrad bench --workload timeseries --profile\n"
+                 "  tapegrad bench --workload textcls-small --steps 5 --profile-trace bench.json\n"
                  "  tapegrad bench --workload attn-long --device cuda\n"
                  "  tapegrad bench --workload attn-scaling --max-seq 4096\n";
     return 0;
@@ -271,6 +282,11 @@ int bench(const Args& args) {
   TG_CHECK(path == "fused" || path == "explicit", "--path must be fused or explicit, got '", path, "'");
   TG_CHECK(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '", amp, "'");
   const bool json = vm.count("json") > 0, profile = vm.count("profile") > 0;
+  const bool tracing = vm.count("profile-trace") > 0;
+  TG_CHECK(tracing || vm.count("profile-schedule") == 0, "--profile-schedule needs --profile-trace");
+  train::ProfileSchedule schedule;
+  if (vm.count("profile-schedule")) schedule = train::parse_profile_schedule(schedule_text, "--profile-schedule");
+  if (tracing) check_output_path(trace_path, "--profile-trace");  // before the work
 
   set_num_threads(threads);  // 0: all cores
   std::optional<cpu::FastPathsOff> plain_kernels;
@@ -281,8 +297,8 @@ int bench(const Args& args) {
   if (workload_name == "attn-scaling") {
     TG_CHECK(vm.count("max-seq") == 0 || (max_seq >= 1 && max_seq <= 16384),
              "--max-seq must be in [1, 16384], got ", max_seq);
-    TG_CHECK(path == "fused" && amp == "none" && !profile, "attn-scaling times the fused op in f32; ",
-             "--path, --amp and --profile do not apply to it");
+    TG_CHECK(path == "fused" && amp == "none" && !profile && !tracing, "attn-scaling times the fused op ",
+             "in f32; --path, --amp, --profile and --profile-trace do not apply to it");
     AttentionScalingOptions scaling{.max_seq = max_seq, .json = json};
     if (vm.count("steps")) scaling.steps = steps;
     if (vm.count("warmup")) scaling.warmup = warmup;
@@ -304,11 +320,28 @@ int bench(const Args& args) {
   std::vector<double> ms(steps);
   {
     std::unique_ptr<Profiler> profiler = profile ? std::make_unique<Profiler>() : nullptr;
+    // After the profiler: the trace passes every event on to it (train/trace.h).
+    std::unique_ptr<train::TraceRecorder> trace;
+    if (tracing) {
+      trace = std::make_unique<train::TraceRecorder>(train::TraceOptions{
+          .schedule = schedule, .device = device, .process_name = "tapegrad bench",
+          .metadata = {{"command", "bench"}, {"workload", workload_name}, {"path", path}, {"amp", amp}}});
+    }
     for (int i = 0; i < steps; ++i) {
+      if (trace) trace->begin_step(i + 1);
       const auto start = std::chrono::steady_clock::now();
       w.step();
       device_kernels.synchronize();  // a GPU step has finished only when its kernels have
       ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (trace) trace->end_step();
+    }
+    if (trace) {
+      const nlohmann::json events = trace->trace();
+      const int64_t steps_written = trace->steps_kept();
+      trace.reset();  // out of the seam before the profiler ends
+      train::write_trace(trace_path, events, "--profile-trace");
+      std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s)\n", trace_path.c_str(),
+                   static_cast<long long>(steps_written), schedule.describe().c_str());
     }
   }
   const double ms_per_step = median(ms);

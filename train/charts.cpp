@@ -395,9 +395,31 @@ void polyline(Canvas& canvas, const std::vector<double>& xs, const std::vector<d
 
 }  // namespace
 
-void line_chart_png(const std::string& path, const std::vector<Series>& series, const std::string& title,
-                    const std::string& x_label, const std::string& y_label) {
-  TG_CHECK(!series.empty(), "line chart: nothing to plot (no series)");
+// A tick of a log axis at log10(value) = exponent: the value itself, "1e-5" style past 1e+/-3.
+std::string format_log_tick(double exponent) {
+  char text[64];
+  const double rounded = std::round(exponent);
+  if (std::abs(exponent - rounded) < 1e-9) {
+    if (rounded >= -3 && rounded <= 3) std::snprintf(text, sizeof text, "%g", std::pow(10.0, rounded));
+    else std::snprintf(text, sizeof text, "1e%d", static_cast<int>(rounded));
+  } else {
+    std::snprintf(text, sizeof text, "%.2g", std::pow(10.0, exponent));
+  }
+  return text;
+}
+
+void line_chart_png(const std::string& path, const std::vector<Series>& given_series, const std::string& title,
+                    const std::string& x_label, const std::string& y_label, YScale y_scale) {
+  TG_CHECK(!given_series.empty(), "line chart: nothing to plot (no series)");
+  // On a log axis everything below is drawn in log10(y); only the tick labels show y itself.
+  const bool log_y = y_scale == YScale::log;
+  std::vector<Series> series = given_series;
+  if (log_y) {
+    for (Series& s : series) {
+      for (double& y : s.y) y = y > 0 ? std::log10(y) : std::nan("");
+    }
+  }
+  auto y_tick_text = [&](double v, double step) { return log_y ? format_log_tick(v) : format_tick(v, step); };
   Range xr, yr;
   for (const Series& s : series) {
     TG_CHECK(s.x.size() == s.y.size(), "line chart: series '", s.name, "' has ", s.x.size(), " x values but ",
@@ -406,7 +428,8 @@ void line_chart_png(const std::string& path, const std::vector<Series>& series, 
       if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) xr.add(s.x[i]), yr.add(s.y[i]);
     }
   }
-  TG_CHECK(xr.lo <= xr.hi, "line chart: nothing to plot (no series has a finite point)");
+  TG_CHECK(xr.lo <= xr.hi, "line chart: nothing to plot (no series has a finite",
+           log_y ? ", positive point)" : " point)");
   xr.widen(0.02);
   yr.widen(0.05);
 
@@ -421,11 +444,12 @@ void line_chart_png(const std::string& path, const std::vector<Series>& series, 
     return widest;
   };
   while ((widest_x(x_step) + 16) * (xr.hi - xr.lo) / x_step > area_w) x_step = next_step(x_step);
-  const double y_step = nice_step(yr.hi - yr.lo, 6);
+  double y_step = nice_step(yr.hi - yr.lo, 6);
+  if (log_y && yr.hi - yr.lo >= 2) y_step = std::max(1.0, y_step);  // whole decades
   const std::vector<double> x_ticks = ticks_between(xr.lo, xr.hi, x_step);
   const std::vector<double> y_ticks = ticks_between(yr.lo, yr.hi, y_step);
   double y_tick_w = 0;
-  for (double v : y_ticks) y_tick_w = std::max(y_tick_w, Canvas::text_width(format_tick(v, y_step), kTickSize));
+  for (double v : y_ticks) y_tick_w = std::max(y_tick_w, Canvas::text_width(y_tick_text(v, y_step), kTickSize));
 
   // Legend entries: a 24-pixel swatch, then the name.
   double legend_text_w = 0;
@@ -442,7 +466,7 @@ void line_chart_png(const std::string& path, const std::vector<Series>& series, 
                                                 (x_label.empty() ? 0 : kGap + label_line) + kMargin));
   const int width = std::max(left + area_w + kMargin + legend_w + kMargin,
                              static_cast<int>(std::ceil(Canvas::text_width(title, kTitleSize))) + 2 * kMargin);
-  const int height = top + area_h + bottom;
+  const int height = std::max(top + area_h + bottom, top + legend_h + kMargin);  // a long legend fits
   Canvas canvas(width, height);
 
   auto px = [&](double x) { return left + (x - xr.lo) / (xr.hi - xr.lo) * area_w; };
@@ -459,7 +483,7 @@ void line_chart_png(const std::string& path, const std::vector<Series>& series, 
     const double y = std::floor(py(v)) + 0.5;
     canvas.line(l, y, r, y, kGrid);
     canvas.line(l - kTickLength, y, l, y, kFrame);
-    canvas.text(format_tick(v, y_step), l - kTickLength - 3, y, kTickSize, kInk, Align::end, Align::center);
+    canvas.text(y_tick_text(v, y_step), l - kTickLength - 3, y, kTickSize, kInk, Align::end, Align::center);
   }
   canvas.line(l, t, r, t, kFrame), canvas.line(r, t, r, b, kFrame);
   canvas.line(r, b, l, b, kFrame), canvas.line(l, b, l, t, kFrame);

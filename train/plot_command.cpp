@@ -1,5 +1,7 @@
 // `tapegrad plot <what>`: PNG charts. `pe` draws the sinusoidal positional-encoding table, `loss`
-// the loss curves of a training log (CSV). Each kind is one entry of kPlots below.
+// the loss curves of a training log (CSV), `grads` the gradient sizes of a --grad-stats log. Each
+// kind is one entry of kPlots below.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cmath>
@@ -152,6 +154,75 @@ int plot_loss(const Args& args) {
   return 0;
 }
 
+// ---- plot grads --------------------------------------------------------------------------------
+
+// mean |grad| of each parameter against step, from a --grad-stats CSV (train/grad_stats.h): one
+// series per parameter name, in the order the file first names them.
+std::vector<plot::Series> read_grad_stats(const std::string& path) {
+  std::istringstream in(read_regular_file(path, "--log"));
+  std::string line;
+  TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
+           "' is empty (expected the CSV header of --grad-stats: step,name,mean_abs_grad,...)");
+  const std::vector<std::string> header = split_csv_line(line);
+  auto column = [&](const std::string& name) -> int64_t {
+    const auto at = std::find(header.begin(), header.end(), name);
+    return at == header.end() ? -1 : at - header.begin();
+  };
+  const int64_t step_col = column("step"), name_col = column("name"), grad_col = column("mean_abs_grad");
+  TG_CHECK(step_col >= 0 && name_col >= 0 && grad_col >= 0, "log '", path, "' line 1: the header '", line,
+           "' has no step, name and mean_abs_grad columns (is this a --grad-stats file?)");
+  std::vector<plot::Series> series;
+  std::map<std::string, size_t> index_of;  // parameter name -> its series
+  for (int64_t line_number = 2; std::getline(in, line); ++line_number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
+    const std::vector<std::string> fields = split_csv_line(line);
+    TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
+             " fields, the header has ", header.size());
+    char* end = nullptr;
+    const std::string& step_text = fields[step_col];
+    const double step = std::strtod(step_text.c_str(), &end);
+    TG_CHECK(!step_text.empty() && end == step_text.c_str() + step_text.size() && std::isfinite(step), "log '",
+             path, "' line ", line_number, ": step '", step_text, "' is not a finite number");
+    // An empty cell (no gradient) or NaN/inf is a gap in the line.
+    const std::string& grad_text = fields[grad_col];
+    double grad = std::strtod(grad_text.c_str(), &end);
+    TG_CHECK(end == grad_text.c_str() + grad_text.size(), "log '", path, "' line ", line_number,
+             ": mean_abs_grad '", grad_text, "' is not a number");
+    if (grad_text.empty()) grad = std::nan("");
+    const auto [entry, added] = index_of.try_emplace(fields[name_col], series.size());
+    if (added) series.push_back({fields[name_col], {}, {}});
+    series[entry->second].x.push_back(step);
+    series[entry->second].y.push_back(grad);
+  }
+  TG_CHECK(!series.empty(), "log '", path, "' has a header but no rows");
+  return series;
+}
+
+int plot_grads(const Args& args) {
+  std::string log_path, out, only;
+  po::options_description options("tapegrad plot grads: mean |grad| of every parameter against step, on a\n"
+                                  "log scale, from the CSV that tapegrad train --grad-stats writes");
+  options.add_options()("help,h", "show this help")
+      ("log", po::value(&log_path)->required(), "the --grad-stats CSV (step, name, mean_abs_grad, ...)")
+      ("out", po::value(&out)->required(), "the PNG to write")
+      ("only", po::value(&only), "only the parameters whose name contains this text (the ten colours "
+                                 "repeat on a model with more parameters), e.g. q_proj or .bias");
+  if (!parse(args, options, "  tapegrad plot grads --log grads.csv --out grads.png\n"
+                            "  tapegrad plot grads --log grads.csv --only layers.0. --out layer0.png\n")) return 0;
+
+  check_output_path(out, "--out");  // before the work: a bad --out is reported first
+  TG_CHECK(!same_file(out, log_path), "--out: '", out, "' is the --log file; the plot would replace it");
+  std::vector<plot::Series> series = read_grad_stats(log_path);
+  std::erase_if(series, [&](const plot::Series& s) { return s.name.find(only) == std::string::npos; });
+  TG_CHECK(!series.empty(), "--only '", only, "': no parameter in '", log_path, "' has that in its name");
+  const size_t slash = log_path.rfind('/');
+  const std::string name = slash == std::string::npos ? log_path : log_path.substr(slash + 1);
+  plot::line_chart_png(out, series, "mean |grad| per parameter (" + name + ")", "step",
+                       "mean |grad| (log scale)", plot::YScale::log);
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
 // ---- Dispatch ----------------------------------------------------------------------------------
 
 struct PlotKind {
@@ -164,6 +235,7 @@ const std::map<std::string, PlotKind> kPlots = {
     {"pe", {plot_pe, "the sinusoidal positional-encoding table as a heatmap"}},
     {"loss", {plot_loss, "training and validation loss against step, from a training log"}},
     {"attention", {plot_attention, "a checkpoint's attention weights on a text, one heatmap a head"}},
+    {"grads", {plot_grads, "mean |grad| of each parameter against step, from train --grad-stats"}},
 };
 
 std::string plot_names() {
@@ -183,6 +255,7 @@ int plot(const Args& args) {
     std::cout << "\n`tapegrad plot <what> --help` shows its options.\n\nexamples:\n"
                  "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n"
                  "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n"
+                 "  tapegrad plot grads --log grads.csv --out grads.png\n"
                  "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
     return 0;
   }

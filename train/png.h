@@ -98,9 +98,13 @@ struct Series {
   std::vector<double> x, y;
 };
 
-// Every series in its own colour on shared axes with numeric ticks and a grid, and a legend.
+enum class YScale { linear, log };
+
+// Every series in its own colour on shared axes with numeric ticks and a grid, and a legend (the
+// chart grows taller when the legend needs it). YScale::log draws log10(y), ticked with the values
+// themselves; points with y <= 0 have no place on it and are skipped like NaN.
 void line_chart_png(const std::string& path, const std::vector<Series>& series,
                     const std::string& title, const std::string& x_label,
-                    const std::string& y_label);
+                    const std::string& y_label, YScale y_scale = YScale::linear);
 
 }  // namespace tg::plot

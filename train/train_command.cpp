@@ -6,6 +6,8 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/cli.h"
+#include "tapegrad/train/profile_schedule.h"
+#include "tapegrad/train/trace.h"
 #include "tapegrad/train/strict_numbers.h"
 #include "tapegrad/train/trainer.h"
 
@@ -60,6 +62,11 @@ int train(const Args& args) {
       ("normalize", po::value(&c.normalize)->default_value(c.normalize), "timeseries: zscore | none")
       ("tokenizer", po::value(&c.tokenizer)->default_value(c.tokenizer), "textcls: char | word")
       ("context", po::value(&c.context)->default_value(c.context), "charlm: characters per example");
+  const std::string trace_help =
+      "write a Chrome trace (JSON for ui.perfetto.dev or chrome://tracing): a slice per op forward and "
+      "backward with input shapes and bytes allocated, the optimizer step and the whole step, and a "
+      "memory counter; every step by default, up to " + std::to_string(train::kDefaultMaxTraceEvents) +
+      " events (recording then stops after the last whole step, and the trace's metadata says so)";
   po::options_description output("output");
   output.add_options()
       ("save", po::value(&run.save), "final checkpoint (safetensors)")
@@ -69,6 +76,15 @@ int train(const Args& args) {
       ("log", po::value(&run.log), "CSV with one row per step")
       ("json", "print a JSON summary as the last line")
       ("profile", "print a per-op time and memory table")
+      ("profile-trace", po::value(&run.profile_trace), trace_help.c_str())
+      ("profile-schedule", po::value<std::string>(),
+       "wait,warmup,active[,repeat] as torch.profiler.schedule: skip `wait` steps, record `warmup` "
+       "and drop them, keep `active`; `repeat` cycles (default 1, 0: until the end)")
+      ("grad-stats", po::value(&run.grad_stats),
+       "CSV of gradient health: step, name, mean_abs_grad, grad_norm, update_ratio, one row per "
+       "parameter; warns once about parameters with no or an all-zero gradient")
+      ("grad-stats-every", po::value(&run.grad_stats_every)->default_value(run.grad_stats_every),
+       "--grad-stats rows on the first step and every N-th")
       ("help,h", "show this help");
   po::options_description all("tapegrad train: train a model on a data file");
   all.add(what).add(model).add(training).add(data).add(output);
@@ -82,7 +98,9 @@ int train(const Args& args) {
                  "  tapegrad train --task charlm --data data/corpus.txt --context 64 --layers 2 --steps 500 --log lm.csv\n"
                  "  tapegrad train --task textcls --data data/fortunes.tsv --tokenizer word --amp bf16\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n"
-                 "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n";
+                 "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n"
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --profile-trace trace.json --profile-schedule 2,1,5\n"
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --grad-stats grads.csv\n";
     return 0;
   }
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
@@ -98,6 +116,13 @@ int train(const Args& args) {
   run.json = vm.count("json") > 0;
   run.profile = vm.count("profile") > 0;
   TG_CHECK(run.stop_after >= 0, "--stop-after must be >= 0");
+  if (vm.count("profile-schedule")) {
+    TG_CHECK(vm.count("profile-trace"), "--profile-schedule needs --profile-trace");
+    run.profile_schedule = train::parse_profile_schedule(vm["profile-schedule"].as<std::string>(),
+                                                         "--profile-schedule");
+  }
+  TG_CHECK(run.grad_stats_every >= 1, "--grad-stats-every must be at least 1, got ", run.grad_stats_every);
+  TG_CHECK(vm["grad-stats-every"].defaulted() || vm.count("grad-stats"), "--grad-stats-every needs --grad-stats");
   return train::train(run);
 }
 

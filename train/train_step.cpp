@@ -15,10 +15,10 @@ TrainStepResult train_step(const std::function<Tensor()>& loss, Optimizer& optim
   }
   result.loss_scale = scaler.get_scale();  // before update() changes it
   scaler.scale(value).backward();
-  if (options.clip > 0) {
-    scaler.unscale(optimizer);  // clip the true gradients, not the scaled ones
-    clip_grad_norm(optimizer.params(), options.clip);
-  }
+  // Clipping and inspection see the true gradients, not the scaled ones.
+  if (options.clip > 0 || options.inspect_gradients) scaler.unscale(optimizer);
+  if (options.inspect_gradients) options.inspect_gradients();
+  if (options.clip > 0) clip_grad_norm(optimizer.params(), options.clip);
   {
     const ProfileRegion region(optimizer.name(), ".step");
     result.skipped = !scaler.step(optimizer);  // unscales first if not done above

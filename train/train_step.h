@@ -2,7 +2,8 @@
 // One training step, the one `tapegrad train` and `tapegrad bench` both run:
 //
 //   forward + loss (under autocast)  ->  scaler.scale(loss).backward()
-//   ->  unscale + clip_grad_norm (when clipping)  ->  scaler.step(optimizer) + scaler.update()
+//   ->  unscale (when clipping or inspecting)  ->  inspect_gradients (when given)
+//   ->  clip_grad_norm (when clipping)  ->  scaler.step(optimizer) + scaler.update()
 //   ->  optimizer.zero_grad()
 //
 // PyTorch's AMP recipe (torch.autocast + GradScaler) written once. The learning rate is the
@@ -20,6 +21,9 @@ namespace tg::train {
 struct TrainStepOptions {
   DType autocast = DType::f32;  // the forward and the loss run under tg::Autocast(autocast); f32: off
   double clip = 0;              // clip_grad_norm of the optimizer's parameters to this; 0: none
+  // Called once the gradients are in place (unscaled, not yet clipped) and the weights not yet
+  // updated, e.g. to measure them (--grad-stats); empty: nothing is called.
+  std::function<void()> inspect_gradients = nullptr;
 };
 
 struct TrainStepResult {

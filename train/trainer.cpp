@@ -25,6 +25,7 @@
 #include "tapegrad/train/progress.h"
 #include "tapegrad/train/sha256.h"
 #include "tapegrad/train/tasks.h"
+#include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
 
 namespace tg::train {
@@ -47,11 +48,13 @@ std::string number(double value) {
 // that would overwrite the data being trained on, is an error while nothing has been spent yet.
 void check_outputs(const TrainRun& run, const std::string& data) {
   const std::pair<const char*, const std::string*> outputs[] = {
-      {"--save", &run.save}, {"--save-init", &run.save_init}, {"--log", &run.log}};
+      {"--save", &run.save}, {"--save-init", &run.save_init}, {"--log", &run.log},
+      {"--profile-trace", &run.profile_trace}, {"--grad-stats", &run.grad_stats}};
   for (const auto& [flag, path] : outputs) {
     if (path->empty()) continue;
     // (A log may be a stream such as /dev/stdout; opening it, just before training, checks it.)
-    if (flag != std::string("--log")) check_output_path(*path, flag);
+    const bool is_log = flag == std::string("--log") || flag == std::string("--grad-stats");
+    if (!is_log) check_output_path(*path, flag);
     TG_CHECK(!same_file(*path, data), flag, " ", *path, " is the training data file ", data);
     TG_CHECK(flag == std::string("--save") || run.save.empty() || !same_file(*path, run.save), flag,
              " ", *path, " is also the --save file");
@@ -178,6 +181,9 @@ int train(const TrainRun& run) {
     log = std::make_unique<LogFile>(run.log, "--log");
     log->write_line("step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped");
   }
+  std::unique_ptr<GradStatsLog> grad_stats;
+  if (!run.grad_stats.empty()) grad_stats = std::make_unique<GradStatsLog>(run.grad_stats, run.grad_stats_every);
+  const nn::NamedTensors named_parameters = model.named_parameters();
   std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
                config.task.c_str(), static_cast<long long>(examples),
                static_cast<long long>(task->examples(false)),
@@ -186,6 +192,13 @@ int train(const TrainRun& run) {
   reset_allocator_stats();
   const int64_t bytes_before = allocator_stats().current_bytes;
   std::unique_ptr<Profiler> profiler = run.profile ? std::make_unique<Profiler>() : nullptr;
+  // After the profiler: the trace passes every event on to it, and is taken out before it ends.
+  std::unique_ptr<TraceRecorder> trace;
+  if (!run.profile_trace.empty()) {
+    trace = std::make_unique<TraceRecorder>(TraceOptions{
+        .schedule = run.profile_schedule, .device = config.compute_device(), .process_name = "tapegrad train",
+        .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", first + 1}}});
+  }
   Progress progress(last, first);
   std::vector<std::vector<int64_t>> batches;
   int64_t batches_epoch = -1;
@@ -204,12 +217,26 @@ int train(const TrainRun& run) {
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
     const std::vector<int64_t>& batch = batches[step % per_epoch];
+    const bool grad_stats_due = grad_stats && grad_stats->due(step + 1, first + 1);
+    TrainStepOptions step_options{.autocast = config.amp_dtype(), .clip = config.clip};
+    if (grad_stats_due) {
+      step_options.inspect_gradients = [&] {
+        const ProfileRegion region("grad_stats");  // its own row in --profile, a slice in the trace
+        grad_stats->measure(named_parameters);
+      };
+    }
+    if (trace) trace->begin_step(step + 1);
     const TrainStepResult result = train_step([&] { return task->loss(batch, true); }, *optimizer, scaler,
-                                              {.autocast = config.amp_dtype(), .clip = config.clip});
+                                              step_options);
+    if (trace) trace->end_step();
     const double loss_value = result.loss, loss_scale = result.loss_scale;
     const bool skipped = result.skipped;  // inf/NaN gradients: no update
     if (skipped) ++skipped_steps;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    if (grad_stats_due) {
+      const std::string warning = grad_stats->write_rows(step + 1, named_parameters);
+      if (!warning.empty()) progress.message(warning);
+    }
     total_ms += ms;
     recent_loss_sum += loss_value;
     ++recent_count;
@@ -246,6 +273,16 @@ int train(const TrainRun& run) {
   }
   progress.finish();
   if (log) log->close();
+  if (grad_stats) grad_stats->close();
+  if (trace) {
+    const nlohmann::json events = trace->trace();
+    const int64_t steps_written = trace->steps_kept();
+    trace.reset();  // out of the seam before the profiler ends
+    write_trace(run.profile_trace, events, "--profile-trace");
+    std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s); open it in ui.perfetto.dev or chrome://tracing\n",
+                 run.profile_trace.c_str(), static_cast<long long>(steps_written),
+                 run.profile_schedule.describe().c_str());
+  }
   if (profiler) {
     profiler.reset();
     std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap since the "

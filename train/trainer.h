@@ -5,6 +5,8 @@
 #include <string>
 
 #include "tapegrad/train/config.h"
+#include "tapegrad/train/grad_stats.h"
+#include "tapegrad/train/profile_schedule.h"
 
 namespace tg::train {
 
@@ -16,6 +18,10 @@ struct TrainRun {
   std::string log;        // CSV, one row per optimizer step
   bool json = false;      // last stdout line: one JSON object
   bool profile = false;   // per-op table after training
+  std::string profile_trace;         // Chrome trace of the steps (train/trace.h), written at the end
+  ProfileSchedule profile_schedule;  // which steps the trace keeps (default: all, up to its cap)
+  std::string grad_stats;            // CSV of per-parameter gradient health (train/grad_stats.h)
+  int64_t grad_stats_every = kDefaultGradStatsEvery;  // rows on the first step and every N-th
   int64_t stop_after = 0; // stop after this many steps of this run (then save), 0: run to the end
   std::set<std::string> given;  // the options typed on the command line (--resume checks them)
 };

@@ -81,3 +81,24 @@ TEST_CASE("train_step: the loss runs under the asked autocast, and only the loss
   train::train_step([&] { seen = autocast_dtype(); return sum(w * w); }, optimizer, scaler);
   CHECK_FALSE(seen.has_value());
 }
+
+TEST_CASE("train_step: inspect_gradients sees the unscaled, unclipped gradients before the update",
+          "[train_step][grad_stats]") {
+  const Tensor x = from_values({3, -4, 5}, {3});
+  for (const bool scaled : {false, true}) {
+    CAPTURE(scaled);
+    const Tensor w = parameter({1, 2, -1});
+    SGD optimizer({w}, 0.1);
+    GradScaler scaler(GradScalerOptions{.enabled = scaled});
+    std::vector<double> seen_grad, seen_weights;
+    train::train_step([&] { return square_loss(w, x); }, optimizer, scaler,
+                      {.clip = 1.0, .inspect_gradients = [&] {
+                         seen_grad = w.grad().to_host_f64();
+                         seen_weights = w.to_host_f64();
+                       }});
+    // d/dw sum((w x)^2) = 2 w x^2: [18, 64, -50], far past the clip norm of 1.
+    REQUIRE(seen_grad == std::vector<double>{18, 64, -50});
+    REQUIRE(seen_weights == std::vector<double>{1, 2, -1});
+    REQUIRE(w.to_host_f64() != seen_weights);  // then the update ran
+  }
+}

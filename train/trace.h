@@ -1,0 +1,127 @@
+#pragma once
+// A timeline of training steps in Chrome's trace-event format (--profile-trace FILE.json on
+// `tapegrad train` and `tapegrad bench`), which Perfetto (ui.perfetto.dev) and chrome://tracing
+// open. Where the per-op table (--profile) sums, the trace shows every call in order:
+//
+//   {"traceEvents": [...], "displayTimeUnit": "ms", "metadata": {...}}
+//
+//   "ph": "X"  a complete event (a slice), ts and dur in microseconds since the recorder started:
+//              "linear"             a forward op (cat "forward"): the gap since the previous hook,
+//                                   as the profiler's forward rows (see autograd/profiler.h)
+//              "linear.backward"    a node's backward (cat "backward")
+//              "backward()"         the whole sweep, around every node (cat "backward")
+//              "AdamW.step"         a ProfileRegion, here the optimizer's update (cat "region")
+//              "ProfilerStep#12"    a whole training step, around all of the above (cat "step")
+//              args: "input shapes" (forward: the op's inputs, null for an absent one; backward:
+//              its forward op's inputs, whose gradients it returns), "bytes allocated" (the
+//              allocator's bytes allocated inside the slice, frees not subtracted), "step".
+//   "ph": "C"  the counter track "memory": the allocator's current bytes at the end of each slice.
+//   "ph": "M"  the process and thread names.
+//
+// Which steps are written follows a ProfileSchedule (train/profile_schedule.h). The file is kept
+// bounded: once keeping the next step would pass max_events, recording stops, only whole steps
+// are written, and the metadata says so ("truncated": true, with the steps written).
+//
+// How it hears of the ops: a TraceRecorder is a TapeObserver (autograd/tape.h), the engine's one
+// seam. It installs itself when made and passes every event on to the observer it replaced, so
+// the profiler of --profile (made before it) keeps working; it takes itself out when destroyed,
+// which must happen before that profiler ends. Times are the host's: on a GPU, kernels run
+// asynchronously, so an op's slice is the time to launch it (the metadata names the device).
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/train/profile_schedule.h"
+
+namespace tg::train {
+
+// Events a trace keeps at most by default: about 20 MB of JSON.
+inline constexpr int64_t kDefaultMaxTraceEvents = 200'000;
+
+struct TraceOptions {
+  ProfileSchedule schedule;                   // which steps are written
+  int64_t max_events = kDefaultMaxTraceEvents;
+  Device device = kCPU;                       // whose allocator the memory track follows
+  std::string process_name = "tapegrad";      // the name the viewer shows for the process
+  nlohmann::json metadata = nlohmann::json::object();  // more entries for the file's "metadata"
+};
+
+class TraceRecorder final : public TapeObserver {
+ public:
+  explicit TraceRecorder(TraceOptions options);  // installs itself on this thread
+  ~TraceRecorder() override;                     // puts back the observer it replaced
+  TraceRecorder(const TraceRecorder&) = delete;
+  TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  // Around each training step (`step`: the number the run shows, 1-based); the schedule decides
+  // from the order of the calls whether the step is recorded and kept.
+  void begin_step(int64_t step);
+  void end_step();
+
+  // The trace-event JSON of the steps kept so far.
+  nlohmann::json trace() const;
+  int64_t steps_kept() const { return steps_kept_; }
+
+  void op_recorded(const char* op, const std::vector<Tensor>& inputs) override;
+  void backward_started() override;
+  void backward_finished() override;
+  void node_started(const Node& node) override;
+  void node_finished(const Node& node) override;
+  void region_started(std::string_view name, const char* suffix) override;
+  void region_finished() override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Shapes = std::vector<std::optional<Shape>>;  // nullopt: an absent input
+
+  struct Slice {
+    std::string name;
+    const char* category;
+    double start_us = 0, end_us = 0;
+    int64_t bytes_allocated = 0;  // inside the slice
+    int64_t current_bytes = 0;    // live at its end (the memory track)
+    std::optional<Shapes> input_shapes;
+    int64_t step = 0;
+  };
+  struct OpenSpan {  // a slice whose end has not come yet
+    std::string name;
+    const char* category;
+    double start_us;
+    int64_t start_allocated;
+    std::optional<Shapes> input_shapes;
+  };
+
+  double now_us() const;
+  void open(std::string name, const char* category, std::optional<Shapes> input_shapes);
+  void close();
+  void set_mark(double us, int64_t allocated);
+
+  TraceOptions options_;
+  TapeObserver* next_;  // the observer this one replaced: every event goes on to it
+  Clock::time_point origin_ = Clock::now();
+  // The last hook: a forward op's slice starts here (its time is the gap since then).
+  double mark_us_ = 0;
+  int64_t mark_allocated_ = 0;
+  std::vector<OpenSpan> open_;
+  // The step in progress and what it recorded so far; kept_ holds the finished active steps.
+  int64_t steps_seen_ = 0, step_ = 0, steps_kept_ = 0;
+  StepPhase phase_ = StepPhase::wait;
+  bool in_step_ = false;
+  double step_start_us_ = 0;
+  int64_t step_start_allocated_ = 0;
+  std::vector<Slice> pending_, kept_;
+  bool truncated_ = false;
+  int64_t truncated_at_step_ = 0;
+};
+
+// Writes `trace` to `path` atomically (nn/file_io.h: AtomicFile), `flag` naming it in errors.
+void write_trace(const std::string& path, const nlohmann::json& trace, const std::string& flag);
+
+}  // namespace tg::train
