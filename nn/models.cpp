@@ -135,7 +135,7 @@ TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig
   for (int64_t i = 0; i < c.layers; ++i) {
     layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }
-  classifier = register_module("classifier", std::make_shared<Linear>(c.dim, classes, true, c.dtype));
+  fc = register_module("fc", std::make_shared<Linear>(c.dim, classes, true, c.dtype));
 }
 
 ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, const ModelConfig& c) {
@@ -144,7 +144,7 @@ ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, co
   add_embedding(out.parameters, "embedding.", vocab, c.dim);
   if (c.layers == 0) add_attention(out, "mha.", c);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
-  add_linear(out.parameters, "classifier.", c.dim, classes);
+  add_linear(out.parameters, "fc.", c.dim, classes);
   return out;
 }
 
@@ -168,7 +168,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
     for (int64_t s = 0; s < lengths[b]; ++s) pool[b * seq + s] = 1.0 / static_cast<double>(lengths[b]);
   }
   const Tensor pooled = sum(h * from_values(pool, {batch, seq, 1}, h.dtype(), h.device()), {1});  // [B, dim]
-  return classifier->forward(pooled);
+  return fc->forward(pooled);
 }
 
 TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& c) {

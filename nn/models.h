@@ -58,7 +58,7 @@ class TextClassifier : public Module {
   std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
   std::shared_ptr<MultiHeadAttention> mha;                        // layers == 0
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;  // layers >= 1
-  std::shared_ptr<Linear> classifier;
+  std::shared_ptr<Linear> fc;  // the head, named `fc` as the tutorial's model (old checkpoints: `classifier`)
   bool checkpoint_layers = false;
 };
 
