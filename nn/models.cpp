@@ -127,6 +127,14 @@ Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Te
   }, {x});
 }
 
+Tensor run_attention(const MultiHeadAttention& mha, const Tensor& x, const Tensor& mask, bool is_causal,
+                     bool checkpointed) {
+  if (!checkpointed) return mha.forward(x, mask, is_causal).output;
+  return checkpoint([&mha, mask, is_causal](const std::vector<Tensor>& in) {
+    return mha.forward(in[0], mask, is_causal).output;
+  }, {x});
+}
+
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_text_classifier(vocab, classes, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
@@ -159,7 +167,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
   const Tensor key_mask = padding_mask(lengths, seq, tokens.device());  // [B, 1, 1, S]
   Tensor h = embed(tokens);
-  if (mha) h = mha->forward(h, key_mask).output;
+  if (mha) h = run_attention(*mha, h, key_mask, false, checkpoint_layers);
   for (const auto& layer : layers) h = run_layer(*layer, h, key_mask, false, checkpoint_layers);
   // Mean over the real positions: weights 1/length there, 0 on padding.
   std::vector<double> pool(batch * seq, 0.0);
@@ -202,7 +210,7 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == input_proj->weight.size(1), "TimeSeriesModel: input ",
            shape_str(x.shape()), " needs shape [B, T, ", input_proj->weight.size(1), "]");
   Tensor h = add_positions(pos_enc, input_proj->forward(x));
-  if (mha) h = mha->forward(h).output;
+  if (mha) h = run_attention(*mha, h, Tensor(), false, checkpoint_layers);
   for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), false, checkpoint_layers);
   const Tensor last = h.narrow(1, h.size(1) - 1, 1).squeeze(1);  // [B, H]
   return output->forward(last);
