@@ -19,6 +19,9 @@ int train(const Args& args);
 int eval(const Args& args);
 int sample(const Args& args);
 
+// The version, as CMake's project() states it.
+const char* version();
+
 // Every case of the gradcheck registry (ops, then nn).
 std::vector<GradcheckCase> all_gradcheck_cases();
 

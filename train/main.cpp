@@ -27,7 +27,8 @@ void usage(std::ostream& out) {
   for (const auto& [name, command] : kCommands) {
     out << "  " << name << std::string(12 - name.size(), ' ') << command.second << "\n";
   }
-  out << "\n`tapegrad <command> --help` shows a command's options and examples.\n";
+  out << "\n`tapegrad <command> --help` shows a command's options and examples;\n"
+         "`tapegrad --version` prints the version.\n";
 }
 
 }  // namespace
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(std::cout);
+    return 0;
+  }
+  if (name == "--version" || name == "-V" || name == "version") {
+    std::cout << "tapegrad " << tg::cli::version() << "\n";
     return 0;
   }
   const auto command = kCommands.find(name);
