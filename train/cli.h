@@ -11,6 +11,7 @@ namespace tg::cli {
 using Args = std::vector<std::string>;
 
 int info(const Args& args);
+int analyze(const Args& args);         // `tapegrad analyze heads`
 int gradcheck(const Args& args);
 int plot(const Args& args);
 int plot_attention(const Args& args);  // `tapegrad plot attention`

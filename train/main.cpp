@@ -18,7 +18,11 @@ const std::map<std::string, std::pair<std::function<int(const tg::cli::Args&)>, 
     {"eval", {tg::cli::eval, "a checkpoint's loss (and accuracy) on a data file"}},
     {"sample", {tg::cli::sample, "generate text from a charlm checkpoint (or classify a text)"}},
     {"gradcheck", {tg::cli::gradcheck, "run the registry of f64 finite-difference gradient checks"}},
-    {"plot", {tg::cli::plot, "PNG charts: positional encoding, training loss"}},
+    {"plot", {tg::cli::plot, "PNG charts: plot pe (positional encoding), plot loss (a training log),\n"
+                             "              plot attention (a checkpoint's heads on a text; --summary: the\n"
+                             "              head metrics of analyze heads, over a data file)"}},
+    {"analyze", {tg::cli::analyze, "analyze heads: per attention head, entropy, distance, and the weight\n"
+                                   "              on the previous, same and first token, over a data file"}},
     {"bench", {tg::cli::bench, "time training steps of fixed workloads (ms/step, GFLOP/s, peak bytes)"}},
 };
 
