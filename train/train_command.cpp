@@ -52,7 +52,8 @@ int train(const Args& args) {
       ("threads", po::value(&c.threads)->default_value(c.threads), "threads (0: all cores)")
       ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
-      ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations), "recompute each layer in backward (less memory)")
+      ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations),
+       "recompute each layer (the tutorial models: their one attention) in backward (less memory kept)")
       ("amp", po::value(&c.amp)->default_value(c.amp),
        "mixed precision: none | fp16 (with dynamic loss scaling) | bf16 (f32 master weights)")
       ("val-frac", shown(c.val_frac), "the last fraction of the data is validation")
