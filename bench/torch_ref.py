@@ -110,12 +110,12 @@ class TextClassifier(nn.Module):
         self.embedding = nn.Embedding(vocab, dim)
         self.register_buffer("pe", sinusoidal_table(max_len, dim), persistent=False)
         self.mha = MultiHeadAttention(dim, heads, attention)
-        self.classifier = nn.Linear(dim, classes)
+        self.fc = nn.Linear(dim, classes)
 
     def forward(self, tokens, key_allowed, pool):
         h = self.embedding(tokens) + self.pe[: tokens.shape[1]]
         h = self.mha(h, key_allowed)
-        return self.classifier((h * pool).sum(1))  # mean over the real positions
+        return self.fc((h * pool).sum(1))  # mean over the real positions
 
 
 class TimeSeriesModel(nn.Module):

@@ -127,6 +127,14 @@ Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Te
   }, {x});
 }
 
+Tensor run_attention(const MultiHeadAttention& mha, const Tensor& x, const Tensor& mask, bool is_causal,
+                     bool checkpointed) {
+  if (!checkpointed) return mha.forward(x, mask, is_causal).output;
+  return checkpoint([&mha, mask, is_causal](const std::vector<Tensor>& in) {
+    return mha.forward(in[0], mask, is_causal).output;
+  }, {x});
+}
+
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_text_classifier(vocab, classes, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
@@ -135,7 +143,7 @@ TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig
   for (int64_t i = 0; i < c.layers; ++i) {
     layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }
-  classifier = register_module("classifier", std::make_shared<Linear>(c.dim, classes, true, c.dtype));
+  fc = register_module("fc", std::make_shared<Linear>(c.dim, classes, true, c.dtype));
 }
 
 ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, const ModelConfig& c) {
@@ -144,7 +152,7 @@ ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, co
   add_embedding(out.parameters, "embedding.", vocab, c.dim);
   if (c.layers == 0) add_attention(out, "mha.", c);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
-  add_linear(out.parameters, "classifier.", c.dim, classes);
+  add_linear(out.parameters, "fc.", c.dim, classes);
   return out;
 }
 
@@ -159,7 +167,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
   const Tensor key_mask = padding_mask(lengths, seq, tokens.device());  // [B, 1, 1, S]
   Tensor h = embed(tokens);
-  if (mha) h = mha->forward(h, key_mask).output;
+  if (mha) h = run_attention(*mha, h, key_mask, false, checkpoint_layers);
   for (const auto& layer : layers) h = run_layer(*layer, h, key_mask, false, checkpoint_layers);
   // Mean over the real positions: weights 1/length there, 0 on padding.
   std::vector<double> pool(batch * seq, 0.0);
@@ -168,7 +176,7 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
     for (int64_t s = 0; s < lengths[b]; ++s) pool[b * seq + s] = 1.0 / static_cast<double>(lengths[b]);
   }
   const Tensor pooled = sum(h * from_values(pool, {batch, seq, 1}, h.dtype(), h.device()), {1});  // [B, dim]
-  return classifier->forward(pooled);
+  return fc->forward(pooled);
 }
 
 TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& c) {
@@ -202,7 +210,7 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
   TG_CHECK(x.dim() == 3 && x.size(2) == input_proj->weight.size(1), "TimeSeriesModel: input ",
            shape_str(x.shape()), " needs shape [B, T, ", input_proj->weight.size(1), "]");
   Tensor h = add_positions(pos_enc, input_proj->forward(x));
-  if (mha) h = mha->forward(h).output;
+  if (mha) h = run_attention(*mha, h, Tensor(), false, checkpoint_layers);
   for (const auto& layer : layers) h = run_layer(*layer, h, Tensor(), false, checkpoint_layers);
   const Tensor last = h.narrow(1, h.size(1) - 1, 1).squeeze(1);  // [B, H]
   return output->forward(last);

@@ -13,6 +13,11 @@ namespace tg::nn {
 // recomputed in backward instead of kept).
 Tensor run_layer(const TransformerEncoderLayer& layer, const Tensor& x, const Tensor& mask,
                  bool is_causal, bool checkpointed);
+// The same for a lone MultiHeadAttention used as self-attention (the tutorial-form models:
+// TextClassifier with layers = 0, TimeSeriesModel with layers = 1): its projections and weights
+// are recomputed in backward when `checkpointed`.
+Tensor run_attention(const MultiHeadAttention& mha, const Tensor& x, const Tensor& mask, bool is_causal,
+                     bool checkpointed);
 
 // The names and shapes of a state_dict, in its order.
 using StateShapes = std::vector<std::pair<std::string, Shape>>;
@@ -58,8 +63,8 @@ class TextClassifier : public Module {
   std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
   std::shared_ptr<MultiHeadAttention> mha;                        // layers == 0
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;  // layers >= 1
-  std::shared_ptr<Linear> classifier;
-  bool checkpoint_layers = false;
+  std::shared_ptr<Linear> fc;  // the head, named `fc` as the tutorial's model (old checkpoints: `classifier`)
+  bool checkpoint_layers = false;  // checkpoint each layer, or the lone mha (run_layer, run_attention)
 };
 
 // x [B, T, D] -> input_proj Linear(D, H) -> positional encoding (when sinusoidal) -> mha (layers = 1) or `layers`
@@ -77,7 +82,7 @@ class TimeSeriesModel : public Module {
   std::shared_ptr<MultiHeadAttention> mha;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<Linear> output;
-  bool checkpoint_layers = false;
+  bool checkpoint_layers = false;  // checkpoint each layer, or the lone mha (run_layer, run_attention)
 };
 
 // A character language model: embedding + positional encoding (when sinusoidal) -> causal encoder layers ->

@@ -31,4 +31,10 @@ class WarmupCosine {
   double min_lr_;
 };
 
+// Linear warm-up, then base_lr for good: PyTorch's default (an optimizer and no scheduler) when
+// warmup_steps is 0. It is a WarmupCosine whose decay ends where it starts (min_lr = base_lr).
+inline WarmupCosine warmup_constant(double base_lr, int64_t warmup_steps, int64_t total_steps) {
+  return WarmupCosine(base_lr, warmup_steps, total_steps, /*min_lr=*/base_lr);
+}
+
 }  // namespace tg

@@ -11,6 +11,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/nn/safetensors.h"
 #include "tapegrad/train/json_bytes.h"
+#include "tapegrad/train/legacy_names.h"
 #include "tapegrad/train/strict_numbers.h"
 #include "tapegrad/train/tasks.h"
 
@@ -210,6 +211,7 @@ Checkpoint load_checkpoint(const std::string& path) {
       if (name.rfind(prefix, 0) == 0) checkpoint.optimizer.emplace_back(name.substr(prefix.size()), t);
       else checkpoint.model.emplace_back(name, t);
     }
+    rename_legacy_tensors(checkpoint.config.task, checkpoint.model);  // e.g. classifier.* -> fc.*
     validate_checkpoint(checkpoint);
   } catch (const Error& error) {
     fail("checkpoint ", path, ": ", error.what());

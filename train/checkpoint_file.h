@@ -30,7 +30,8 @@ struct Checkpoint {
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 
 // Reads and validates the whole file before anything is built from it, with one tg::Error
-// "checkpoint <path>: <problem>": the safetensors rules; the metadata (strict decimal step, RNG
+// "checkpoint <path>: <problem>": the safetensors rules; tensors of older releases renamed to
+// today's names (train/legacy_names.h); the metadata (strict decimal step, RNG
 // and scaler fields, the config, the data state); then validate_checkpoint(). The one loader of
 // eval, sample, plot and train --resume: what it returns fits the model its config describes.
 Checkpoint load_checkpoint(const std::string& path);

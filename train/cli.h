@@ -11,6 +11,7 @@ namespace tg::cli {
 using Args = std::vector<std::string>;
 
 int info(const Args& args);
+int analyze(const Args& args);         // `tapegrad analyze heads`
 int gradcheck(const Args& args);
 int plot(const Args& args);
 int plot_attention(const Args& args);  // `tapegrad plot attention`
@@ -18,6 +19,9 @@ int bench(const Args& args);
 int train(const Args& args);
 int eval(const Args& args);
 int sample(const Args& args);
+
+// The version, as CMake's project() states it.
+const char* version();
 
 // Every case of the gradcheck registry (ops, then nn).
 std::vector<GradcheckCase> all_gradcheck_cases();

@@ -44,7 +44,9 @@ void TrainConfig::validate() const {
   in_range(dim, 1, Limits::dim, "--dim");
   in_range(heads, 1, dim, "--heads");
   TG_CHECK(dim % heads == 0, "--heads ", heads, " does not divide --dim ", dim);
-  in_range(layers, task == "timeseries" ? 1 : 0, Limits::layers, "--layers (>= 1 for timeseries)");
+  TG_CHECK(task != "timeseries" || layers != 0, "--layers 0 is not a timeseries model: --layers 1 is the ",
+           "tutorial's (input_proj, one attention, output), N >= 2 stacks N encoder layers");
+  in_range(layers, 0, Limits::layers, "--layers");
   in_range(max_len, 1, Limits::sequence, "--max-len");
   TG_CHECK(max_len * dim <= Limits::positions, "--max-len ", max_len, " x --dim ", dim,
            " is more than the ", Limits::positions, " entries a positional encoding table may have");
@@ -60,6 +62,13 @@ void TrainConfig::validate() const {
   TG_CHECK(lr > 0, "--lr must be positive, got ", lr);
   finite_at_least_zero(weight_decay, "--weight-decay");
   finite_at_least_zero(clip, "--clip");
+  TG_CHECK(schedule == "cosine" || schedule == "constant", "--schedule must be cosine or constant, got '",
+           schedule, "'");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TG_CHECK(!inputs[i].empty(), "--inputs: column ", i + 1, " has an empty name");
+    for (size_t j = 0; j < i; ++j) TG_CHECK(inputs[i] != inputs[j], "--inputs names '", inputs[i], "' twice");
+  }
+  TG_CHECK(inputs.empty() || task == "timeseries", "--inputs is for timeseries only");
   TG_CHECK(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw",
            "--optimizer must be sgd, adam or adamw, got '", optimizer, "'");
   TG_CHECK(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
@@ -79,18 +88,41 @@ void TrainConfig::validate() const {
            max_len, " (the positional encoding's length)");
 }
 
+namespace {
+
+nlohmann::json inputs_to_json(const std::vector<std::string>& inputs) {
+  nlohmann::json names = nlohmann::json::array();
+  for (const std::string& name : inputs) names.push_back(bytes_to_json(name));
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_inputs(const std::string& text) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    names.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    TG_CHECK(!names.back().empty(), "--inputs '", text, "': column ", names.size(),
+             " has an empty name (expected COL,COL,...)");
+    if (comma == std::string::npos) return names;
+    start = comma + 1;
+  }
+}
+
 nlohmann::json to_json(const TrainConfig& c) {
   return {{"task", c.task}, {"data", bytes_to_json(c.data)}, {"dim", c.dim}, {"heads", c.heads},
           {"layers", c.layers}, {"max_len", c.max_len}, {"dropout", c.dropout},
           {"attention", c.attention}, {"position", c.position},
           {"batch", c.batch}, {"epochs", c.epochs}, {"steps", c.steps}, {"lr", c.lr},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"val_frac", c.val_frac},
-          {"optimizer", c.optimizer}, {"warmup", c.warmup}, {"seed", c.seed},
+          {"optimizer", c.optimizer}, {"warmup", c.warmup}, {"schedule", c.schedule}, {"seed", c.seed},
           {"threads", c.threads}, {"device", c.device},
           {"checkpoint_activations", c.checkpoint_activations}, {"shuffle", c.shuffle},
           {"eval_every", c.eval_every}, {"amp", c.amp}, {"window", c.window}, {"horizon", c.horizon},
-          {"target", bytes_to_json(c.target)}, {"normalize", c.normalize}, {"tokenizer", c.tokenizer},
-          {"context", c.context}};
+          {"target", bytes_to_json(c.target)}, {"inputs", inputs_to_json(c.inputs)}, {"normalize", c.normalize},
+          {"tokenizer", c.tokenizer}, {"context", c.context}};
 }
 
 namespace {
@@ -179,6 +211,7 @@ TrainConfig config_from_json(const nlohmann::json& json) {
   c.val_frac = f.number("val_frac");
   c.optimizer = f.text("optimizer");
   c.warmup = f.integer("warmup");
+  c.schedule = json.contains("schedule") ? f.text("schedule") : "cosine";  // older checkpoints: cosine
   c.seed = f.unsigned_integer("seed");
   const int64_t threads = f.integer("threads");
   TG_CHECK(threads >= 0 && threads <= kMaxThreads, "checkpoint config: 'threads' ", threads,
@@ -192,6 +225,11 @@ TrainConfig config_from_json(const nlohmann::json& json) {
   c.window = f.integer("window");
   c.horizon = f.integer("horizon");
   c.target = f.bytes("target");
+  if (json.contains("inputs")) {  // older checkpoints read every column
+    const nlohmann::json& inputs = f.at("inputs");
+    TG_CHECK(inputs.is_array(), "checkpoint config: 'inputs' must be an array, got ", inputs.type_name());
+    for (const nlohmann::json& name : inputs) c.inputs.push_back(bytes_from_json(name, "inputs"));
+  }
   c.normalize = f.text("normalize");
   c.tokenizer = f.text("tokenizer");
   c.context = f.integer("context");

@@ -3,6 +3,7 @@
 // plot and --resume rebuild exactly the same model and data pipeline.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,7 @@ struct TrainConfig {
   double lr = 1e-3, weight_decay = 0.01, clip = 1.0, val_frac = 0.1;
   std::string optimizer = "adamw";  // sgd | adam | adamw
   int64_t warmup = 0;
+  std::string schedule = "cosine";  // cosine (warm-up, then cosine decay) | constant (warm-up, then lr)
   uint64_t seed = 0;
   int threads = 0;
   std::string device = "cpu";  // cpu | cuda | cuda:N (a setting of the run, not of the model)
@@ -44,6 +46,7 @@ struct TrainConfig {
   // timeseries
   int64_t window = 32, horizon = 1;
   std::string target, normalize = "zscore";
+  std::vector<std::string> inputs;  // the columns the model reads, in order; empty: every column
   // textcls
   std::string tokenizer = "char";
   // charlm
@@ -63,7 +66,11 @@ struct TrainConfig {
 nlohmann::json to_json(const TrainConfig& config);
 // Strict: every field must be there with its JSON type (an integer for sizes, no 3.5 or -1 for a
 // seed), then validate() runs. tg::Error names the field. Fields added after the first release
-// may be missing (amp: "none", attention: "full", position: "sinusoidal"), never malformed.
+// may be missing (amp: "none", attention: "full", position: "sinusoidal", schedule: "cosine",
+// inputs: every column), never malformed.
 TrainConfig config_from_json(const nlohmann::json& json);
+
+// --inputs "A,B,C" -> {"A", "B", "C"}; an empty name (",," or a trailing comma) is a tg::Error.
+std::vector<std::string> parse_inputs(const std::string& text);
 
 }  // namespace tg::train

@@ -136,10 +136,11 @@ Table read_csv(const std::string& path) {
   return table;
 }
 
-// Windows [first, first + count) as x [count, T, D] and y [count, P], normalised.
+// Windows [first, first + count) as x [count, T, D] (the D input columns) and y [count, P], normalised.
 std::pair<Tensor, Tensor> make_windows(const Table& table, int64_t first, int64_t count, int64_t window,
-                                       int64_t horizon, int64_t target, const Normalization& norm) {
-  const int64_t width = static_cast<int64_t>(table.columns.size());
+                                       int64_t horizon, const std::vector<int64_t>& inputs, int64_t target,
+                                       const Normalization& norm) {
+  const int64_t width = static_cast<int64_t>(inputs.size());
   Tensor x = empty({count, window, width}, DType::f32, kCPU);  // filled here on the host
   Tensor y = empty({count, horizon}, DType::f32, kCPU);
   float* xs = x.data_as<float>();
@@ -154,10 +155,21 @@ std::pair<Tensor, Tensor> make_windows(const Table& table, int64_t first, int64_
   for (int64_t n = 0; n < count; ++n) {
     const int64_t start = first + n;
     for (int64_t t = 0; t < window; ++t)
-      for (int64_t d = 0; d < width; ++d) xs[(n * window + t) * width + d] = normalised(start + t, d);
+      for (int64_t d = 0; d < width; ++d) xs[(n * window + t) * width + d] = normalised(start + t, inputs[d]);
     for (int64_t p = 0; p < horizon; ++p) ys[n * horizon + p] = normalised(start + window + p, target);
   }
   return {x, y};
+}
+
+// The index of column `name`, or a tg::Error listing the columns.
+int64_t column_index(const Table& table, const std::string& name, const std::string& path, const char* role) {
+  const auto found = std::find(table.columns.begin(), table.columns.end(), name);
+  if (found == table.columns.end()) {
+    std::string names;
+    for (const auto& column : table.columns) names += (names.empty() ? "" : ", ") + column;
+    fail("load_timeseries: '", path, "': ", role, " column '", name, "' not found (columns: ", names, ")");
+  }
+  return found - table.columns.begin();
 }
 
 // ---- UTF-8 --------------------------------------------------------------------------------------
@@ -233,16 +245,15 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
   TimeSeriesData data;
   data.columns = table.columns;
   const int64_t width = static_cast<int64_t>(table.columns.size());
-  if (spec.target.empty()) {
-    data.target_column = width - 1;
-  } else {
-    const auto found = std::find(table.columns.begin(), table.columns.end(), spec.target);
-    if (found == table.columns.end()) {
-      std::string names;
-      for (const auto& column : table.columns) names += (names.empty() ? "" : ", ") + column;
-      fail(what, ": '", path, "': target column '", spec.target, "' not found (columns: ", names, ")");
-    }
-    data.target_column = found - table.columns.begin();
+  data.target_column = spec.target.empty() ? width - 1 : column_index(table, spec.target, path, "target");
+  for (const std::string& name : spec.inputs) {
+    const int64_t index = column_index(table, name, path, "input");
+    TG_CHECK(std::find(data.input_columns.begin(), data.input_columns.end(), index) == data.input_columns.end(),
+             what, ": input column '", name, "' is named twice");
+    data.input_columns.push_back(index);
+  }
+  if (spec.inputs.empty()) {
+    for (int64_t c = 0; c < width; ++c) data.input_columns.push_back(c);
   }
 
   const int64_t rows = static_cast<int64_t>(table.rows.size());
@@ -285,9 +296,10 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
   }
 
   std::tie(data.train_x, data.train_y) =
-      make_windows(table, 0, train_windows, spec.window, spec.horizon, data.target_column, data.norm);
+      make_windows(table, 0, train_windows, spec.window, spec.horizon, data.input_columns, data.target_column, data.norm);
   std::tie(data.val_x, data.val_y) =
-      make_windows(table, train_windows, val_windows, spec.window, spec.horizon, data.target_column, data.norm);
+      make_windows(table, train_windows, val_windows, spec.window, spec.horizon, data.input_columns, data.target_column,
+                   data.norm);
   return data;
 }
 

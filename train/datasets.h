@@ -16,6 +16,7 @@ struct TimeSeriesSpec {
   int64_t window = 32;          // T: rows given as input
   int64_t horizon = 1;          // P: rows of the target column to forecast
   std::string target;           // column name; empty = the last column
+  std::vector<std::string> inputs;  // the columns the model reads, in this order; empty = every column
   bool zscore = true;           // --normalize zscore|none
   double val_frac = 0.1;        // the last fraction of the windows
 };
@@ -26,15 +27,16 @@ struct Normalization {
 };
 
 struct TimeSeriesData {
-  std::vector<std::string> columns;
+  std::vector<std::string> columns;   // the whole header
+  std::vector<int64_t> input_columns; // indices into columns of the model's inputs (D of them)
   int64_t target_column = 0;
   Normalization norm;
   Tensor train_x, train_y;  // [N, T, D] and [N, P], f32, normalised
   Tensor val_x, val_y;
 };
 
-// Window i takes rows [i, i+T) as input and rows [i+T, i+T+P) of the target as target,
-// i = 0 ... rows-T-P. `norm` given: use it (eval of a checkpoint) instead of computing it.
+// Window i takes rows [i, i+T) of the input columns as input and rows [i+T, i+T+P) of the target
+// as target, i = 0 ... rows-T-P. Statistics are kept for every column. `norm` given: use it (eval of a checkpoint) instead of computing it.
 TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& spec,
                                const Normalization* norm = nullptr);
 

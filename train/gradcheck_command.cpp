@@ -71,7 +71,8 @@ int gradcheck(const Args& args) {
   if (json) {
     std::cout << report.dump() << "\n";
   } else {
-    std::printf("\n%zu checks, %zu passed, %d failed\n", selected.size(), selected.size() - failures, failures);
+    std::printf("\n%zu check%s, %zu passed, %d failed\n", selected.size(), selected.size() == 1 ? "" : "s",
+                selected.size() - failures, failures);
   }
   return failures == 0 ? 0 : 1;
 }

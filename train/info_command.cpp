@@ -13,6 +13,8 @@ extern "C" int openblas_get_num_threads(void);
 
 namespace tg::cli {
 
+const char* version() { return TAPEGRAD_VERSION; }
+
 int info(const Args& args) {
   namespace po = boost::program_options;
   po::options_description options("tapegrad info: version, BLAS and its kernel set, threads, devices");
@@ -24,7 +26,7 @@ int info(const Args& args) {
     return 0;
   }
   pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
-  std::cout << "tapegrad " << TAPEGRAD_VERSION << "\n"
+  std::cout << "tapegrad " << version() << "\n"
             << "blas:     " << openblas_get_config() << "\n"
             << "kernels:  " << openblas_get_corename() << " (OpenBLAS); CPU fast paths "
             << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"

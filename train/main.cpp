@@ -18,7 +18,11 @@ const std::map<std::string, std::pair<std::function<int(const tg::cli::Args&)>, 
     {"eval", {tg::cli::eval, "a checkpoint's loss (and accuracy) on a data file"}},
     {"sample", {tg::cli::sample, "generate text from a charlm checkpoint (or classify a text)"}},
     {"gradcheck", {tg::cli::gradcheck, "run the registry of f64 finite-difference gradient checks"}},
-    {"plot", {tg::cli::plot, "PNG charts: positional encoding, training loss, attention, gradients"}},
+    {"plot", {tg::cli::plot, "PNG charts: plot pe (positional encoding), plot loss (a training log),\n"
+                             "              plot grads (train --grad-stats), plot attention (a checkpoint's\n"
+                             "              heads on a text; --summary: the head metrics of analyze heads)"}},
+    {"analyze", {tg::cli::analyze, "analyze heads: per attention head, entropy, distance, and the weight\n"
+                                   "              on the previous, same and first token, over a data file"}},
     {"bench", {tg::cli::bench, "time training steps of fixed workloads (ms/step, GFLOP/s, peak bytes)"}},
 };
 
@@ -27,7 +31,8 @@ void usage(std::ostream& out) {
   for (const auto& [name, command] : kCommands) {
     out << "  " << name << std::string(12 - name.size(), ' ') << command.second << "\n";
   }
-  out << "\n`tapegrad <command> --help` shows a command's options and examples.\n";
+  out << "\n`tapegrad <command> --help` shows a command's options and examples;\n"
+         "`tapegrad --version` prints the version.\n";
 }
 
 }  // namespace
@@ -40,6 +45,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(std::cout);
+    return 0;
+  }
+  if (name == "--version" || name == "-V" || name == "version") {
+    std::cout << "tapegrad " << tg::cli::version() << "\n";
     return 0;
   }
   const auto command = kCommands.find(name);

@@ -1,7 +1,8 @@
 // `tapegrad plot attention`: the attention weights of one layer of a textcls or charlm checkpoint
 // on a text, one heatmap a head, with the text's tokens on both axes. A sparse layout (local,
 // band, bigbird) adds a last panel: which keys each query may see at all. Linformer and Performer
-// never form [S, S] weights, so there is nothing to draw for them (one clear error).
+// never form [S, S] weights, so there is nothing to draw for them (one clear error). --summary
+// draws the head metrics of `analyze heads` over a data file instead (train/head_summary_chart.h).
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -14,6 +15,8 @@
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/datasets.h"
+#include "tapegrad/train/head_analysis.h"
+#include "tapegrad/train/head_summary_chart.h"
 #include "tapegrad/train/tasks.h"
 #include "tapegrad/train/png.h"
 
@@ -55,19 +58,35 @@ plot::Heatmap layout_panel(const nn::AttentionSpec& spec, int64_t length, bool c
 
 int plot_attention(const Args& args) {
   namespace po = boost::program_options;
-  std::string load, text, out;
-  int64_t layer = 0;
+  std::string load, text, out, data;
+  int64_t layer = 0, samples = 64;
   po::options_description options("tapegrad plot attention: one heatmap a head of a checkpoint's attention on a text");
   options.add_options()("help,h", "show this help")
       ("load", po::value(&load), "a textcls or charlm checkpoint")
       ("text", po::value(&text), "the text to attend over")
       ("layer", po::value(&layer)->default_value(0), "which attention layer (0 = the first)")
-      ("out", po::value(&out), "the PNG to write");
+      ("out", po::value(&out), "the PNG to write")
+      ("summary", "instead of one text's weights: the metrics of `tapegrad analyze heads` over --data, "
+                  "one heatmap a metric (layers x heads)")
+      ("data", po::value(&data), "--summary: the data file to sample")
+      ("samples", po::value(&samples)->default_value(samples), "--summary: sequences to average over");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << options << "\nexample:\n  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
+    std::cout << options << "\nexamples:\n  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n"
+                            "  tapegrad plot attention --summary --load lm.safetensors --data data/corpus.txt --out heads.png\n";
+    return 0;
+  }
+  if (vm.count("summary")) {
+    TG_CHECK(!load.empty() && !data.empty() && !out.empty(), "--summary needs --load, --data and --out");
+    check_output_path(out, "--out");
+    const train::Checkpoint checkpoint = train::load_checkpoint(load);
+    const train::HeadAnalysis analysis = train::analyze_heads(checkpoint, data, samples);
+    plot::head_summary_png(out, analysis, checkpoint.config.task + " heads over " + std::to_string(analysis.sequences) +
+                                              " sequences (" + checkpoint.config.attention + ", " +
+                                              checkpoint.config.position + ")");
+    std::cout << "wrote " << out << "\n";
     return 0;
   }
   TG_CHECK(!load.empty() && !text.empty() && !out.empty(), "--load, --text and --out are required");

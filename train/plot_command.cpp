@@ -234,7 +234,8 @@ struct PlotKind {
 const std::map<std::string, PlotKind> kPlots = {
     {"pe", {plot_pe, "the sinusoidal positional-encoding table as a heatmap"}},
     {"loss", {plot_loss, "training and validation loss against step, from a training log"}},
-    {"attention", {plot_attention, "a checkpoint's attention weights on a text, one heatmap a head"}},
+    {"attention", {plot_attention, "a checkpoint's attention weights on a text, one heatmap a head\n"
+                                   "            (--summary: the head metrics of `analyze heads` over a data file)"}},
     {"grads", {plot_grads, "mean |grad| of each parameter against step, from train --grad-stats"}},
 };
 
@@ -256,7 +257,8 @@ int plot(const Args& args) {
                  "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n"
                  "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n"
                  "  tapegrad plot grads --log grads.csv --out grads.png\n"
-                 "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n";
+                 "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n"
+                 "  tapegrad plot attention --summary --load cls.safetensors --data data/fortunes.tsv --out heads.png\n";
     return 0;
   }
   TG_CHECK(!args.empty(), "say what to plot: one of ", plot_names(), " (try tapegrad plot --help)");

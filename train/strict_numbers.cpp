@@ -35,4 +35,11 @@ double parse_finite_double(const std::string& text, const char* what) {
   return value;
 }
 
+std::string shortest_text(double value) {
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, value);  // shortest round trip
+  TG_CHECK(error == std::errc(), "shortest_text: cannot format ", value);
+  return std::string(text, end);
+}
+
 }  // namespace tg::train

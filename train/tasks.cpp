@@ -89,6 +89,10 @@ void timeseries_state_from_json(const TrainConfig& config, const nlohmann::json&
   const int64_t expected = config.target.empty() ? width - 1 : named - out.columns.begin();
   TG_CHECK(out.target_column == expected, kStateError, "'target_column' ", out.target_column,
            " is not the config's target ", config.target.empty() ? "(the last column)" : quoted(config.target));
+  for (const std::string& input : config.inputs) {
+    TG_CHECK(std::find(out.columns.begin(), out.columns.end(), input) != out.columns.end(), kStateError,
+             "the config's input column ", quoted(input), " is not among 'columns'");
+  }
 }
 
 // The optional "sha256" of the training data (train --resume compares it with --data's): when
@@ -155,6 +159,7 @@ class TimeSeriesTask : public Task {
     spec.window = config.window;
     spec.horizon = config.horizon;
     spec.target = config.target;
+    spec.inputs = config.inputs;
     spec.zscore = config.normalize == "zscore";
     spec.val_frac = whole_file ? 0.0 : config.val_frac;
     if (state) {
@@ -167,7 +172,7 @@ class TimeSeriesTask : public Task {
     } else {
       data_ = load_timeseries(path, spec);
     }
-    model_ = std::make_shared<nn::TimeSeriesModel>(static_cast<int64_t>(data_.columns.size()),
+    model_ = std::make_shared<nn::TimeSeriesModel>(static_cast<int64_t>(data_.input_columns.size()),
                                                    config.horizon, config.model_config());
     model_->checkpoint_layers = config.checkpoint_activations;
     model_->to(device_);
@@ -279,7 +284,8 @@ nn::ModelStateShapes model_state_shapes(const TrainConfig& config, const DataSta
     return nn::TextClassifier::state_shapes(state.vocab.size(), count(state.labels), model);
   }
   if (config.task == "timeseries") {
-    return nn::TimeSeriesModel::state_shapes(count(state.columns), config.horizon, model);
+    const int64_t inputs = config.inputs.empty() ? count(state.columns) : count(config.inputs);
+    return nn::TimeSeriesModel::state_shapes(inputs, config.horizon, model);
   }
   if (config.task == "charlm") return nn::CharLM::state_shapes(state.vocab.size(), model);
   fail("unknown task '", config.task, "' (textcls, timeseries, charlm)");

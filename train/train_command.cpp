@@ -17,7 +17,9 @@ int train(const Args& args) {
   namespace po = boost::program_options;
   train::TrainRun run;
   train::TrainConfig& c = run.config;
-  std::string seed = std::to_string(c.seed);
+  std::string seed = std::to_string(c.seed), inputs;
+  // Floating defaults shown as typed ("0.1"), not with binary noise.
+  const auto shown = [](double& value) { return po::value(&value)->default_value(value, train::shortest_text(value)); };
   po::options_description what("what to train");
   what.add_options()
       ("task", po::value(&c.task), "textcls | timeseries | charlm")
@@ -27,8 +29,10 @@ int train(const Args& args) {
       ("dim", po::value(&c.dim)->default_value(c.dim), "hidden size")
       ("heads", po::value(&c.heads)->default_value(c.heads), "attention heads (must divide --dim)")
       ("layers", po::value(&c.layers)->default_value(c.layers),
-       "encoder layers (textcls: 0 = a single attention layer)")
-      ("dropout", po::value(&c.dropout)->default_value(c.dropout), "dropout probability")
+       "textcls: 0 = the tutorial's model (one attention, no MLP or norms), N >= 1 = N encoder layers; "
+       "timeseries: 1 = the tutorial's model (one attention), N >= 2 = N encoder layers (0 is an error); "
+       "charlm: N encoder layers")
+      ("dropout", shown(c.dropout), "dropout probability")
       ("max-len", po::value(&c.max_len)->default_value(c.max_len), "longest sequence (positional encoding)")
       ("attention", po::value(&c.attention)->default_value(c.attention),
        "full | local:W | band:W[,D] | bigbird:W,R,G | linformer:K | performer:M (docs/attention.md)")
@@ -39,19 +43,22 @@ int train(const Args& args) {
       ("batch", po::value(&c.batch)->default_value(c.batch), "examples per step")
       ("epochs", po::value(&c.epochs), "passes over the training split (default 1)")
       ("steps", po::value(&c.steps), "optimizer steps in all (wins over --epochs)")
-      ("lr", po::value(&c.lr)->default_value(c.lr), "peak learning rate")
+      ("lr", shown(c.lr), "peak learning rate")
       ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
-      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 (sgd, adam) or decoupled (adamw)")
-      ("warmup", po::value(&c.warmup)->default_value(c.warmup), "linear warm-up steps, then cosine decay")
-      ("clip", po::value(&c.clip)->default_value(c.clip), "clip the global gradient norm (0: off)")
+      ("weight-decay", shown(c.weight_decay), "L2 (sgd, adam) or decoupled (adamw)")
+      ("warmup", po::value(&c.warmup)->default_value(c.warmup), "linear warm-up steps, then the --schedule")
+      ("schedule", po::value(&c.schedule)->default_value(c.schedule),
+       "cosine (decay to 0 by the last step) | constant (--lr throughout: PyTorch's default)")
+      ("clip", shown(c.clip), "clip the global gradient norm (0: off)")
       ("seed", po::value(&seed)->default_value(seed), "seed for weights, shuffling and dropout (0 to 2^64-1)")
       ("threads", po::value(&c.threads)->default_value(c.threads), "threads (0: all cores)")
       ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
-      ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations), "recompute each layer in backward (less memory)")
+      ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations),
+       "recompute each layer (the tutorial models: their one attention) in backward (less memory kept)")
       ("amp", po::value(&c.amp)->default_value(c.amp),
        "mixed precision: none | fp16 (with dynamic loss scaling) | bf16 (f32 master weights)")
-      ("val-frac", po::value(&c.val_frac)->default_value(c.val_frac), "the last fraction of the data is validation")
+      ("val-frac", shown(c.val_frac), "the last fraction of the data is validation")
       ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "validate every N steps (0: every epoch)")
       ("no-shuffle", "batches in file order, the same every epoch");
   po::options_description data("data");
@@ -59,6 +66,8 @@ int train(const Args& args) {
       ("window", po::value(&c.window)->default_value(c.window), "timeseries: input rows per window")
       ("horizon", po::value(&c.horizon)->default_value(c.horizon), "timeseries: target rows to forecast")
       ("target", po::value(&c.target), "timeseries: the column to forecast (default: the last)")
+      ("inputs", po::value(&inputs), "timeseries: the columns the model reads, COL,COL,... (default: "
+       "every column, a YEAR or date column too; --inputs SUNACTIVITY reads only the series)")
       ("normalize", po::value(&c.normalize)->default_value(c.normalize), "timeseries: zscore | none")
       ("tokenizer", po::value(&c.tokenizer)->default_value(c.tokenizer), "textcls: char | word")
       ("context", po::value(&c.context)->default_value(c.context), "charlm: characters per example");
@@ -107,6 +116,7 @@ int train(const Args& args) {
            "--task and --data are required (or --resume)");
   c.seed = train::parse_uint64(seed, "--seed");
   c.shuffle = vm.count("no-shuffle") == 0;
+  if (vm.count("inputs")) c.inputs = train::parse_inputs(inputs);
   // The canonical spelling, as the checkpoint stores it (and --resume compares it).
   c.attention = train::format_attention(train::parse_attention(c.attention));
   c.position = train::format_position(train::parse_position(c.position));

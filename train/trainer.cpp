@@ -173,7 +173,8 @@ int train(const TrainRun& run) {
   TG_CHECK(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ", total, " steps");
   const int64_t last = run.stop_after > 0 ? first + std::min(total - first, run.stop_after) : total;
   TG_CHECK(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total, " steps");
-  const WarmupCosine schedule(config.lr, config.warmup, total);
+  const WarmupCosine schedule = config.schedule == "constant" ? warmup_constant(config.lr, config.warmup, total)
+                                                               : WarmupCosine(config.lr, config.warmup, total);
   if (resuming) set_rng_state(resumed.rng);  // dropout continues where it stopped
 
   std::unique_ptr<LogFile> log;

@@ -232,8 +232,8 @@ TEST_CASE("checkpoint: labels must be distinct and fit the classifier; one label
   require_refused(dir, checkpoint, labels_edit(nlohmann::json::array()), "'labels' is empty");
   require_refused(dir, checkpoint, labels_edit({"pets", "pets"}), "'labels' holds \"pets\" twice");
   require_refused(dir, checkpoint, labels_edit({"pets", "wild", "fish"}),
-                  "tensor 'classifier.weight' has shape [2, 8] but the config and data state imply [3, 8]");
-  require_refused(dir, checkpoint, labels_edit({"pets"}), "tensor 'classifier.weight' has shape [2, 8]");
+                  "tensor 'fc.weight' has shape [2, 8] but the config and data state imply [3, 8]");
+  require_refused(dir, checkpoint, labels_edit({"pets"}), "tensor 'fc.weight' has shape [2, 8]");
   require_refused(dir, checkpoint, labels_edit(nullptr), "'labels' must be an array");
   // A one-label TSV trains (every loss is 0), so its checkpoint loads; so do byte labels.
   save_checkpoint(dir.file("one.st"), textcls_checkpoint({"only"}));

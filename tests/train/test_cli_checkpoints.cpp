@@ -157,8 +157,8 @@ TEST_CASE("cli checkpoints: declared shapes are checked against the config befor
     edit_json(file, "data", [](nlohmann::json& state) { state["labels"].push_back("fish"); });
   });
   require_one_line_error(run_cli("sample --load " + labels + " --prompt 'the cat'", dir),
-                         "tensor 'classifier.weight' has shape [2, 8] but the config and data state imply [3, 8]");
-  require_one_line_error(run_cli("eval --load " + labels + " --data " + t.texts, dir), "'classifier.weight'");
+                         "tensor 'fc.weight' has shape [2, 8] but the config and data state imply [3, 8]");
+  require_one_line_error(run_cli("eval --load " + labels + " --data " + t.texts, dir), "'fc.weight'");
 
   // A timeseries checkpoint whose normalisation has a zero stddev.
   const std::string flat = dir.file("flat.st");
