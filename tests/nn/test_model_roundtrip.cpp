@@ -13,13 +13,7 @@ using namespace tg;
 namespace {
 
 nn::ModelConfig small_config(int64_t layers) {
-  nn::ModelConfig config;
-  config.dim = 16;
-  config.heads = 4;
-  config.layers = layers;
-  config.dropout = 0.1;
-  config.max_len = 32;
-  return config;
+  return {.dim = 16, .heads = 4, .layers = layers, .dropout = 0.1, .max_len = 32};
 }
 
 template <typename Model, typename Forward>

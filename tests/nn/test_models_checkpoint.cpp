@@ -16,13 +16,7 @@ using namespace tg;
 namespace {
 
 nn::ModelConfig tutorial_config(int64_t layers) {
-  nn::ModelConfig config;
-  config.dim = 64;
-  config.heads = 4;
-  config.layers = layers;
-  config.dropout = 0.1;
-  config.max_len = 64;
-  return config;
+  return {.dim = 64, .heads = 4, .layers = layers, .dropout = 0.1, .max_len = 64};
 }
 
 struct Run {
