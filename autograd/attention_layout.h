@@ -57,6 +57,7 @@ struct SparsityView {
         return distance < layout.window * layout.dilation && distance % layout.dilation == 0;
       case SparsityKind::bigbird: {
         if (distance < layout.window || i < layout.global_tokens || j < layout.global_tokens) return true;
+        if (random_per_block == 0) return false;  // (random may be null then)
         const int64_t* row = random + (i / kSparseBlock) * random_per_block;
         for (int64_t r = 0; r < random_per_block; ++r) {
           if (row[r] == j / kSparseBlock) return true;
@@ -79,6 +80,7 @@ struct SparsityView {
     if (gap < reach) return true;
     if (layout.kind != SparsityKind::bigbird) return false;
     if (i0 < layout.global_tokens || j0 < layout.global_tokens) return true;
+    if (random_per_block == 0) return false;
     for (int64_t block = i0 / kSparseBlock; block <= (i1 - 1) / kSparseBlock; ++block) {
       const int64_t* row = random + block * random_per_block;
       for (int64_t r = 0; r < random_per_block; ++r) {
