@@ -1,0 +1,128 @@
+// The fast paths of the CPU int8 kernels (ops/cpu_int8.h): choosing the instruction set, packing
+// the operands into the layouts of ops/cpu_int8_kernels.h, and spreading rows over the threads.
+#include "tapegrad/ops/cpu_int8.h"
+
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/ops/cpu_features.h"
+#include "tapegrad/ops/cpu_int8_kernels.h"
+
+namespace tg::cpu::int8 {
+namespace {
+
+// Rows of A a thread packs and multiplies at a time: a multiple of both kernels' 6-row blocks,
+// small enough that the packed rows (48 x 256 bytes at k = 256) stay in L1 beside B's panels.
+constexpr int64_t kChunkRows = 48;
+// Products of fewer multiply-adds run on the calling thread (a parallel region costs a few us).
+constexpr int64_t kParallelWork = int64_t{1} << 20;
+// Rows of at least this many elements (in all) are spread over the threads.
+constexpr int64_t kParallelElements = int64_t{1} << 14;
+
+// B [n, k] into panels of kWidth columns x groups of kDepth p, zero-padded (ops/cpu_int8_kernels.h).
+template <typename T, int kWidth, int kDepth>
+std::vector<T> pack_b(const int8_t* b, int64_t n, int64_t k, int64_t groups) {
+  const int64_t panels = (n + kWidth - 1) / kWidth;
+  std::vector<T> packed(panels * groups * kWidth * kDepth, T{0});
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t panel = j / kWidth, column = j % kWidth;
+    for (int64_t p = 0; p < k; ++p) {
+      const int64_t g = p / kDepth, t = p % kDepth;
+      packed[((panel * groups + g) * kWidth + column) * kDepth + t] = static_cast<T>(b[j * k + p]);
+    }
+  }
+  return packed;
+}
+
+// Rows [0, rows) of A [., k] into rows of groups x kDepth entries, convert(A(i, p)), zero-padded.
+template <typename T, int kDepth, typename Convert>
+void pack_a_rows(const int8_t* a, int64_t rows, int64_t k, int64_t groups, Convert convert, T* out) {
+  const int64_t depth = groups * kDepth;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t p = 0; p < k; ++p) out[i * depth + p] = convert(a[i * k + p]);
+    for (int64_t p = k; p < depth; ++p) out[i * depth + p] = T{0};
+  }
+}
+
+// C's rows in chunks of kChunkRows over the threads; each packs its chunk of A into a buffer of
+// its own and calls multiply(packed chunk, rows, C's first row of the chunk).
+template <typename T, int kDepth, typename Convert, typename Multiply>
+void over_row_chunks(const int8_t* a, int64_t m, int64_t n, int64_t k, int32_t* c, Convert convert,
+                     Multiply multiply) {
+  const int64_t groups = (k + kDepth - 1) / kDepth;
+  const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
+#pragma omp parallel if (m * n * k >= kParallelWork && chunks > 1)
+  {
+    std::vector<T> packed(kChunkRows * groups * kDepth);
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t first = chunk * kChunkRows;
+      const int64_t rows = m - first < kChunkRows ? m - first : kChunkRows;
+      pack_a_rows<T, kDepth>(a + first * k, rows, k, groups, convert, packed.data());
+      multiply(packed.data(), rows, c + first * n);
+    }
+  }
+}
+
+void gemm_vnni(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
+  const int64_t groups = (k + kVnniDepth - 1) / kVnniDepth;
+  const std::vector<int8_t> b_packed = pack_b<int8_t, kVnniWidth, kVnniDepth>(b, n, k, groups);
+  // correction[j] = 128 sum_p B(j, p): what the + 128 on A added to column j.
+  std::vector<int32_t> correction((n + kVnniWidth - 1) / kVnniWidth * kVnniWidth, 0);
+  for (int64_t j = 0; j < n; ++j) {
+    int32_t sum = 0;
+    for (int64_t p = 0; p < k; ++p) sum += b[j * k + p];
+    correction[j] = 128 * sum;  // |sum| <= 128 k, and 128 k 128 < 2^31 for k <= kMaxInt8Depth
+  }
+  const auto plus_128 = [](int8_t v) { return static_cast<uint8_t>(v + 128); };
+  over_row_chunks<uint8_t, kVnniDepth>(a, m, n, k, c, plus_128, [&](const uint8_t* rows_a, int64_t rows, int32_t* rows_c) {
+    gemm_rows_vnni(rows_a, rows, b_packed.data(), correction.data(), n, groups, rows_c, n);
+  });
+}
+
+void gemm_avx2(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
+  const int64_t groups = (k + kAvx2Depth - 1) / kAvx2Depth;
+  const std::vector<int16_t> b_packed = pack_b<int16_t, kAvx2Width, kAvx2Depth>(b, n, k, groups);
+  const auto widen = [](int8_t v) { return static_cast<int16_t>(v); };
+  over_row_chunks<int16_t, kAvx2Depth>(a, m, n, k, c, widen, [&](const int16_t* rows_a, int64_t rows, int32_t* rows_c) {
+    gemm_rows_avx2(rows_a, rows, b_packed.data(), n, groups, rows_c, n);
+  });
+}
+
+}  // namespace
+
+bool isa_supported(Isa isa) {
+  return isa == Isa::avx512_vnni ? cpu_has_avx512_vnni() : cpu_has_avx2_fma();
+}
+
+Isa best_isa() { return cpu_has_avx512_vnni() ? Isa::avx512_vnni : Isa::avx2; }
+
+const char* isa_name(Isa isa) { return isa == Isa::avx512_vnni ? "AVX-512 VNNI" : "AVX2"; }
+
+void gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k, Isa isa) {
+  TG_CHECK(isa_supported(isa), "int8 gemm: this CPU has no ", isa_name(isa));
+  if (m == 0 || n == 0) return;
+  if (isa == Isa::avx512_vnni) {
+    gemm_vnni(a, b, c, m, n, k);
+  } else {
+    gemm_avx2(a, b, c, m, n, k);
+  }
+}
+
+void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scale, int8_t* q,
+                   float* scale) {
+  const bool per_row = fixed_scale <= 0;  // as the plain loop decides (a tiny scale may round to 0.0f)
+  const float fixed = static_cast<float>(fixed_scale);
+#pragma omp parallel for if (rows * cols > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    scale[r] = quantize_row_avx2(x + r * cols, cols, per_row, fixed, q + r * cols);
+  }
+}
+
+void dequantize_product(const int32_t* acc, int64_t m, int64_t n, const float* row_scale,
+                        const float* col_scale, const float* bias, float* out) {
+#pragma omp parallel for if (m * n > kParallelElements)
+  for (int64_t i = 0; i < m; ++i) dequantize_row_avx2(acc + i * n, n, row_scale[i], col_scale, bias, out + i * n);
+}
+
+}  // namespace tg::cpu::int8
