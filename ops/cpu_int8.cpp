@@ -11,7 +11,7 @@
 namespace tg::cpu::int8 {
 namespace {
 
-// Rows of A a thread packs and multiplies at a time: a multiple of both kernels' 6-row blocks,
+// Rows of A a thread packs and multiplies at a time: a multiple of the kernels' 6- and 4-row blocks,
 // small enough that the packed rows (48 x 256 bytes at k = 256) stay in L1 beside B's panels.
 constexpr int64_t kChunkRows = 48;
 // Products of fewer multiply-adds run on the calling thread (a parallel region costs a few us).

@@ -7,8 +7,8 @@
 // The product: A and B were sign-extended to i16. vpmaddwd (_mm256_madd_epi16) multiplies 16
 // i16 pairs and adds adjacent products into 8 i32 lanes: |(-128)(-128) + (-128)(-128)| = 2^15,
 // exact. (vpmaddubsw, the u8 x s8 instruction, adds into *saturating* i16: 255 x 127 x 2
-// overflows, so it cannot be used with full-range values.) C is cut into blocks of up to 6 rows x
-// 2 vectors (16 columns) in 12 of the 16 registers; per group of 2 p, one load of each B vector,
+// overflows, so it cannot be used with full-range values.) C is cut into blocks of up to 4 rows x
+// 2 vectors (16 columns) in 8 of the 16 registers; per group of 2 p, one load of each B vector,
 // one broadcast of each row's 2 values of A, and a madd + add per (row, vector).
 //
 // Rounding: _mm256_cvtps_epi32 rounds by the MXCSR mode (to nearest, ties to even, by default)
@@ -21,7 +21,9 @@
 namespace tg::cpu::int8 {
 namespace {
 
-constexpr int kRows = 6, kVectors = 2;  // the largest block of the product
+// The largest block of the product: 8 accumulators, 2 vectors of B, the broadcast and a product
+// fit in the 16 registers (6 rows spilled accumulators to the stack).
+constexpr int kRows = 4, kVectors = 2;
 
 // All bits set in the lanes below `count` (0..8), as maskload / maskstore want.
 __m256i lanes_below(int64_t count) {
@@ -73,7 +75,7 @@ void block(const int16_t* a, int64_t lda, const int16_t* b, int64_t panel_stride
 using BlockFn = void (*)(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, int32_t*,
                          int64_t, __m256i);
 
-// block<rows, vectors> for rows in 1..6 and vectors in 1..2, picked at run time.
+// block<rows, vectors> for rows in 1..4 and vectors in 1..2, picked at run time.
 template <int kBlockRows>
 constexpr BlockFn kRowOfBlocks[kVectors] = {&block<kBlockRows, 1>, &block<kBlockRows, 2>};
 BlockFn pick_block(int64_t rows, int64_t vectors) {
@@ -81,9 +83,7 @@ BlockFn pick_block(int64_t rows, int64_t vectors) {
     case 1: return kRowOfBlocks<1>[vectors - 1];
     case 2: return kRowOfBlocks<2>[vectors - 1];
     case 3: return kRowOfBlocks<3>[vectors - 1];
-    case 4: return kRowOfBlocks<4>[vectors - 1];
-    case 5: return kRowOfBlocks<5>[vectors - 1];
-    default: return kRowOfBlocks<6>[vectors - 1];
+    default: return kRowOfBlocks<4>[vectors - 1];
   }
 }
 

@@ -25,6 +25,15 @@ namespace {
 
 constexpr int kRows = 6, kVectors = 4;  // the largest block
 
+// acc += the four u8 x s8 products of each lane: _mm512_dpbusd_epi32(acc, a, b), written as one
+// instruction because GCC 12 compiles the intrinsic, on an array of accumulators, with two
+// register copies around every vpdpbusd (acc into a scratch register and back): three instructions
+// where one does, about a third of the block's speed. The asm keeps each accumulator in its own
+// register ("+v": read and written in place).
+inline void dot4_accumulate(__m512i& acc, __m512i a_u8, __m512i b_s8) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a_u8), "v"(b_s8));  // AT&T order: b, a, acc
+}
+
 template <int kBlockRows, int kBlockVectors>
 void block(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride, int64_t groups,
            const int32_t* correction, int32_t* c, int64_t ldc, __mmask16 last) {
@@ -46,7 +55,7 @@ void block(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
       __builtin_memcpy(&word, a + i * lda + g * kVnniDepth, sizeof word);
       const __m512i a_vec = _mm512_set1_epi32(word);
 #pragma GCC unroll 4
-      for (int v = 0; v < kBlockVectors; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], a_vec, b_vec[v]);
+      for (int v = 0; v < kBlockVectors; ++v) dot4_accumulate(acc[i][v], a_vec, b_vec[v]);
     }
   }
 #pragma GCC unroll 4
