@@ -19,19 +19,25 @@ constexpr int64_t kParallelWork = int64_t{1} << 20;
 // Rows of at least this many elements (in all) are spread over the threads.
 constexpr int64_t kParallelElements = int64_t{1} << 14;
 
-// B [n, k] into panels of kWidth columns x groups of kDepth p, zero-padded (ops/cpu_int8_kernels.h).
-template <typename T, int kWidth, int kDepth>
-std::vector<T> pack_b(const int8_t* b, int64_t n, int64_t k, int64_t groups) {
-  const int64_t panels = (n + kWidth - 1) / kWidth;
-  std::vector<T> packed(panels * groups * kWidth * kDepth, T{0});
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t panel = j / kWidth, column = j % kWidth;
-    for (int64_t p = 0; p < k; ++p) {
-      const int64_t g = p / kDepth, t = p % kDepth;
-      packed[((panel * groups + g) * kWidth + column) * kDepth + t] = static_cast<T>(b[j * k + p]);
+// One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p, zero-padded
+// (ops/cpu_int8_kernels.h), into `out`; and kCorrection sum_p B(j, p) for each of its columns j
+// into `correction` (0 for padded columns).
+template <typename T, int kWidth, int kDepth, int32_t kCorrection>
+void pack_b_panel(const int8_t* b, int64_t n, int64_t k, int64_t groups, int64_t panel, T* out,
+                  int32_t* correction) {
+  for (int64_t column = 0; column < kWidth; ++column) {
+    const int64_t j = panel * kWidth + column;
+    int32_t sum = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t t = 0; t < kDepth; ++t) {
+        const int64_t p = g * kDepth + t;
+        const int8_t value = j < n && p < k ? b[j * k + p] : int8_t{0};
+        out[(g * kWidth + column) * kDepth + t] = static_cast<T>(value);
+        sum += value;
+      }
     }
+    correction[column] = kCorrection * sum;  // |sum| <= 128 k: 128 x 128 k < 2^31 at kMaxInt8Depth
   }
-  return packed;
 }
 
 // Rows [0, rows) of A [., k] into rows of groups x kDepth entries, convert(A(i, p)), zero-padded.
@@ -44,49 +50,60 @@ void pack_a_rows(const int8_t* a, int64_t rows, int64_t k, int64_t groups, Conve
   }
 }
 
-// C's rows in chunks of kChunkRows over the threads; each packs its chunk of A into a buffer of
-// its own and calls multiply(packed chunk, rows, C's first row of the chunk).
-template <typename T, int kDepth, typename Convert, typename Multiply>
-void over_row_chunks(const int8_t* a, int64_t m, int64_t n, int64_t k, int32_t* c, Convert convert,
-                     Multiply multiply) {
+// The product in one parallel region: the threads pack B's panels (and its correction), then
+// take C's rows in chunks of kChunkRows, each packing its chunk of A (TA: convert(A(i, p))) into a
+// buffer of its own and calling multiply(packed chunk, rows, C's first row of the chunk, packed B,
+// correction).
+template <typename TA, typename TB, int kWidth, int kDepth, int32_t kCorrection, typename Convert,
+          typename Multiply>
+void packed_product(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k,
+                    Convert convert, Multiply multiply) {
   const int64_t groups = (k + kDepth - 1) / kDepth;
+  const int64_t panels = (n + kWidth - 1) / kWidth;
   const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
+  const int64_t panel_size = groups * kWidth * kDepth;
+  std::vector<TB> b_packed(panels * panel_size);
+  std::vector<int32_t> correction(panels * kWidth);
 #pragma omp parallel if (m * n * k >= kParallelWork && chunks > 1)
   {
-    std::vector<T> packed(kChunkRows * groups * kDepth);
+#pragma omp for schedule(static)
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      pack_b_panel<TB, kWidth, kDepth, kCorrection>(b, n, k, groups, panel,
+                                                    b_packed.data() + panel * panel_size,
+                                                    correction.data() + panel * kWidth);
+    }  // (an omp for ends with a barrier: B is packed before any thread multiplies)
+    std::vector<TA> a_packed(kChunkRows * groups * kDepth);
 #pragma omp for schedule(static)
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
       const int64_t first = chunk * kChunkRows;
       const int64_t rows = m - first < kChunkRows ? m - first : kChunkRows;
-      pack_a_rows<T, kDepth>(a + first * k, rows, k, groups, convert, packed.data());
-      multiply(packed.data(), rows, c + first * n);
+      pack_a_rows<TA, kDepth>(a + first * k, rows, k, groups, convert, a_packed.data());
+      multiply(a_packed.data(), rows, c + first * n, b_packed.data(), correction.data());
     }
   }
 }
 
+// VNNI: A + 128 as u8, B as s8, and the correction 128 sum_p B(j, p) that takes the + 128 back.
 void gemm_vnni(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
   const int64_t groups = (k + kVnniDepth - 1) / kVnniDepth;
-  const std::vector<int8_t> b_packed = pack_b<int8_t, kVnniWidth, kVnniDepth>(b, n, k, groups);
-  // correction[j] = 128 sum_p B(j, p): what the + 128 on A added to column j.
-  std::vector<int32_t> correction((n + kVnniWidth - 1) / kVnniWidth * kVnniWidth, 0);
-  for (int64_t j = 0; j < n; ++j) {
-    int32_t sum = 0;
-    for (int64_t p = 0; p < k; ++p) sum += b[j * k + p];
-    correction[j] = 128 * sum;  // |sum| <= 128 k, and 128 k 128 < 2^31 for k <= kMaxInt8Depth
-  }
   const auto plus_128 = [](int8_t v) { return static_cast<uint8_t>(v + 128); };
-  over_row_chunks<uint8_t, kVnniDepth>(a, m, n, k, c, plus_128, [&](const uint8_t* rows_a, int64_t rows, int32_t* rows_c) {
-    gemm_rows_vnni(rows_a, rows, b_packed.data(), correction.data(), n, groups, rows_c, n);
-  });
+  packed_product<uint8_t, int8_t, kVnniWidth, kVnniDepth, 128>(
+      a, b, c, m, n, k, plus_128,
+      [&](const uint8_t* rows_a, int64_t rows, int32_t* rows_c, const int8_t* b_packed,
+          const int32_t* correction) {
+        gemm_rows_vnni(rows_a, rows, b_packed, correction, n, groups, rows_c, n);
+      });
 }
 
+// AVX2: both widened to i16; no correction.
 void gemm_avx2(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
   const int64_t groups = (k + kAvx2Depth - 1) / kAvx2Depth;
-  const std::vector<int16_t> b_packed = pack_b<int16_t, kAvx2Width, kAvx2Depth>(b, n, k, groups);
   const auto widen = [](int8_t v) { return static_cast<int16_t>(v); };
-  over_row_chunks<int16_t, kAvx2Depth>(a, m, n, k, c, widen, [&](const int16_t* rows_a, int64_t rows, int32_t* rows_c) {
-    gemm_rows_avx2(rows_a, rows, b_packed.data(), n, groups, rows_c, n);
-  });
+  packed_product<int16_t, int16_t, kAvx2Width, kAvx2Depth, 0>(
+      a, b, c, m, n, k, widen,
+      [&](const int16_t* rows_a, int64_t rows, int32_t* rows_c, const int16_t* b_packed, const int32_t*) {
+        gemm_rows_avx2(rows_a, rows, b_packed, n, groups, rows_c, n);
+      });
 }
 
 }  // namespace

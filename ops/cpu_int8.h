@@ -7,7 +7,7 @@
 // The product C [m, n] i32 = A [m, k] i8 B [n, k]^T i8 runs on the best instruction set the CPU
 // offers: AVX-512 VNNI (vpdpbusd: 64 multiply-adds of bytes per instruction), else AVX2 (vpmaddwd
 // on values widened to i16: 16 per instruction). B, a Linear's weight, is packed on every call
-// into the kernel's layout (ops/cpu_int8_kernels.h), O(n k) against the product's O(m n k); each
+// into the kernel's layout (ops/cpu_int8_kernels.h) by the threads together, O(n k) against the product's O(m n k); each
 // thread packs its own blocks of A's rows and computes those rows of C (OpenMP).
 #include <cstdint>
 
