@@ -19,21 +19,21 @@ constexpr int64_t kParallelWork = int64_t{1} << 20;
 // Rows of at least this many elements (in all) are spread over the threads.
 constexpr int64_t kParallelElements = int64_t{1} << 14;
 
-// One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p, zero-padded
-// (ops/cpu_int8_kernels.h), into `out`; and kCorrection sum_p B(j, p) for each of its columns j
-// into `correction` (0 for padded columns).
+// One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p (layout in
+// ops/cpu_int8_kernels.h), into `out`; and kCorrection sum_p B(j, p) for each of its columns j
+// into `correction`. Both must be zero on entry: the padding (columns past n, p past k) is skipped.
 template <typename T, int kWidth, int kDepth, int32_t kCorrection>
 void pack_b_panel(const int8_t* b, int64_t n, int64_t k, int64_t groups, int64_t panel, T* out,
                   int32_t* correction) {
-  for (int64_t column = 0; column < kWidth; ++column) {
-    const int64_t j = panel * kWidth + column;
+  const int64_t first = panel * kWidth;
+  const int64_t columns = n - first < kWidth ? n - first : kWidth;
+  for (int64_t column = 0; column < columns; ++column) {
+    const int8_t* row = b + (first + column) * k;
     int32_t sum = 0;
     for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t t = 0; t < kDepth; ++t) {
-        const int64_t p = g * kDepth + t;
-        const int8_t value = j < n && p < k ? b[j * k + p] : int8_t{0};
-        out[(g * kWidth + column) * kDepth + t] = static_cast<T>(value);
-        sum += value;
+      for (int64_t t = 0; t < kDepth && g * kDepth + t < k; ++t) {
+        out[(g * kWidth + column) * kDepth + t] = static_cast<T>(row[g * kDepth + t]);
+        sum += row[g * kDepth + t];
       }
     }
     correction[column] = kCorrection * sum;  // |sum| <= 128 k: 128 x 128 k < 2^31 at kMaxInt8Depth
@@ -62,8 +62,8 @@ void packed_product(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int
   const int64_t panels = (n + kWidth - 1) / kWidth;
   const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   const int64_t panel_size = groups * kWidth * kDepth;
-  std::vector<TB> b_packed(panels * panel_size);
-  std::vector<int32_t> correction(panels * kWidth);
+  std::vector<TB> b_packed(panels * panel_size);      // zeros: the padding stays so
+  std::vector<int32_t> correction(panels * kWidth);  // zeros
 #pragma omp parallel if (m * n * k >= kParallelWork && chunks > 1)
   {
 #pragma omp for schedule(static)
