@@ -20,6 +20,19 @@ bool cpu_has_avx2_fma() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 bool fast_paths_enabled() {
   return cpu_has_avx2_fma() && open_scopes.load(std::memory_order_relaxed) == 0;
 }

@@ -7,6 +7,10 @@
 namespace tg::cpu {
 
 bool cpu_has_avx2_fma();    // what the CPU offers (asked once)
+// AVX-512 with VNNI (vpdpbusd) and the byte / 256-bit forms (avx512f, bw, vl, vnni): the int8
+// product's faster kernel (ops/cpu_int8.h). Asked once; a kernel takes it only where
+// fast_paths_enabled() too.
+bool cpu_has_avx512_vnni();
 bool fast_paths_enabled();  // cpu_has_avx2_fma() and no FastPathsOff scope open
 
 // While one exists (on any thread), every kernel takes its plain path.

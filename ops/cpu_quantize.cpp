@@ -1,10 +1,14 @@
 // CPU int8 kernels: symmetric per-row quantization, the int8 x int8 -> int32 product, and the
 // rescale back to f32 (formulas in autograd/kernels.h). Plain loops over rows, OpenMP across
-// them: the readable reference the CUDA kernels (cuda/cuda_quantize.cu) are tested against.
+// them: the readable reference that the CUDA kernels (cuda/cuda_quantize.cu) and the CPU's own
+// vectorised fast paths (ops/cpu_int8.h, taken where cpu::fast_paths_enabled()) are tested
+// against, bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "tapegrad/ops/cpu_features.h"
+#include "tapegrad/ops/cpu_int8.h"
 #include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
@@ -21,6 +25,7 @@ void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor
   const float* in = x.data_as<float>();
   int8_t* out = q.data_as<int8_t>();
   float* scales = scale.data_as<float>();
+  if (fast_paths_enabled()) return int8::quantize_rows(in, rows, cols, fixed_scale, out, scales);
 #pragma omp parallel for if (rows * cols > kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = in + r * cols;
@@ -46,6 +51,7 @@ void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
   const int8_t* lhs = a.data_as<int8_t>();
   const int8_t* rhs = b.data_as<int8_t>();
   int32_t* out = acc.data_as<int32_t>();
+  if (fast_paths_enabled()) return int8::gemm(lhs, rhs, out, m, n, k, int8::best_isa());
 #pragma omp parallel for if (m * n * k > kParallelElements)
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -64,6 +70,7 @@ void CpuKernels::dequantize_product(const Tensor& acc, const Tensor& row_scale,
   const float* cols = col_scale.data_as<float>();
   const float* shift = bias.defined() ? bias.data_as<float>() : nullptr;
   float* result = out.data_as<float>();
+  if (fast_paths_enabled()) return int8::dequantize_product(in, m, n, rows, cols, shift, result);
 #pragma omp parallel for if (m * n > kParallelElements)
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {

@@ -27,6 +27,7 @@
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/bench_attention_scaling.h"
+#include "tapegrad/train/bench_gemm_i8.h"
 #include "tapegrad/nn/file_io.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/profile_schedule.h"
@@ -36,7 +37,8 @@
 namespace tg::cli {
 namespace {
 
-const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-long, sgemm, attn-scaling";
+const char* const kWorkloads =
+    "textcls-small, textcls-mid, timeseries, attn-long, sgemm, attn-scaling, gemm-i8";
 
 // The precision the steps run in: f32, or the forward under autocast to f16/bf16 (f16 with loss
 // scaling, as `tapegrad train --amp`). Shared by a workload's step so that it can be switched.
@@ -241,7 +243,8 @@ int bench(const Args& args) {
       ("workload", po::value(&workload_name)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long | sgemm (one 1024^3 f32 GEMM: the "
        "machine's GEMM peak) | attn-scaling (the fused attention op, full vs local:256, causal, "
-       "at S = 1024 ... 16384: one row each)")
+       "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "
+       "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s)")
       ("max-seq", po::value(&max_seq), "attn-scaling: the longest S (default 16384)")
       ("threads", po::value(&threads), "OpenMP threads (default: all cores; BLAS runs on one each)")
       ("steps", po::value(&steps), "timed steps; the median is reported (default 20)")
@@ -269,7 +272,8 @@ int bench(const Args& args) {
                  "  tapegrad bench --workload timeseries --profile\n"
                  "  tapegrad bench --workload textcls-small --steps 5 --profile-trace bench.json\n"
                  "  tapegrad bench --workload attn-long --device cuda\n"
-                 "  tapegrad bench --workload attn-scaling --max-seq 4096\n";
+                 "  tapegrad bench --workload attn-scaling --max-seq 4096\n"
+                 "  tapegrad bench --workload gemm-i8 --threads 1\n";
     return 0;
   }
   po::notify(vm);
@@ -305,6 +309,16 @@ int bench(const Args& args) {
     return bench_attention_scaling(scaling);
   }
   TG_CHECK(vm.count("max-seq") == 0, "--max-seq is an option of --workload attn-scaling only");
+  if (workload_name == "gemm-i8") {
+    TG_CHECK(device == kCPU && path == "fused" && amp == "none" && !profile && !tracing &&
+                 !plain_kernels,
+             "gemm-i8 times the CPU's int8 and f32 products, fast paths and plain loops both; --device, "
+             "--path, --amp, --plain-kernels, --profile and --profile-trace do not apply to it");
+    GemmI8BenchOptions gemm_options{.json = json};
+    if (vm.count("steps")) gemm_options.steps = steps;
+    if (vm.count("warmup")) gemm_options.warmup = warmup;
+    return bench_gemm_i8(gemm_options);
+  }
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");
   // Peak bytes in f32 first (the comparison for --amp), then the run in the asked precision.
