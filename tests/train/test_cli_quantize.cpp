@@ -228,5 +228,5 @@ TEST_CASE("cli quantize: corrupt int8 checkpoints are refused, naming the tensor
     nlohmann::json config = nlohmann::json::parse(f.metadata.at("config"));
     config["quantization"] = "int4";
     f.metadata["config"] = config.dump();
-  }, "unknown quantization 'int4'");
+  }, "checkpoint config: unknown quantization 'int4'");
 }
