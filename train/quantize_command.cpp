@@ -56,7 +56,8 @@ int quantize(const Args& args) {
        "static: batches (of the training batch size) to calibrate on")
       ("observer", po::value(&observer)->default_value(observer),
        "static: minmax (max |x|) | percentile (the --percentile of |x|)")
-      ("percentile", po::value(&percentile)->default_value(percentile), "the percentile observer's p, in (0, 100]");
+      ("percentile", po::value(&percentile)->default_value(percentile, "99.99"),
+       "static, --observer percentile: its p, in (0, 100]");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
@@ -79,6 +80,8 @@ int quantize(const Args& args) {
            calib_batches);
   const nn::StaticOptions static_options{.observer = nn::parse_observer(observer), .percentile = percentile};
   TG_CHECK(percentile > 0 && percentile <= 100, "--percentile must be in (0, 100], got ", percentile);
+  TG_CHECK(vm["percentile"].defaulted() || static_options.observer == nn::ObserverKind::percentile,
+           "--percentile is an option of --observer percentile");
   check_output_path(out, "--out");  // before the work: a bad --out is reported first
   TG_CHECK(!same_file(out, load), "--out ", out, " is the --load file: write the int8 checkpoint next to it");
 

@@ -164,6 +164,11 @@ TEST_CASE("cli quantize: bad arguments exit 2 with one line, and write nothing",
                          "are options of --mode static");
   require_one_line_error(run_cli("quantize --load " + t.f32 + " --mode static --observer median --out " + out, dir),
                          "unknown observer 'median' (minmax, percentile)");
+  require_one_line_error(run_cli("quantize --load " + t.f32 + " --mode static --percentile 99 --out " + out, dir),
+                         "--percentile is an option of --observer percentile");
+  require_one_line_error(run_cli("quantize --load " + t.f32 + " --mode static --observer percentile --percentile 0 "
+                                 "--out " + out, dir),
+                         "--percentile must be in (0, 100]");
   require_one_line_error(run_cli("quantize --load " + t.f32 + " --mode static --calib-batches 0 --out " + out, dir),
                          "--calib-batches must be >= 1");
   require_one_line_error(run_cli("quantize --load " + t.f32 + " --mode dynamic --out " + t.f32, dir),
