@@ -12,12 +12,8 @@
 namespace tg::nn {
 namespace {
 
-int64_t bytes_of(const Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(dtype_size(t.dtype())) : 0; }
-
-int64_t state_bytes(const Module& model) {
-  int64_t total = 0;
-  for (const auto& [name, t] : model.state_dict()) total += bytes_of(t);
-  return total;
+int64_t bytes_of(const Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(dtype_size(t.dtype())) : 0;
 }
 
 int64_t linear_weight_bytes(const std::vector<std::pair<std::string, Linear*>>& linears) {
@@ -82,6 +78,14 @@ void check_scale(const std::map<std::string, const Tensor*>& state, const std::s
 }
 
 }  // namespace
+
+int64_t state_bytes(const Module& model) {
+  int64_t total = 0;
+  for (const auto& [name, t] : model.state_dict()) total += bytes_of(t);
+  return total;
+}
+
+int64_t linear_weight_bytes(Module& model) { return linear_weight_bytes(named_linears(model)); }
 
 std::vector<std::pair<std::string, Linear*>> named_linears(Module& model) {
   std::vector<std::pair<std::string, Linear*>> out;

@@ -64,6 +64,10 @@ void quantize_structure(Module& model, QuantMode mode);
 // The Linears of a model, with their dotted paths, in state_dict order.
 std::vector<std::pair<std::string, Linear*>> named_linears(Module& model);
 
+// Bytes of every state_dict tensor; of the Linears' weights (and weight scales, once quantized).
+int64_t state_bytes(const Module& model);
+int64_t linear_weight_bytes(Module& model);
+
 // The state_dict names and shapes of a model after quantization `mode`, from those of its f32
 // form: each Linear prefix of `f32.linears` loses its parameters weight and bias and gains the
 // buffers weight [out, in], weight_scale [out], bias [out] and (static) input_scale [].

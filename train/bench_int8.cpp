@@ -55,12 +55,6 @@ std::unique_ptr<nn::TextClassifier> make_model(const TextShape& s) {
   return model;
 }
 
-int64_t state_bytes(const nn::Module& model) {
-  int64_t total = 0;
-  for (const auto& [name, t] : model.state_dict()) total += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
-  return total;
-}
-
 struct Timing {
   double median_ms = 0, min_ms = 0;
 };
@@ -116,22 +110,17 @@ int bench_int8(const Int8BenchOptions& o) {
                 "Linear weight bytes");
   }
   for (const Row& row : rows) {
-    int64_t linear_bytes = 0;
-    for (const auto& [path, linear] : nn::named_linears(*row.model)) {
-      for (const Tensor& t : {linear->weight, linear->weight_scale}) {
-        if (t.defined()) linear_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
-      }
-    }
+    const int64_t linear_bytes = nn::linear_weight_bytes(*row.model), model_bytes = nn::state_bytes(*row.model);
     const double speedup = base / row.timing.median_ms;
     if (o.json) {
       std::cout << nlohmann::json{{"workload", o.workload}, {"model", row.name},
                                   {"ms_per_batch", row.timing.median_ms}, {"min_ms", row.timing.min_ms},
-                                  {"speedup", speedup}, {"model_bytes", state_bytes(*row.model)},
+                                  {"speedup", speedup}, {"model_bytes", model_bytes},
                                   {"linear_weight_bytes", linear_bytes}, {"threads", num_threads()}}.dump()
                 << "\n";
     } else {
       std::printf("%-14s %12.3f %12.3f %8.2fx %14lld %18lld\n", row.name, row.timing.median_ms,
-                  row.timing.min_ms, speedup, static_cast<long long>(state_bytes(*row.model)),
+                  row.timing.min_ms, speedup, static_cast<long long>(model_bytes),
                   static_cast<long long>(linear_bytes));
     }
   }
