@@ -111,33 +111,36 @@ const char* observer_name(ObserverKind kind) { return kind == ObserverKind::minm
 
 QuantizationSummary quantize_static(Module& model, const Calibration& calibrate, const StaticOptions& options) {
   const auto linears = f32_linears(model);
-  // prepare: one observer per Linear, watching its inputs.
+  // prepare: one observer per Linear (all made before any is attached: a bad percentile throws here).
   std::vector<std::unique_ptr<Observer>> observers;
-  for (const auto& [path, linear] : linears) {
+  for (size_t i = 0; i < linears.size(); ++i) {
     if (options.observer == ObserverKind::minmax) observers.push_back(std::make_unique<MinMaxObserver>());
     else observers.push_back(std::make_unique<PercentileObserver>(options.percentile));
-    Observer* observer = observers.back().get();
-    linear->input_observer = [observer](const Tensor& x) { observer->observe(x); };
   }
-  const auto detach_observers = [&] {
-    for (const auto& [path, linear] : linears) linear->input_observer = nullptr;
-  };
-  // calibrate: the f32 model, as it will be used.
   std::vector<double> scales;
-  try {
+  {
+    // Attached for this scope only, and the model's mode restored, also when calibration throws.
+    struct Attached {
+      const std::vector<std::pair<std::string, Linear*>>& linears;
+      Module& model;
+      bool was_training = model.is_training();
+      ~Attached() {
+        for (const auto& [path, linear] : linears) linear->input_observer = nullptr;
+        model.train(was_training);
+      }
+    } attached{linears, model};
+    for (size_t i = 0; i < linears.size(); ++i) {
+      Observer* observer = observers[i].get();
+      linears[i].second->input_observer = [observer](const Tensor& x) { observer->observe(x); };
+    }
+    // calibrate: the f32 model, as it will be used.
     NoGrad no_grad;
-    const bool was_training = model.is_training();
     model.eval();
     calibrate();
-    model.train(was_training);
     for (size_t i = 0; i < linears.size(); ++i) {
       scales.push_back(observers[i]->scale("quantize_static: Linear '" + display_path(linears[i].first) + "'"));
     }
-  } catch (...) {
-    detach_observers();
-    throw;
   }
-  detach_observers();
   // convert: now that every scale is known, nothing below can fail half-way.
   return convert_linears(model, QuantMode::static_, linears,
                          [&](size_t i, Linear& linear) { linear.quantize(QuantMode::static_, scales[i]); });

@@ -176,6 +176,13 @@ TEST_CASE("quantize_static: the observed range sets input_scale (max |x| = 2.54 
   REQUIRE_THROWS_WITH(nn::quantize_static(mlp, [] {}), Contains("Linear 'linear1': the calibration saw no input"));
   REQUIRE(mlp.linear1->quantization() == nn::QuantMode::none);
   REQUIRE_FALSE(mlp.linear1->input_observer);
+  REQUIRE(mlp.is_training());  // its mode restored
+  REQUIRE_THROWS_WITH(nn::quantize_static(mlp, [] { throw Error("calibration failed"); }),
+                      Contains("calibration failed"));
+  REQUIRE_THROWS_WITH(nn::quantize_static(mlp, [] {}, {.observer = nn::ObserverKind::percentile, .percentile = 0}),
+                      Contains("(0, 100]"));
+  REQUIRE_FALSE(mlp.linear2->input_observer);
+  REQUIRE(mlp.is_training());
 
   // Each Linear gets its own observer: linear2 sees gelu(linear1(x)), not x.
   const Tensor input = randn({5, 4});
