@@ -23,8 +23,10 @@
 
 // ops/: every differentiable op
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/ops/quantize.h"  // int8 inference (not differentiable)
 
-// nn/: modules, attention, masks, models, optimizers, schedules, safetensors, safe file I/O
+// nn/: modules, attention, masks, models, optimizers, schedules, safetensors, safe file I/O,
+// int8 quantization
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/attention_spec.h"
 #include "tapegrad/nn/file_io.h"
@@ -34,9 +36,11 @@
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/module.h"
+#include "tapegrad/nn/observers.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/performer.h"
 #include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/nn/quantization.h"
 #include "tapegrad/nn/rope.h"
 #include "tapegrad/nn/safetensors.h"
 #include "tapegrad/nn/schedule.h"

@@ -71,9 +71,10 @@ Tensor add_positions(const std::shared_ptr<SinusoidalPositionalEncoding>& pos_en
 // order. Mirrors the constructors in nn/layers.cpp, nn/attention.cpp and nn/transformer.cpp; the
 // tests compare the result with state_dict() of built models. Positional encodings add nothing:
 // their table is a non-persistent buffer.
-void add_linear(StateShapes& out, const std::string& prefix, int64_t in, int64_t out_features) {
-  out.emplace_back(prefix + "weight", Shape{out_features, in});
-  out.emplace_back(prefix + "bias", Shape{out_features});
+void add_linear(ModelStateShapes& out, const std::string& prefix, int64_t in, int64_t out_features) {
+  out.parameters.emplace_back(prefix + "weight", Shape{out_features, in});
+  out.parameters.emplace_back(prefix + "bias", Shape{out_features});
+  out.linears.push_back(prefix);
 }
 
 void add_embedding(StateShapes& out, const std::string& prefix, int64_t rows, int64_t dim) {
@@ -94,7 +95,7 @@ void add_attention(ModelStateShapes& out, const std::string& prefix, const Model
     out.parameters.emplace_back(prefix + "proj_v", Shape{spec.max_len, spec.rank});
   }
   for (const char* projection : {"q_proj.", "k_proj.", "v_proj.", "o_proj."}) {
-    add_linear(out.parameters, prefix + projection, c.dim, c.dim);
+    add_linear(out, prefix + projection, c.dim, c.dim);
   }
   if (spec.kind == AttentionKind::performer) {
     out.buffers.emplace_back(prefix + "projection_matrix", Shape{spec.features, c.dim / c.heads});
@@ -105,8 +106,8 @@ void add_encoder_layer(ModelStateShapes& out, const std::string& prefix, const M
   add_layer_norm(out.parameters, prefix + "norm1.", c.dim);
   add_attention(out, prefix + "attn.", c);
   add_layer_norm(out.parameters, prefix + "norm2.", c.dim);
-  add_linear(out.parameters, prefix + "mlp.linear1.", c.dim, mlp_hidden(c));
-  add_linear(out.parameters, prefix + "mlp.linear2.", mlp_hidden(c), c.dim);
+  add_linear(out, prefix + "mlp.linear1.", c.dim, mlp_hidden(c));
+  add_linear(out, prefix + "mlp.linear2.", mlp_hidden(c), c.dim);
 }
 
 std::string layer_prefix(int64_t i) { return "layers." + std::to_string(i) + "."; }
@@ -152,7 +153,7 @@ ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, co
   add_embedding(out.parameters, "embedding.", vocab, c.dim);
   if (c.layers == 0) add_attention(out, "mha.", c);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
-  add_linear(out.parameters, "fc.", c.dim, classes);
+  add_linear(out, "fc.", c.dim, classes);
   return out;
 }
 
@@ -196,13 +197,13 @@ TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelCon
 ModelStateShapes TimeSeriesModel::state_shapes(int64_t inputs, int64_t horizon, const ModelConfig& c) {
   check_time_series_model(inputs, horizon, c);
   ModelStateShapes out;
-  add_linear(out.parameters, "input_proj.", inputs, c.dim);
+  add_linear(out, "input_proj.", inputs, c.dim);
   if (c.layers == 1) {
     add_attention(out, "mha.", c);
   } else {
     for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
   }
-  add_linear(out.parameters, "output.", c.dim, horizon);
+  add_linear(out, "output.", c.dim, horizon);
   return out;
 }
 
@@ -233,7 +234,7 @@ ModelStateShapes CharLM::state_shapes(int64_t vocab, const ModelConfig& c) {
   add_embedding(out.parameters, "embedding.", vocab, c.dim);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
   add_layer_norm(out.parameters, "norm.", c.dim);
-  add_linear(out.parameters, "head.", c.dim, vocab);
+  add_linear(out, "head.", c.dim, vocab);
   return out;
 }
 

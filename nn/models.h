@@ -29,6 +29,9 @@ using StateShapes = std::vector<std::pair<std::string, Shape>>;
 struct ModelStateShapes {
   StateShapes parameters;
   StateShapes buffers;
+  // The prefix of every Linear ("mha.q_proj."), in state_dict order: what int8 quantization
+  // converts (nn::quantized_state_shapes).
+  std::vector<std::string> linears;
   StateShapes state_dict() const;  // parameters, then buffers
 };
 

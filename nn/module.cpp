@@ -1,5 +1,6 @@
 #include "tapegrad/nn/module.h"
 
+#include <algorithm>
 #include <map>
 
 #include "tapegrad/autograd/error.h"
@@ -19,6 +20,33 @@ Tensor Module::register_buffer(const std::string& name, Tensor value, bool persi
   buffers_.emplace_back(name, value);
   buffer_persistent_.push_back(persistent);
   return value;
+}
+
+void Module::unregister_parameter(const std::string& name) {
+  const auto found = std::find_if(parameters_.begin(), parameters_.end(),
+                                  [&](const auto& entry) { return entry.first == name; });
+  TG_CHECK(found != parameters_.end(), "unregister_parameter: no parameter named '", name, "'");
+  parameters_.erase(found);
+}
+
+void Module::unregister_buffer(const std::string& name) {
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (buffers_[i].first != name) continue;
+    buffers_.erase(buffers_.begin() + static_cast<std::ptrdiff_t>(i));
+    buffer_persistent_.erase(buffer_persistent_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+  fail("unregister_buffer: no buffer named '", name, "'");
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out = {{"", this}};
+  for (const auto& [name, child] : children_) {
+    for (const auto& [path, module] : child->named_modules()) {
+      out.emplace_back(path.empty() ? name : name + "." + path, module);
+    }
+  }
+  return out;
 }
 
 void Module::collect(const std::string& prefix, NamedTensors& out, bool parameters) const {

@@ -37,11 +37,19 @@ class Module {
   // Moves every parameter and buffer to `device` in place, as torch.nn.Module.to(device).
   void to(Device device);
   int64_t parameter_count() const;
+  // This module ("") and every descendant, depth first, with their dotted paths ("mha.q_proj"), as
+  // torch.nn.Module.named_modules().
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
  protected:
   // The tensor becomes a leaf that requires grad; the returned handle shares it.
   Tensor register_parameter(const std::string& name, Tensor value);
   Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
+  // Drops a parameter from parameters() and state_dict() (the name may then be registered again,
+  // e.g. as a buffer); a tg::Error if there is none of that name. Handles held elsewhere (an
+  // optimizer's) keep the tensor alive but the module no longer lists it.
+  void unregister_parameter(const std::string& name);
+  void unregister_buffer(const std::string& name);  // the same for a buffer
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);

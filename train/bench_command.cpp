@@ -28,6 +28,7 @@
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/bench_attention_scaling.h"
 #include "tapegrad/train/bench_gemm_i8.h"
+#include "tapegrad/train/bench_int8.h"
 #include "tapegrad/nn/file_io.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/profile_schedule.h"
@@ -257,6 +258,8 @@ int bench(const Args& args) {
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("plain-kernels", "CPU: run every kernel's plain loop instead of its vectorised fast path "
                         "(ops/cpu_features.h), to see what the fast paths pay")
+      ("int8", "inference only: f32 vs int8 dynamic vs int8 static forwards of a textcls workload "
+               "(ms per batch, model bytes; docs/quantization.md)")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, peak_bytes")
       ("profile", "print the per-op profile of the timed steps (to stderr with --json)")
       ("profile-trace", po::value(&trace_path), trace_help.c_str())
@@ -269,6 +272,7 @@ int bench(const Args& args) {
               << "\nexamples:\n  tapegrad bench --workload textcls-small\n"
                  "  tapegrad bench --workload attn-long --threads 2 --steps 5\n"
                  "  tapegrad bench --workload textcls-mid --json\n"
+                 "  tapegrad bench --workload textcls-mid --int8\n"
                  "  tapegrad bench --workload timeseries --profile\n"
                  "  tapegrad bench --workload textcls-small --steps 5 --profile-trace bench.json\n"
                  "  tapegrad bench --workload attn-long --device cuda\n"
@@ -318,6 +322,15 @@ int bench(const Args& args) {
     if (vm.count("steps")) gemm_options.steps = steps;
     if (vm.count("warmup")) gemm_options.warmup = warmup;
     return bench_gemm_i8(gemm_options);
+  }
+  if (vm.count("int8")) {
+    TG_CHECK(path == "fused" && amp == "none" && !profile && !tracing && device == kCPU,
+             "--int8 times CPU f32 vs int8 forwards; --path, --amp, --device, --profile and --profile-trace "
+             "do not apply to it");
+    Int8BenchOptions int8{.workload = workload_name, .json = json};
+    if (vm.count("steps")) int8.steps = steps;
+    if (vm.count("warmup")) int8.warmup = warmup;
+    return bench_int8(int8);
   }
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/quantization.h"
 #include "tapegrad/nn/safetensors.h"
 #include "tapegrad/train/json_bytes.h"
 #include "tapegrad/train/legacy_names.h"
@@ -194,11 +195,23 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 
 void validate_checkpoint(const Checkpoint& checkpoint) {
   const DataState data = data_state_from_json(checkpoint.config, checkpoint.data_state);
-  const nn::ModelStateShapes expected = model_state_shapes(checkpoint.config, data);
+  const nn::ModelStateShapes f32 = model_state_shapes(checkpoint.config, data);
+  const nn::QuantMode mode = nn::parse_quant_mode(checkpoint.config.quantization);
+  const nn::ModelStateShapes expected = nn::quantized_state_shapes(f32, mode);
+  nn::check_quantized_state(checkpoint.model, f32, mode);  // the mode, dtypes and scales
   check_model_tensors(checkpoint.model, expected.state_dict(), checkpoint.config.task);
+  TG_CHECK(mode == nn::QuantMode::none || checkpoint.optimizer.empty(), "a ", checkpoint.config.quantization,
+           "-quantized checkpoint holds optimizer state ('", kOptimizerPrefix,
+           checkpoint.optimizer.empty() ? "" : checkpoint.optimizer.front().first,
+           "'), but nothing of it can be trained");
   check_optimizer_tensors(checkpoint.optimizer, expected.parameters);
   check_finite(checkpoint.model, "");
   check_finite(checkpoint.optimizer, kOptimizerPrefix);
+}
+
+void load_model(nn::Module& model, const Checkpoint& checkpoint) {
+  nn::quantize_structure(model, nn::parse_quant_mode(checkpoint.config.quantization));
+  model.load_state_dict(checkpoint.model);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

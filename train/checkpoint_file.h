@@ -42,8 +42,16 @@ Checkpoint load_checkpoint(const std::string& path);
 // entry is "step" or "<parameter index>.<buffer>" with the parameter's shape ("step" buffers are
 // scalars); no floating tensor, model or optimizer, holds NaN or Inf. Throws tg::Error naming the
 // tensor (and both shapes) or the field. The optimizer's own load_state still checks the buffer
-// names its kind keeps and their dtypes, before it changes anything.
+// names its kind keeps and their dtypes, before it changes anything. A quantized checkpoint
+// (config.quantization) must hold the quantized Linears' tensors (nn::quantized_state_shapes) with
+// their dtypes and valid scales (nn::check_quantized_state), and no optimizer state.
 void validate_checkpoint(const Checkpoint& checkpoint);
+
+// Fills a model freshly built from checkpoint.config (make_task, or a model's constructor) with the
+// checkpoint's tensors: for a quantized checkpoint (config.quantization dynamic or static) its
+// Linears first become int8 Linears (nn::quantize_structure), then load_state_dict. What eval,
+// sample, plot and analyze call, so that they load quantized checkpoints as any other.
+void load_model(nn::Module& model, const Checkpoint& checkpoint);
 
 // The name of the first floating tensor holding a NaN or an infinity, or "" when all are finite.
 // (train checks its weights with it before saving: it never writes what load_checkpoint refuses.)

@@ -19,6 +19,7 @@ int bench(const Args& args);
 int train(const Args& args);
 int eval(const Args& args);
 int sample(const Args& args);
+int quantize(const Args& args);
 
 // The version, as CMake's project() states it.
 const char* version();

@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/nn/layers.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/json_bytes.h"
 
@@ -75,6 +76,7 @@ void TrainConfig::validate() const {
   compute_device();  // a malformed --device is an error here; an absent one when first used
   TG_CHECK(amp == "none" || amp == "fp16" || amp == "bf16", "--amp must be none, fp16 or bf16, got '",
            amp, "'");
+  nn::parse_quant_mode(quantization);  // none | dynamic | static
   in_range(window, 1, Limits::sequence, "--window");
   in_range(horizon, 1, Limits::sequence, "--horizon");
   in_range(context, 1, Limits::sequence, "--context");
@@ -120,7 +122,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"optimizer", c.optimizer}, {"warmup", c.warmup}, {"schedule", c.schedule}, {"seed", c.seed},
           {"threads", c.threads}, {"device", c.device},
           {"checkpoint_activations", c.checkpoint_activations}, {"shuffle", c.shuffle},
-          {"eval_every", c.eval_every}, {"amp", c.amp}, {"window", c.window}, {"horizon", c.horizon},
+          {"eval_every", c.eval_every}, {"amp", c.amp}, {"quantization", c.quantization},
+          {"window", c.window}, {"horizon", c.horizon},
           {"target", bytes_to_json(c.target)}, {"inputs", inputs_to_json(c.inputs)}, {"normalize", c.normalize},
           {"tokenizer", c.tokenizer}, {"context", c.context}};
 }
@@ -222,6 +225,8 @@ TrainConfig config_from_json(const nlohmann::json& json) {
   c.shuffle = f.boolean("shuffle");
   c.eval_every = f.integer("eval_every");
   c.amp = json.contains("amp") ? f.text("amp") : "none";  // older checkpoints have none
+  // older checkpoints (and every trained one) hold f32 Linears; tapegrad quantize writes the others
+  c.quantization = json.contains("quantization") ? f.text("quantization") : "none";
   c.window = f.integer("window");
   c.horizon = f.integer("horizon");
   c.target = f.bytes("target");

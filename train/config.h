@@ -43,6 +43,9 @@ struct TrainConfig {
   bool shuffle = true;
   int64_t eval_every = 0;  // steps between validations; 0: at the end of each epoch
   std::string amp = "none";  // none | fp16 | bf16: mixed precision (autocast, f32 master weights)
+  // none | dynamic | static: how the model's Linears compute (nn/quantization.h). Only `tapegrad
+  // quantize` writes anything but none; loading rebuilds the model with the same int8 Linears.
+  std::string quantization = "none";
   // timeseries
   int64_t window = 32, horizon = 1;
   std::string target, normalize = "zscore";
@@ -66,8 +69,8 @@ struct TrainConfig {
 nlohmann::json to_json(const TrainConfig& config);
 // Strict: every field must be there with its JSON type (an integer for sizes, no 3.5 or -1 for a
 // seed), then validate() runs. tg::Error names the field. Fields added after the first release
-// may be missing (amp: "none", attention: "full", position: "sinusoidal", schedule: "cosine",
-// inputs: every column), never malformed.
+// may be missing (amp: "none", quantization: "none", attention: "full", position: "sinusoidal",
+// schedule: "cosine", inputs: every column), never malformed.
 TrainConfig config_from_json(const nlohmann::json& json);
 
 // --inputs "A,B,C" -> {"A", "B", "C"}; an empty name (",," or a trailing comma) is a tg::Error.

@@ -43,7 +43,7 @@ int eval(const Args& args) {
   checkpoint.config.device = device;  // wherever it was trained
   checkpoint.config.validate();
   auto task = train::make_task(checkpoint.config, data, &checkpoint.data_state, /*whole_file=*/true);
-  task->model().load_state_dict(checkpoint.model);
+  train::load_model(task->model(), checkpoint);
   const train::Metrics metrics = task->evaluate(true, batch > 0 ? batch : checkpoint.config.batch);
   if (vm.count("json")) {
     nlohmann::json result = {{"task", checkpoint.config.task}, {"examples", metrics.examples},

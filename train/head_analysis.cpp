@@ -73,7 +73,7 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
                                           0.0, &state.vocab, &state.labels);
     nn::TextClassifier model(state.vocab.size(), static_cast<int64_t>(state.labels.size()),
                              config.model_config());
-    model.load_state_dict(checkpoint.model);
+    load_model(model, checkpoint);
     model.eval();
     const std::vector<int64_t> ids = evenly_spaced(static_cast<int64_t>(data.train.size()), samples);
     for (size_t start = 0; start < ids.size(); start += kBatch) {
@@ -91,7 +91,7 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
     const int64_t windows = charlm_examples(data.train, config.context);
     TG_CHECK(windows > 0, data_path, " is shorter than one window of ", config.context + 1, " characters");
     nn::CharLM model(state.vocab.size(), config.model_config());
-    model.load_state_dict(checkpoint.model);
+    load_model(model, checkpoint);
     model.eval();
     const std::vector<int64_t> ids = evenly_spaced(windows, samples);
     for (size_t start = 0; start < ids.size(); start += kBatch) {

@@ -23,6 +23,8 @@ const std::map<std::string, std::pair<std::function<int(const tg::cli::Args&)>, 
                              "              heads on a text; --summary: the head metrics of analyze heads)"}},
     {"analyze", {tg::cli::analyze, "analyze heads: per attention head, entropy, distance, and the weight\n"
                                    "              on the previous, same and first token, over a data file"}},
+    {"quantize", {tg::cli::quantize, "int8 quantization of a checkpoint's Linear layers (dynamic, or static\n"
+                                     "              with calibration); eval/sample/plot load the result"}},
     {"bench", {tg::cli::bench, "time training steps of fixed workloads (ms/step, GFLOP/s, peak bytes)"}},
 };
 

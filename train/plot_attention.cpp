@@ -117,12 +117,12 @@ int plot_attention(const Args& args) {
   if (config.task == "textcls") {
     const auto labels = train::labels_from_json(checkpoint.data_state.at("labels"));
     nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), config.model_config());
-    model.load_state_dict(checkpoint.model);
+    train::load_model(model, checkpoint);
     model.eval();
     weights = layer_weights(model.layers, model.mha, model.embed(input), layer, false);
   } else {
     nn::CharLM model(vocab.size(), config.model_config());
-    model.load_state_dict(checkpoint.model);
+    train::load_model(model, checkpoint);
     model.eval();
     weights = layer_weights(model.layers, nullptr, model.embed(input), layer, true);
   }

@@ -53,7 +53,7 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   nn::CharLM model(vocab.size(), checkpoint.config.model_config());
   model.to(device);
-  model.load_state_dict(checkpoint.model);
+  train::load_model(model, checkpoint);
   model.eval();
   std::vector<int64_t> ids;
   for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
@@ -83,7 +83,7 @@ int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Dev
   const auto labels = train::labels_from_json(checkpoint.data_state.at("labels"));
   nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), checkpoint.config.model_config());
   model.to(device);
-  model.load_state_dict(checkpoint.model);
+  train::load_model(model, checkpoint);
   model.eval();
   std::vector<int64_t> ids;
   for (const auto& token : train::tokenize(prompt, train::parse_tokenizer(checkpoint.config.tokenizer))) {

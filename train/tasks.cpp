@@ -291,6 +291,20 @@ nn::ModelStateShapes model_state_shapes(const TrainConfig& config, const DataSta
   fail("unknown task '", config.task, "' (textcls, timeseries, charlm)");
 }
 
+std::unique_ptr<nn::Module> make_model(const TrainConfig& config, const DataState& state) {
+  const nn::ModelConfig model = config.model_config();
+  const auto count = [](const auto& items) { return static_cast<int64_t>(items.size()); };
+  if (config.task == "textcls") {
+    return std::make_unique<nn::TextClassifier>(state.vocab.size(), count(state.labels), model);
+  }
+  if (config.task == "timeseries") {
+    const int64_t inputs = config.inputs.empty() ? count(state.columns) : count(config.inputs);
+    return std::make_unique<nn::TimeSeriesModel>(inputs, config.horizon, model);
+  }
+  if (config.task == "charlm") return std::make_unique<nn::CharLM>(state.vocab.size(), model);
+  fail("unknown task '", config.task, "' (textcls, timeseries, charlm)");
+}
+
 Metrics Task::evaluate(bool train_split, int64_t batch) {
   Metrics metrics;
   const int64_t count = examples(train_split);

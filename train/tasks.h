@@ -64,6 +64,10 @@ DataState data_state_from_json(const TrainConfig& config, const nlohmann::json& 
 // data state, computed without building it (see nn::CharLM::state_shapes).
 nn::ModelStateShapes model_state_shapes(const TrainConfig& config, const DataState& state);
 
+// The model alone (f32, on the CPU, freshly initialised) that make_task would build for `config`
+// and a stored data state: what needs no data file (tapegrad quantize --mode dynamic).
+std::unique_ptr<nn::Module> make_model(const TrainConfig& config, const DataState& state);
+
 // Builds the task's data and model. With `data_state` (from a checkpoint) the data is encoded
 // with the stored vocabulary/statistics; `whole_file` puts every example in the train split.
 std::unique_ptr<Task> make_task(const TrainConfig& config, const std::string& data_path,

@@ -114,6 +114,9 @@ int train(const TrainRun& run) {
   const bool resuming = !run.resume.empty();
   if (resuming) {
     resumed = load_checkpoint(run.resume);  // validated: shapes, counts, finite values
+    TG_CHECK(resumed.config.quantization == "none", "--resume ", run.resume, " is an int8 (",
+             resumed.config.quantization, ") quantized checkpoint, which cannot be trained: resume from the "
+             "f32 checkpoint it was quantized from");
     check_resume_conflicts(resumed.config, run.config, run.given);
     config = resumed.config;  // the model and data pipeline must be the ones that were saved
     config.device = run.config.device;  // ... but where and how fast it runs is this run's choice

@@ -62,6 +62,28 @@ TEST_CASE("bench sgemm: GFLOP/s is 2 n^3 over the step time; --plain-kernels is 
   REQUIRE(report.at("peak_bytes") == 3 * (int64_t(4) << 20));
 }
 
+TEST_CASE("bench --int8: f32, dynamic and static forwards, the int8 models smaller", "[bench][quantize]") {
+  const auto [output, code] = run_command(
+      bin() + " bench --workload textcls-small --int8 --steps 2 --warmup 1 --threads 1 --json 2>/dev/null");
+  REQUIRE(code == 0);
+  INFO(output);
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : tg::testing::lines_of(output)) rows.push_back(nlohmann::json::parse(line));
+  REQUIRE(rows.size() == 3);
+  REQUIRE(rows[0].at("model") == "f32");
+  REQUIRE(rows[1].at("model") == "int8 dynamic");
+  REQUIRE(rows[2].at("model") == "int8 static");
+  for (const nlohmann::json& row : rows) REQUIRE(row.at("ms_per_batch").get<double>() > 0);
+  // Linear weights: 1 byte instead of 4, plus a 4-byte scale a row.
+  const int64_t f32 = rows[0].at("linear_weight_bytes"), int8 = rows[1].at("linear_weight_bytes");
+  REQUIRE(int8 < f32 / 3);
+  REQUIRE(rows[1].at("model_bytes").get<int64_t>() < rows[0].at("model_bytes").get<int64_t>());
+  // Only the textcls workloads, and none of the training-step options.
+  const auto [errors, refused] = run_command(bin() + " bench --workload timeseries --int8 2>&1 1>/dev/null");
+  REQUIRE(refused == 2);
+  REQUIRE(errors.find("--int8 times the textcls workloads") != std::string::npos);
+}
+
 TEST_CASE("bench with an unknown workload exits 2 with one line on stderr", "[bench]") {
   // stderr into the pipe, stdout away
   const auto [errors, code] = run_command(bin() + " bench --workload no-such-thing 2>&1 1>/dev/null");

@@ -58,3 +58,18 @@ TEST_CASE("config_from_json refuses wrong types and values out of range", "[conf
   REQUIRE_THROWS_WITH(config_from_json(missing), Catch::Contains("'heads' is missing"));
   REQUIRE_THROWS_WITH(config_from_json(nlohmann::json::array()), Catch::Contains("object"));
 }
+
+TEST_CASE("config quantization: stored, strict, and none when an older checkpoint lacks it", "[config][quantize]") {
+  TrainConfig config;
+  config.task = "charlm";
+  config.quantization = "static";
+  REQUIRE(config_from_json(to_json(config)).quantization == "static");
+  nlohmann::json old = stored_config();
+  old.erase("quantization");
+  REQUIRE(config_from_json(old).quantization == "none");
+  nlohmann::json bad = stored_config();
+  bad["quantization"] = "int4";
+  REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("unknown quantization 'int4' (none, dynamic, static)"));
+  bad["quantization"] = 8;
+  REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("'quantization' must be a string"));
+}
