@@ -5,12 +5,13 @@
 //   allreduce(buffer)    every rank ends with the element-wise sum (or average) over all ranks
 //   broadcast(bytes)     every rank ends with the root's bytes
 //   barrier()            no rank leaves before every rank has entered
+//   start_allreduce()    the same, non-blocking (sum): wait() for it, progress() meanwhile
 //
 // Three implementations: LocalCommunicator (one process: every collective is the identity),
 // MpiCommunicator (dist/mpi_communicator.cpp, built with TAPEGRAD_MPI) and NcclCommunicator
 // (dist/nccl_communicator.h, for device buffers, built with the CUDA backend and NCCL).
-// The buffers here are host memory; a collective is blocking and every rank must call the same
-// collectives in the same order (as MPI requires).
+// The buffers here are host memory; every rank must call the same collectives in the same order
+// (as MPI requires).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,11 @@ class Communicator {
   virtual int64_t allreduce_min(int64_t value) = 0;  // the smallest value any rank passed
   virtual void broadcast(void* bytes, int64_t size, int root) = 0;
   virtual void barrier() = 0;
+  // Non-blocking allreduce (sum) of `data`, which must stay untouched until wait(handle) returns.
+  // Between the two, progress() lets the operation advance (MPI moves data only inside its calls).
+  virtual int64_t start_allreduce(float* data, int64_t count) = 0;
+  virtual void progress() = 0;
+  virtual void wait(int64_t handle) = 0;
   // Ends the whole job now with `code` (MPI_Abort): for a failure the other ranks cannot know of.
   [[noreturn]] virtual void abort(int code) = 0;
 };
@@ -45,6 +51,9 @@ class LocalCommunicator final : public Communicator {
   int64_t allreduce_min(int64_t value) override { return value; }
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
+  int64_t start_allreduce(float*, int64_t) override { return 0; }
+  void progress() override {}
+  void wait(int64_t) override {}
   [[noreturn]] void abort(int code) override;
 };
 

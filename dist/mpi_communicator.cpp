@@ -3,11 +3,14 @@
 // of MPI's default abort without a word from tapegrad.
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/dist/communicator.h"
@@ -76,6 +79,28 @@ class MpiCommunicator final : public Communicator {
     }
   }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  int64_t start_allreduce(float* data, int64_t count) override {
+    TG_CHECK(count <= INT_MAX, "start_allreduce: ", count, " elements is more than MPI's int count allows");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+          "MPI_Iallreduce");
+    requests_.push_back(request);
+    return static_cast<int64_t>(requests_.size()) - 1;
+  }
+  void progress() override {
+    for (MPI_Request& request : requests_) {
+      if (request == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+  }
+  void wait(int64_t handle) override {
+    check(MPI_Wait(&requests_.at(static_cast<size_t>(handle)), MPI_STATUS_IGNORE), "MPI_Wait");
+    if (std::all_of(requests_.begin(), requests_.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
+      requests_.clear();  // every handle waited for: the next ones start from 0 again
+    }
+  }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // not reached
@@ -95,6 +120,7 @@ class MpiCommunicator final : public Communicator {
     }
   }
   int rank_ = 0, size_ = 1;
+  std::vector<MPI_Request> requests_;  // start_allreduce's, by handle; MPI_REQUEST_NULL once done
 };
 
 }  // namespace

@@ -44,7 +44,8 @@ const char* const kWorkloads = "textcls-small, textcls-mid, timeseries, attn-lon
 struct Precision {
   DType compute = DType::f32;  // f32: autocast off
   GradScaler scaler{GradScalerOptions{.enabled = false}};
-  std::function<void()> reduce_gradients = nullptr;  // under mpirun: train/bench_data_parallel.h
+  std::function<void()> begin_step = nullptr;        // under mpirun: train/bench_data_parallel.h
+  std::function<void()> reduce_gradients = nullptr;
 };
 
 // One workload, ready to run: `step` does one full step; `set_fused` picks the attention path.
@@ -89,6 +90,7 @@ template <typename Loss>
 std::function<void()> training_step(std::shared_ptr<Adam> adam, Loss loss,
                                     std::shared_ptr<Precision> precision) {
   return [adam, loss, precision] {
+    if (precision->begin_step) precision->begin_step();
     train::train_step(loss, *adam, precision->scaler,
                       {.autocast = precision->compute, .reduce_gradients = precision->reduce_gradients});
   };
@@ -314,6 +316,7 @@ int bench(const Args& args) {
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");
   train::BenchDataParallel data_parallel(w.params);  // active under mpirun with several processes
+  w.precision->begin_step = data_parallel.step_beginner();
   w.precision->reduce_gradients = data_parallel.reducer();
   // Peak bytes in f32 first (the comparison for --amp), then the run in the asked precision.
   for (int i = 0; i < std::max(warmup, 1); ++i) w.step();

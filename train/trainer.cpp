@@ -208,7 +208,8 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   dist::setup_succeeded(comm);
   setup_done = true;
   const int64_t shard = config.batch / ranks, shard_first = comm.rank() * shard;  // this rank's examples
-  dist::GradientSync gradient_sync(comm, model.parameters());
+  // Overlapped with backward, except when activation checkpointing re-records ops during backward.
+  dist::GradientSync gradient_sync(comm, model.parameters(), /*overlap=*/!config.checkpoint_activations);
   if (comm.rank() == 0) std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
                config.task.c_str(), static_cast<long long>(examples),
                static_cast<long long>(task->examples(false)),
@@ -262,6 +263,7 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
     const auto loss = [&] {
       if (ranks == 1) return task->loss(batch, true);
       const BatchShardScope numbering({.batch = config.batch, .first = shard_first, .count = shard});
+      gradient_sync.begin_step();  // watches the tape, to start each bucket's allreduce in backward
       return task->shard_loss(batch, shard_first, shard);
     };
     if (trace) trace->begin_step(step + 1);
@@ -351,8 +353,10 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   if (comm.rank() != 0) return 0;
   if (ranks > 1) {
     const dist::SyncStats& sync = gradient_sync.stats();
-    std::fprintf(stderr, "data parallel: %.3g s of %.3g s in gradient allreduce (%lld buckets, %.3g MB per rank)\n",
-                 sync.seconds, total_ms / 1000, static_cast<long long>(sync.calls), sync.bytes / 1e6);
+    std::fprintf(stderr, "data parallel: %.3g s of %.3g s in gradient allreduce, %.3g s of it after backward "
+                 "(%lld buckets, %lld started during backward, %.3g MB per rank)\n",
+                 sync.seconds, total_ms / 1000, sync.exposed_seconds, static_cast<long long>(sync.calls),
+                 static_cast<long long>(sync.early_calls), sync.bytes / 1e6);
   }
   std::cout << "trained " << steps_run << " steps (" << last << "/" << total << "): train loss "
             << number(train_loss);
