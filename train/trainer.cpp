@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -259,15 +260,18 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
     }
     if (ranks > 1) step_options.reduce_gradients = [&] { gradient_sync.average(); };
     // One process computes the whole batch; a rank its shard, numbering randomness by the global
-    // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would.
+    // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would, also
+    // when --checkpoint-activations recomputes it during backward.
     const auto loss = [&] {
       if (ranks == 1) return task->loss(batch, true);
-      const BatchShardScope numbering({.batch = config.batch, .first = shard_first, .count = shard});
       gradient_sync.begin_step();  // watches the tape, to start each bucket's allreduce in backward
       return task->shard_loss(batch, shard_first, shard);
     };
+    std::optional<BatchShardScope> numbering;
+    if (ranks > 1) numbering.emplace(BatchShard{.batch = config.batch, .first = shard_first, .count = shard});
     if (trace) trace->begin_step(step + 1);
     TrainStepResult result = train_step(loss, *optimizer, scaler, step_options);
+    numbering.reset();
     if (trace) trace->end_step();
     comm.allreduce(&result.loss, 1, dist::Reduce::average);  // the global batch's mean loss
     const double loss_value = result.loss, loss_scale = result.loss_scale;

@@ -116,6 +116,23 @@ TEST_CASE("mpi: 2 processes train each model as one process does with the same g
   }
 }
 
+TEST_CASE("mpi: clipping and recomputed activations (no overlap) with a profile match one process", "[.mpi][mpi_train_options]") {
+  TempDir dir;
+  const std::string data = dir.file("text.txt");
+  write_bytes(data, small_text());
+  const auto f = [&](const char* name) { return "'" + dir.file(name) + "'"; };
+  const std::string common = "--task charlm --context 8 --layers 2 --dim 16 --heads 2 --data '" + data +
+                             "' --batch 8 --steps 3 --threads 1 --clip 0.5 --checkpoint-activations --profile ";
+  const CliResult one = run_ranks(1, "train " + common + "--save " + f("one.st"), dir);
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  const CliResult two = run_ranks(2, "train " + common + "--save " + f("two.st"), dir);
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  REQUIRE_THAT(two.err, Catch::Contains("allreduce"));  // the profile has its row
+  require_same_checkpoint(dir.file("one.st"), dir.file("two.st"));
+}
+
 TEST_CASE("mpi: a checkpoint resumes under either process count", "[.mpi][mpi_resume_any_count]") {
   TempDir dir;
   const std::string data = dir.file("text.txt");
