@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 # The OpenBLAS kernel set is pinned (as in CI) so that results do not depend on the host CPU.
 export OPENBLAS_CORETYPE ?= Haswell
 
-PACKAGES := cmake g++ make libopenblas-dev libboost-program-options-dev catch2 nlohmann-json3-dev libstb-dev fonts-dejavu-core
+PACKAGES := cmake g++ make libopenblas-dev libboost-program-options-dev catch2 nlohmann-json3-dev libstb-dev fonts-dejavu-core libopenmpi-dev openmpi-bin
 
 .PHONY: all setup build run test clean
 

@@ -8,6 +8,7 @@
 namespace tg {
 namespace {
 thread_local RngState global_state;
+thread_local BatchShard batch_shard;  // count 0: no shard, the whole batch is here
 }
 
 void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out) {
@@ -26,10 +27,17 @@ RngState rng_state() { return global_state; }
 void set_rng_state(RngState state) { global_state = state; }
 
 uint64_t reserve_random(int64_t count) {
+  const BatchShard& shard = batch_shard;
+  const bool sharded = shard.count > 0 && shard.count < shard.batch && count > 0 && count % shard.count == 0;
+  const int64_t inner = sharded ? count / shard.count : 0;
+  const int64_t total = sharded ? inner * shard.batch : count;  // what one process would reserve
   const uint64_t first = global_state.offset;
-  global_state.offset += static_cast<uint64_t>((count + 3) / 4);
-  return first;
+  global_state.offset += static_cast<uint64_t>((total + 3) / 4);
+  return first + static_cast<uint64_t>(sharded ? shard.first * inner / 4 : 0);
 }
+
+BatchShardScope::BatchShardScope(BatchShard shard) : previous_(batch_shard) { batch_shard = shard; }
+BatchShardScope::~BatchShardScope() { batch_shard = previous_; }
 
 Tensor rand(const Shape& shape, DType dtype, Device device) {
   Tensor out = empty(shape, dtype, device);

@@ -21,6 +21,28 @@ void set_rng_state(RngState state);
 // Reserves the blocks for `count` numbers (4 per block); returns the first block's counter.
 uint64_t reserve_random(int64_t count);
 
+// Data-parallel training numbers randomness by the GLOBAL batch, not by process: inside a
+// BatchShardScope, this process computes examples [first, first + count) of a global batch of
+// `batch`, and reserve_random(n) for a batch-major tensor of the local batch (n = count x inner)
+// reserves the numbers of the whole global tensor (batch x inner, as one process would) and
+// returns the counter where this shard's numbers start, so every rank draws exactly the numbers
+// the single process drew for the same examples. (Exact when first x inner is a multiple of 4,
+// one Philox block; otherwise the shard's numbers start up to 3 places early: still a fixed
+// stream, no longer the single process's. A count n not divisible by `count` is reserved as is.)
+struct BatchShard {
+  int64_t batch = 0, first = 0, count = 0;
+};
+class BatchShardScope {
+ public:
+  explicit BatchShardScope(BatchShard shard);
+  ~BatchShardScope();
+  BatchShardScope(const BatchShardScope&) = delete;
+  BatchShardScope& operator=(const BatchShardScope&) = delete;
+
+ private:
+  BatchShard previous_;
+};
+
 // Numbers first .. first+count-1 of the same stream into out: one Philox block per 4 numbers.
 void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out);
 

@@ -29,6 +29,7 @@
 #include "tapegrad/train/bench_attention_scaling.h"
 #include "tapegrad/train/bench_gemm_i8.h"
 #include "tapegrad/train/bench_int8.h"
+#include "tapegrad/train/bench_data_parallel.h"
 #include "tapegrad/nn/file_io.h"
 #include "tapegrad/train/cli.h"
 #include "tapegrad/train/profile_schedule.h"
@@ -46,6 +47,8 @@ const char* const kWorkloads =
 struct Precision {
   DType compute = DType::f32;  // f32: autocast off
   GradScaler scaler{GradScalerOptions{.enabled = false}};
+  std::function<void()> begin_step = nullptr;        // under mpirun: train/bench_data_parallel.h
+  std::function<void()> reduce_gradients = nullptr;
 };
 
 // One workload, ready to run: `step` does one full step; `set_fused` picks the attention path.
@@ -55,6 +58,7 @@ struct Workload {
   double flops_per_step = 0;
   std::function<void()> step;
   std::function<void(bool)> set_fused;
+  std::vector<Tensor> params;  // what data-parallel runs average (the training workloads)
   std::shared_ptr<Precision> precision = std::make_shared<Precision>();
 };
 
@@ -89,7 +93,9 @@ template <typename Loss>
 std::function<void()> training_step(std::shared_ptr<Adam> adam, Loss loss,
                                     std::shared_ptr<Precision> precision) {
   return [adam, loss, precision] {
-    train::train_step(loss, *adam, precision->scaler, {.autocast = precision->compute});
+    if (precision->begin_step) precision->begin_step();
+    train::train_step(loss, *adam, precision->scaler,
+                      {.autocast = precision->compute, .reduce_gradients = precision->reduce_gradients});
   };
 }
 
@@ -119,6 +125,7 @@ Workload text_classifier(int64_t vocab, int64_t dim, int64_t heads, int64_t batc
   w.flops_per_step = 3 * (mha_flops(batch, seq, dim, false) + linear_flops(batch, dim, classes));
   w.step = training_step(adam, [=] { return cross_entropy(model->forward(tokens, lengths), targets); }, w.precision);
   w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
+  w.params = model->parameters();
   return w;
 }
 
@@ -142,6 +149,7 @@ Workload time_series() {
                           mha_flops(batch, window, dim, false) + linear_flops(batch, dim, horizon));
   w.step = training_step(adam, [=] { return mse_loss(model->forward(x), y); }, w.precision);
   w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
+  w.params = model->parameters();
   return w;
 }
 
@@ -334,6 +342,9 @@ int bench(const Args& args) {
   }
   Workload w = make_workload(workload_name);
   w.set_fused(path == "fused");
+  train::BenchDataParallel data_parallel(w.params);  // active under mpirun with several processes
+  w.precision->begin_step = data_parallel.step_beginner();
+  w.precision->reduce_gradients = data_parallel.reducer();
   // Peak bytes in f32 first (the comparison for --amp), then the run in the asked precision.
   for (int i = 0; i < std::max(warmup, 1); ++i) w.step();
   const StepMemory f32_memory = measure_step_memory(w);
@@ -354,6 +365,7 @@ int bench(const Args& args) {
           .schedule = schedule, .device = device, .process_name = "tapegrad bench",
           .metadata = {{"command", "bench"}, {"workload", workload_name}, {"path", path}, {"amp", amp}}});
     }
+    data_parallel.start_timing();
     for (int i = 0; i < steps; ++i) {
       if (trace) trace->begin_step(i + 1);
       const auto start = std::chrono::steady_clock::now();
@@ -374,6 +386,9 @@ int bench(const Args& args) {
   const double ms_per_step = median(ms);
   const double tokens_per_s = static_cast<double>(w.tokens_per_step) / (ms_per_step / 1e3);
   const double gflops = w.flops_per_step / (ms_per_step / 1e3) / 1e9;
+  const nlohmann::json data_parallel_report =
+      data_parallel.finish_timing(steps, ms_per_step, static_cast<double>(w.tokens_per_step));
+  if (data_parallel.rank() != 0) return 0;  // rank 0 reports for the job
 
   if (json) {
     nlohmann::json report = {{"workload", workload_name}, {"threads", num_threads()},
@@ -382,6 +397,7 @@ int bench(const Args& args) {
                              {"amp", amp}, {"peak_bytes_f32", f32_memory.peak},
                              {"device", device_name(device)}, {"tf32", math_modes().allow_tf32},
                              {"plain_kernels", plain_kernels.has_value()}};
+    if (!data_parallel_report.empty()) report["data_parallel"] = data_parallel_report;
     std::cout << report.dump() << "\n";
   } else {
     std::printf("workload     %s\n             %s\n", workload_name.c_str(), w.description.c_str());
@@ -398,6 +414,7 @@ int bench(const Args& args) {
     std::printf("tokens/s     %.0f\n", tokens_per_s);
     std::printf("GFLOP/s      %.1f (%.3f GFLOP per step, the GEMMs, counted analytically)\n", gflops,
                 w.flops_per_step / 1e9);
+    train::BenchDataParallel::print(data_parallel_report);
     std::printf("peak bytes   %lld (%s; %s live before the step)\n",
                 static_cast<long long>(memory.peak), mib(memory.peak).c_str(), mib(memory.before).c_str());
     if (amp != "none") {

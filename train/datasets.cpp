@@ -392,10 +392,11 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
   return data;
 }
 
-TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids) {
+TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids,
+                          int64_t pad_to) {
   TG_CHECK(!ids.empty(), "make_text_batch: no examples in the batch");
   const int64_t batch = static_cast<int64_t>(ids.size());
-  int64_t longest = 0;
+  int64_t longest = pad_to;
   for (const int64_t id : ids) {
     TG_CHECK(id >= 0 && id < static_cast<int64_t>(examples.size()), "make_text_batch: example ", id,
              " out of range [0, ", examples.size(), ")");

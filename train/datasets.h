@@ -82,7 +82,10 @@ struct TextBatch {
   std::vector<int64_t> lengths;
   Tensor labels;  // i64 [B]
 };
-TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids);
+// Padded to the longest example, or to `pad_to` when longer (a data-parallel shard pads to its
+// global batch's longest, so that its tensors are rows of the single process's).
+TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids,
+                          int64_t pad_to = 0);
 
 // ---- character language model: plain UTF-8 text -----------------------------------------------
 

@@ -8,6 +8,8 @@
 #include <new>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/dist/communicator.h"
+#include "tapegrad/dist/job.h"
 #include "tapegrad/train/cli.h"
 
 namespace {
@@ -61,17 +63,31 @@ int main(int argc, char** argv) {
   // A pipe whose reader has gone (`tapegrad sample ... | head`) makes writes fail with EPIPE,
   // which is reported, instead of killing the process without a word.
   std::signal(SIGPIPE, SIG_IGN);
+  // In a data-parallel job (dist/job.h) an error names its rank; one seen by a single rank after
+  // setup ends the whole job (MPI_Abort), since the other ranks would wait for it forever.
+  const auto stop = [&](int code) {
+    if (tg::dist::world_is_distributed()) tg::dist::world().abort(code);
+    return code;
+  };
+  const auto prefix = [&] {
+    std::string text = "tapegrad " + name + ": error: ";
+    if (tg::dist::world_is_distributed()) text += "rank " + std::to_string(tg::dist::world().rank()) + ": ";
+    return text;
+  };
   try {
     return command->second.first(tg::cli::Args(argv + 2, argv + argc));
+  } catch (const tg::dist::JobStopped& stopped) {  // every rank stops together, one reports
+    if (stopped.what()[0] != '\0') std::cerr << "tapegrad " << name << ": error: " << stopped.what() << "\n";
+    return stopped.code();
   } catch (const tg::Error& error) {
-    std::cerr << "tapegrad " << name << ": error: " << error.what() << "\n";
+    std::cerr << prefix() << error.what() << "\n";
   } catch (const boost::program_options::error& error) {
-    std::cerr << "tapegrad " << name << ": error: " << error.what() << " (try --help)\n";
+    std::cerr << prefix() << error.what() << " (try --help)\n";
   } catch (const std::bad_alloc&) {
-    std::cerr << "tapegrad " << name << ": error: out of memory (the sizes asked for need more than "
+    std::cerr << prefix() << "out of memory (the sizes asked for need more than "
                  "this machine has)\n";
   } catch (const std::exception& error) {
-    std::cerr << "tapegrad " << name << ": error: " << error.what() << "\n";
+    std::cerr << prefix() << error.what() << "\n";
   }
-  return 2;
+  return stop(2);
 }

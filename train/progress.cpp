@@ -6,11 +6,12 @@
 
 namespace tg::train {
 
-Progress::Progress(int64_t total_steps, int64_t first_step)
-    : total_(total_steps), first_(first_step), terminal_(isatty(STDERR_FILENO) != 0),
+Progress::Progress(int64_t total_steps, int64_t first_step, bool silent)
+    : total_(total_steps), first_(first_step), terminal_(isatty(STDERR_FILENO) != 0), silent_(silent),
       start_(std::chrono::steady_clock::now()) {}
 
 void Progress::update(int64_t step, int64_t epoch, double loss, double lr, double examples_per_s) {
+  if (silent_) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double per_step = elapsed / static_cast<double>(std::max<int64_t>(1, step - first_));
   const int eta = static_cast<int>(per_step * static_cast<double>(total_ - step));
@@ -35,6 +36,7 @@ void Progress::update(int64_t step, int64_t epoch, double loss, double lr, doubl
 }
 
 void Progress::message(const std::string& line) {
+  if (silent_) return;
   if (bar_drawn_) std::fputc('\n', stderr);
   bar_drawn_ = false;
   std::fprintf(stderr, "%s\n", line.c_str());

@@ -137,6 +137,15 @@ class TextClsTask : public Task {
     if (correct) *correct += count_correct(logits, labels);
     return cross_entropy(logits, labels);
   }
+  Tensor shard_loss(const std::vector<int64_t>& batch, int64_t first, int64_t count) override {
+    int64_t longest = 0;
+    for (const int64_t id : batch) {
+      if (id >= 0 && id < examples(true)) longest = std::max<int64_t>(longest, data_.train[id].tokens.size());
+    }
+    const std::vector<int64_t> ids(batch.begin() + first, batch.begin() + first + count);
+    const TextBatch shard = make_text_batch(data_.train, ids, longest);
+    return cross_entropy(model_->forward(shard.tokens.to(device_), shard.lengths), shard.labels.to(device_));
+  }
   int64_t tokens_per_example() const override { return mean_tokens_; }
   bool classification() const override { return true; }
   nlohmann::json data_state() const override {
@@ -303,6 +312,10 @@ std::unique_ptr<nn::Module> make_model(const TrainConfig& config, const DataStat
   }
   if (config.task == "charlm") return std::make_unique<nn::CharLM>(state.vocab.size(), model);
   fail("unknown task '", config.task, "' (textcls, timeseries, charlm)");
+}
+
+Tensor Task::shard_loss(const std::vector<int64_t>& batch, int64_t first, int64_t count) {
+  return loss(std::vector<int64_t>(batch.begin() + first, batch.begin() + first + count), true);
 }
 
 Metrics Task::evaluate(bool train_split, int64_t batch) {

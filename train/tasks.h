@@ -26,6 +26,10 @@ class Task {
   virtual int64_t examples(bool train_split) const = 0;
   // The mean loss over examples `ids` of a split; adds the number classified right to *correct.
   virtual Tensor loss(const std::vector<int64_t>& ids, bool train_split, int64_t* correct = nullptr) = 0;
+  // Data parallel: the mean training loss over examples [first, first + count) of the global
+  // batch `batch`, computed on tensors that are exactly those rows of the single process's
+  // (textcls pads to the whole batch's longest text).
+  virtual Tensor shard_loss(const std::vector<int64_t>& batch, int64_t first, int64_t count);
   virtual int64_t tokens_per_example() const = 0;  // time steps or tokens one example feeds in
   virtual bool classification() const { return false; }
   // What the checkpoint must keep to encode new data the same way (vocabulary, labels, statistics).

@@ -109,7 +109,9 @@ int train(const Args& args) {
                  "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --device cuda\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n"
                  "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --profile-trace trace.json --profile-schedule 2,1,5\n"
-                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --grad-stats grads.csv\n";
+                 "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --grad-stats grads.csv\n"
+                 "  mpirun -np 2 tapegrad train --task charlm --data data/corpus.txt --batch 32 --threads 1 --save lm.safetensors\n"
+                 "    (data parallel: --batch is the global batch, divisible by the processes; docs/distributed.md)\n";
     return 0;
   }
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),

@@ -15,6 +15,10 @@ TrainStepResult train_step(const std::function<Tensor()>& loss, Optimizer& optim
   }
   result.loss_scale = scaler.get_scale();  // before update() changes it
   scaler.scale(value).backward();
+  if (options.reduce_gradients) {
+    const ProfileRegion region("allreduce");
+    options.reduce_gradients();
+  }
   // Clipping and inspection see the true gradients, not the scaled ones.
   if (options.clip > 0 || options.inspect_gradients) scaler.unscale(optimizer);
   if (options.inspect_gradients) options.inspect_gradients();

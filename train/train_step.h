@@ -1,7 +1,7 @@
 #pragma once
 // One training step, the one `tapegrad train` and `tapegrad bench` both run:
 //
-//   forward + loss (under autocast)  ->  scaler.scale(loss).backward()
+//   forward + loss (under autocast)  ->  scaler.scale(loss).backward()  ->  reduce_gradients
 //   ->  unscale (when clipping or inspecting)  ->  inspect_gradients (when given)
 //   ->  clip_grad_norm (when clipping)  ->  scaler.step(optimizer) + scaler.update()
 //   ->  optimizer.zero_grad()
@@ -24,6 +24,9 @@ struct TrainStepOptions {
   // Called once the gradients are in place (unscaled, not yet clipped) and the weights not yet
   // updated, e.g. to measure them (--grad-stats); empty: nothing is called.
   std::function<void()> inspect_gradients = nullptr;
+  // Called right after backward, before anything reads the gradients: data-parallel training
+  // averages them over the ranks here (dist/gradient_sync.h); empty: nothing is called.
+  std::function<void()> reduce_gradients = nullptr;
 };
 
 struct TrainStepResult {

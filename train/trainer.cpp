@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -16,6 +17,9 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/dist/communicator.h"
+#include "tapegrad/dist/gradient_sync.h"
+#include "tapegrad/dist/job.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/schedule.h"
@@ -96,6 +100,7 @@ void check_resumed_data(const Checkpoint& resumed, const std::string& path, cons
 // written (the previous one, if any, stays as it was).
 int diverged(Progress& progress, int64_t step, const std::string& what) {
   progress.finish();
+  if (progress.silent()) return kExitDiverged;  // rank 0 of a data-parallel job says it
   std::fprintf(stderr, "tapegrad train: error: training diverged at step %lld: %s; no checkpoint "
                "written (try a lower --lr, --clip, or normalised data)\n",
                static_cast<long long>(step), what.c_str());
@@ -106,9 +111,21 @@ int diverged(Progress& progress, int64_t step, const std::string& what) {
 // about 40 steps in a row (the scale halves on each), so the run can no longer recover.
 constexpr double kSmallestLossScale = 5.96e-8;
 
-}  // namespace
+// Data parallel: only rank 0 writes (logs, checkpoints, traces, stdout); the others train silently.
+TrainRun outputs_of_rank(const TrainRun& asked, int rank) {
+  TrainRun run = asked;
+  if (rank == 0) return run;
+  for (std::string* path : {&run.save, &run.save_init, &run.log, &run.profile_trace, &run.grad_stats}) path->clear();
+  run.json = false;
+  run.profile = false;
+  return run;
+}
 
-int train(const TrainRun& run) {
+// The training run; `setup_done` is set once every rank has read its data and built its model
+// (dist/job.h: errors before that point are voted on, so that all ranks stop together).
+int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_done) {
+  const TrainRun run = outputs_of_rank(asked, comm.rank());
+  const int ranks = comm.size();
   TrainConfig config = run.config;
   Checkpoint resumed;
   const bool resuming = !run.resume.empty();
@@ -130,6 +147,9 @@ int train(const TrainRun& run) {
     if (run.given.count("data")) config.data = run.config.data;
   }
   config.validate();
+  config.data = dist::test_data_path(comm, config.data);  // a test hook (one rank's bad input)
+  TG_CHECK(config.batch % ranks == 0, "--batch ", config.batch, " (the global batch) is not divisible by the ",
+           ranks, " processes of the job");
   std::error_code ignored;
   const std::filesystem::path absolute_data = std::filesystem::absolute(config.data, ignored);
   if (!absolute_data.empty()) config.data = absolute_data.string();  // resumable from anywhere
@@ -188,7 +208,13 @@ int train(const TrainRun& run) {
   std::unique_ptr<GradStatsLog> grad_stats;
   if (!run.grad_stats.empty()) grad_stats = std::make_unique<GradStatsLog>(run.grad_stats, run.grad_stats_every);
   const nn::NamedTensors named_parameters = model.named_parameters();
-  std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
+  // Every rank has its data, model and optimizer: vote, so that a failure on one stops them all.
+  dist::setup_succeeded(comm);
+  setup_done = true;
+  const int64_t shard = config.batch / ranks, shard_first = comm.rank() * shard;  // this rank's examples
+  // Overlapped with backward, except when activation checkpointing re-records ops during backward.
+  dist::GradientSync gradient_sync(comm, model.parameters(), /*overlap=*/!config.checkpoint_activations);
+  if (comm.rank() == 0) std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
                config.task.c_str(), static_cast<long long>(examples),
                static_cast<long long>(task->examples(false)),
                static_cast<long long>(model.parameter_count()), static_cast<long long>(total));
@@ -203,7 +229,12 @@ int train(const TrainRun& run) {
         .schedule = run.profile_schedule, .device = config.compute_device(), .process_name = "tapegrad train",
         .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", first + 1}}});
   }
-  Progress progress(last, first);
+  if (ranks > 1 && comm.rank() == 0) {
+    std::fprintf(stderr, "data parallel: %d processes (%s), %lld examples each of every batch of %lld, "
+                 "gradients averaged in %lld buckets\n", ranks, comm.name(), static_cast<long long>(shard),
+                 static_cast<long long>(config.batch), static_cast<long long>(gradient_sync.buckets()));
+  }
+  Progress progress(last, first, comm.rank() != 0);
   std::vector<std::vector<int64_t>> batches;
   int64_t batches_epoch = -1;
   double total_ms = 0, recent_loss_sum = 0;
@@ -217,6 +248,7 @@ int train(const TrainRun& run) {
       recent_loss_sum = 0;
       recent_count = 0;
     }
+    dist::test_maybe_die(comm, step + 1);  // a test hook (a rank that dies mid-run)
     const auto started = std::chrono::steady_clock::now();
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
@@ -229,10 +261,22 @@ int train(const TrainRun& run) {
         grad_stats->measure(named_parameters);
       };
     }
+    if (ranks > 1) step_options.reduce_gradients = [&] { gradient_sync.average(); };
+    // One process computes the whole batch; a rank its shard, numbering randomness by the global
+    // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would, also
+    // when --checkpoint-activations recomputes it during backward.
+    const auto loss = [&] {
+      if (ranks == 1) return task->loss(batch, true);
+      gradient_sync.begin_step();  // watches the tape, to start each bucket's allreduce in backward
+      return task->shard_loss(batch, shard_first, shard);
+    };
+    std::optional<BatchShardScope> numbering;
+    if (ranks > 1) numbering.emplace(BatchShard{.batch = config.batch, .first = shard_first, .count = shard});
     if (trace) trace->begin_step(step + 1);
-    const TrainStepResult result = train_step([&] { return task->loss(batch, true); }, *optimizer, scaler,
-                                              step_options);
+    TrainStepResult result = train_step(loss, *optimizer, scaler, step_options);
+    numbering.reset();
     if (trace) trace->end_step();
+    comm.allreduce(&result.loss, 1, dist::Reduce::average);  // the global batch's mean loss
     const double loss_value = result.loss, loss_scale = result.loss_scale;
     const bool skipped = result.skipped;  // inf/NaN gradients: no update
     if (skipped) ++skipped_steps;
@@ -294,7 +338,7 @@ int train(const TrainRun& run) {
   }
   const int64_t peak_bytes = allocator_stats().peak_bytes - bytes_before;
 
-  if (!run.save.empty()) {
+  if (!asked.save.empty()) {  // every rank checks (the same weights everywhere), rank 0 writes
     // The last update can overflow the weights even when every loss was finite: a checkpoint
     // that eval, sample and --resume would refuse is never written.
     nn::NamedTensors state = model.state_dict();
@@ -303,13 +347,24 @@ int train(const TrainRun& run) {
       const std::string bad = first_non_finite(*tensors);
       if (!bad.empty()) return diverged(progress, last, "tensor '" + bad + "' holds NaN/Inf values");
     }
-    save_checkpoint(run.save, {.config = config, .data_state = data_state, .model = std::move(state),
-                               .optimizer = optimizer_state, .step = last, .rng = rng_state(),
-                               .scaler = scaler.state(), .skipped_steps = skipped_steps});
+    if (!run.save.empty()) {
+      save_checkpoint(run.save, {.config = config, .data_state = data_state, .model = std::move(state),
+                                 .optimizer = optimizer_state, .step = last, .rng = rng_state(),
+                                 .scaler = scaler.state(), .skipped_steps = skipped_steps});
+    }
   }
+  comm.barrier();  // no rank reports success before rank 0 has written its checkpoint
   const int64_t steps_run = last - first;
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;
   const double ms_per_step = steps_run > 0 ? total_ms / steps_run : 0;
+  if (comm.rank() != 0) return 0;
+  if (ranks > 1) {
+    const dist::SyncStats& sync = gradient_sync.stats();
+    std::fprintf(stderr, "data parallel: %.3g s of %.3g s in gradient allreduce, %.3g s of it after backward "
+                 "(%lld buckets, %lld started during backward, %.3g MB per rank)\n",
+                 sync.seconds, total_ms / 1000, sync.exposed_seconds, static_cast<long long>(sync.calls),
+                 static_cast<long long>(sync.early_calls), sync.bytes / 1e6);
+  }
   std::cout << "trained " << steps_run << " steps (" << last << "/" << total << "): train loss "
             << number(train_loss);
   if (val.examples > 0) {
@@ -329,6 +384,21 @@ int train(const TrainRun& run) {
     std::cout << summary.dump() << "\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int train(const TrainRun& run) {
+  dist::Communicator& comm = dist::world();
+  bool setup_done = false;
+  try {
+    return train_ranks(run, comm, setup_done);
+  } catch (const dist::JobStopped&) {
+    throw;
+  } catch (const std::exception& error) {
+    if (setup_done || comm.size() == 1) throw;
+    dist::setup_failed(comm, error.what());  // every rank stops, the first failing one reports
+  }
 }
 
 }  // namespace tg::train

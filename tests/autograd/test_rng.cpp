@@ -194,3 +194,33 @@ TEST_CASE("rng: randn has mean ~0 and std ~1 on 100k samples", "[rng][stats]") {
   REQUIRE(static_cast<double>(within_one) / n == Approx(0.6827).margin(0.01));
   REQUIRE(randn({3}, DType::f64).dtype() == DType::f64);
 }
+
+TEST_CASE("rng: a batch shard reserves the global batch and starts at its own rows", "[rng]") {
+  RngGuard guard;
+  // One process: dropout on a [4, 6] tensor takes numbers 0..23 of blocks 0..5.
+  manual_seed(3);
+  const Tensor whole = rand({4, 6});
+  const std::vector<double> expected = whole.to_host_f64();
+  const uint64_t after = rng_state().offset;
+  // Rows 2..3 of the same batch, as rank 1 of 2 computes them: numbers 12..23, the same offset after.
+  manual_seed(3);
+  {
+    const BatchShardScope shard({.batch = 4, .first = 2, .count = 2});
+    const uint64_t first = reserve_random(2 * 6);
+    REQUIRE(first == 3);  // element 12 = block 3
+    REQUIRE(rng_state().offset == after);
+    const Tensor rows = rand({2, 6});  // the next reservation: a second tensor, same rule
+    REQUIRE(rng_state().offset == 2 * after);
+    (void)rows;
+  }
+  manual_seed(3);
+  {
+    const BatchShardScope shard({.batch = 4, .first = 2, .count = 2});
+    const std::vector<double> rows = rand({2, 6}).to_host_f64();
+    for (int64_t i = 0; i < 12; ++i) REQUIRE(rows[i] == expected[12 + i]);
+  }
+  // Outside the scope, reservations are plain again.
+  manual_seed(3);
+  REQUIRE(reserve_random(12) == 0);
+  REQUIRE(rng_state().offset == 3);
+}
