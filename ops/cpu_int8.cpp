@@ -36,7 +36,9 @@ void pack_b_panel(const int8_t* b, int64_t n, int64_t k, int64_t groups, int64_t
         sum += row[g * kDepth + t];
       }
     }
-    correction[column] = kCorrection * sum;  // |sum| <= 128 k: 128 x 128 k < 2^31 at kMaxInt8Depth
+    // 128 sum, wrapped to 32 bits as the kernels' i32 sums wrap (exact in the end, autograd/kernels.h);
+    // the product is taken unsigned, where wrapping is defined: |sum| <= 128 k reaches 2^24.
+    correction[column] = static_cast<int32_t>(static_cast<uint32_t>(kCorrection) * static_cast<uint32_t>(sum));
   }
 }
 

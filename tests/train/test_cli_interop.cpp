@@ -25,7 +25,7 @@ std::vector<std::string> log_column(const std::string& path, int column) {
 
 }  // namespace
 
-TEST_CASE("--schedule constant keeps --lr at every step and is stored in the checkpoint", "[cli][interop]") {
+TEST_CASE("train --schedule constant keeps --lr at every step and is stored in the checkpoint", "[cli][interop]") {
   TempDir dir;
   write_bytes(dir.file("series.csv"), small_csv());
   const CliResult trained = run_cli("train --task timeseries --window 4 --steps 6 --lr 0.002 --schedule constant --data " +
@@ -46,7 +46,7 @@ TEST_CASE("--schedule constant keeps --lr at every step and is stored in the che
                          "--schedule must be cosine or constant");
 }
 
-TEST_CASE("--inputs picks the columns the model reads; eval reloads them", "[cli][interop]") {
+TEST_CASE("train --inputs picks the columns the model reads, and eval reloads them", "[cli][interop]") {
   TempDir dir;
   write_bytes(dir.file("series.csv"), small_csv());  // columns t,value
   const CliResult trained = run_cli("train --task timeseries --window 4 --steps 4 --inputs value --data " +
@@ -70,7 +70,7 @@ TEST_CASE("--inputs picks the columns the model reads; eval reloads them", "[cli
                          "conflicts with the checkpoint's inputs");
 }
 
-TEST_CASE("--checkpoint-activations on the tutorial-form models: same loss, another peak", "[cli][interop][checkpoint]") {
+TEST_CASE("train --checkpoint-activations on the tutorial-form models: same loss, another peak", "[cli][interop][checkpoint]") {
   TempDir dir;
   write_bytes(dir.file("series.csv"), small_csv());
   write_bytes(dir.file("text.txt"), small_text());

@@ -120,7 +120,7 @@ TEST_CASE("train --profile-trace writes a Chrome trace of the scheduled steps", 
   }
 }
 
-TEST_CASE("--profile-trace and --profile together: the table stays, the trace gets every step", "[trace][cli]") {
+TEST_CASE("train --profile-trace and --profile together: the table stays, the trace gets every step", "[trace][cli]") {
   TempDir dir;
   write_bytes(dir.file("series.csv"), small_csv());
   const CliResult run = run_cli("train --task timeseries --data " + dir.file("series.csv") +
