@@ -7,13 +7,15 @@
 #include <iterator>
 #include <utility>
 
+#include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/nn/file_io.h"
 
 namespace tg::train {
 namespace {
 
-constexpr int kHostThread = 1;  // the tid of every slice: the thread that runs the steps
+constexpr int kHostThread = 1;    // the tid of every slice: the thread that runs the steps
+constexpr int kDeviceThread = 2;  // on a GPU, the device's track: the ops again, as it ran them
 
 // Microseconds to the nanosecond: what a viewer resolves, and a smaller file than full doubles.
 double round_us(double us) { return std::round(us * 1000) / 1000; }
@@ -32,6 +34,7 @@ TraceRecorder::TraceRecorder(TraceOptions options)
 TraceRecorder::~TraceRecorder() { set_tape_observer(next_); }
 
 double TraceRecorder::now_us() const {
+  if (options_.device.type != DeviceType::cpu) kernels(options_.device).synchronize();
   return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
 }
 
@@ -154,6 +157,11 @@ nlohmann::json TraceRecorder::trace() const {
                     {"args", {{"name", options_.process_name}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", kHostThread},
                     {"args", {{"name", "host (" + device_name(options_.device) + ")"}}}});
+  const bool on_device = options_.device.type != DeviceType::cpu;
+  if (on_device) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", kDeviceThread},
+                      {"args", {{"name", "kernels on " + device_name(options_.device)}}}});
+  }
   // Slices in start order, an enclosing slice before what it contains (the longer one first).
   std::vector<const Slice*> slices;
   for (const Slice& slice : kept_) slices.push_back(&slice);
@@ -163,6 +171,13 @@ nlohmann::json TraceRecorder::trace() const {
   for (const Slice* slice : slices) {
     nlohmann::json args = {{"bytes allocated", slice->bytes_allocated}, {"step", slice->step}};
     if (slice->input_shapes) args["input shapes"] = shapes_json(*slice->input_shapes);
+    const bool an_op = std::string_view(slice->category) == "forward" ||
+                       (std::string_view(slice->category) == "backward" && slice->name != "backward()");
+    if (on_device && an_op) {  // the same interval on the device's track: its kernels ran inside it
+      events.push_back({{"name", slice->name}, {"cat", "kernel"}, {"ph", "X"},
+                        {"ts", round_us(slice->start_us)}, {"dur", round_us(slice->end_us - slice->start_us)},
+                        {"pid", pid}, {"tid", kDeviceThread}, {"args", {{"step", slice->step}}}});
+    }
     events.push_back({{"name", slice->name}, {"cat", slice->category}, {"ph", "X"},
                       {"ts", round_us(slice->start_us)}, {"dur", round_us(slice->end_us - slice->start_us)},
                       {"pid", pid}, {"tid", kHostThread}, {"args", std::move(args)}});
@@ -177,7 +192,9 @@ nlohmann::json TraceRecorder::trace() const {
   nlohmann::json metadata = options_.metadata;
   metadata["device"] = device_name(options_.device);
   if (options_.device.type != DeviceType::cpu) {
-    metadata["timing"] = "host time: kernels run asynchronously, an op's slice is its launch";
+    metadata["timing"] = "the device is synchronised at every hook: a slice is its op's launch and "
+                         "its kernels' run (host and device serialised), drawn on the host and the "
+                         "device tracks";
   }
   metadata["schedule"] = options_.schedule.describe();
   metadata["steps_seen"] = steps_seen_;

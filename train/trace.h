@@ -25,8 +25,13 @@
 // How it hears of the ops: a TraceRecorder is a TapeObserver (autograd/tape.h), the engine's one
 // seam. It installs itself when made and passes every event on to the observer it replaced, so
 // the profiler of --profile (made before it) keeps working; it takes itself out when destroyed,
-// which must happen before that profiler ends. Times are the host's: on a GPU, kernels run
-// asynchronously, so an op's slice is the time to launch it (the metadata names the device).
+// which must happen before that profiler ends.
+//
+// On a GPU, kernels run asynchronously: an op's host slice would only time its launch. So there
+// the recorder synchronises the device at every hook (Kernels::synchronize), each slice then
+// covers the op's launch and its kernels' run, and every op and backward node is drawn again on a
+// second track, the device's ("kernels on cuda:0", cat "kernel"). The waits serialise host and
+// device, as torch.profiler's per-op timing does without CUPTI; the metadata says so.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -98,7 +103,7 @@ class TraceRecorder final : public TapeObserver {
     std::optional<Shapes> input_shapes;
   };
 
-  double now_us() const;
+  double now_us() const;  // on a GPU, after the device has finished what was queued
   void open(std::string name, const char* category, std::optional<Shapes> input_shapes);
   void close();
   void set_mark(double us, int64_t allocated);

@@ -73,3 +73,34 @@ TEST_CASE("cuda cli: gradcheck, bench and info on the device", "[cuda][cli]") {
 }
 
 }  // namespace tg::testing
+
+namespace tg::testing {
+
+TEST_CASE("cuda cli: a trace on the device has a kernels track with every op", "[cuda][cli][trace]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), "the quick brown fox jumps over the lazy dog. the end. ");
+  const CliResult result = run_cli("train --task charlm --data " + dir.file("text.txt") +
+                                   " --context 8 --dim 8 --heads 2 --layers 1 --batch 2 --steps 2"
+                                   " --device cuda --threads 1 --profile-trace " + dir.file("t.json"), dir);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json trace = nlohmann::json::parse(read_bytes(dir.file("t.json")));
+  int64_t host_ops = 0, device_ops = 0;
+  bool device_track_named = false;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] == "M" && event["tid"] == 2) device_track_named = event["args"]["name"] == "kernels on cuda:0";
+    if (event["ph"] != "X") continue;
+    if (event["cat"] == "kernel") {
+      ++device_ops;
+      REQUIRE(event["tid"] == 2);
+    } else if (event["cat"] == "forward" || (event["cat"] == "backward" && event["name"] != "backward()")) {
+      ++host_ops;
+    }
+  }
+  REQUIRE(device_track_named);
+  REQUIRE(host_ops > 0);
+  REQUIRE(device_ops == host_ops);  // every op and backward node, once more on the device's track
+  REQUIRE(std::string(trace["metadata"]["device"]) == "cuda:0");
+}
+
+}  // namespace tg::testing
