@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "tapegrad/nn/safetensors.h"
+#include "tests/support/safetensors_edit.h"
 #include "tests/train/cli_support.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/tasks.h"
@@ -48,21 +49,6 @@ const Trained& trained() {
   return instance;
 }
 
-// A copy of checkpoint `source` at `path`, its tensors and metadata changed by `edit`.
-void write_edited(const std::string& source, const std::string& path,
-                  const std::function<void(SafetensorsFile&)>& edit) {
-  SafetensorsFile file = load_safetensors(source);
-  edit(file);
-  save_safetensors(path, file.tensors, file.metadata);
-}
-
-Tensor& tensor_named(SafetensorsFile& file, const std::string& name) {
-  for (auto& [key, t] : file.tensors) {
-    if (key == name) return t;
-  }
-  FAIL("no tensor " << name);
-  throw std::logic_error("unreachable");
-}
 
 void edit_json(SafetensorsFile& file, const char* key, const std::function<void(nlohmann::json&)>& edit) {
   nlohmann::json value = nlohmann::json::parse(file.metadata.at(key));

@@ -8,6 +8,7 @@
 #include "tapegrad/nn/safetensors.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/checkpoint_file.h"
+#include "tests/support/safetensors_edit.h"
 #include "tests/train/cli_support.h"
 
 using namespace tg;
@@ -73,20 +74,6 @@ const Trained& trained() {
   return instance;
 }
 
-void write_edited(const std::string& source, const std::string& path,
-                  const std::function<void(SafetensorsFile&)>& edit) {
-  SafetensorsFile file = load_safetensors(source);
-  edit(file);
-  save_safetensors(path, file.tensors, file.metadata);
-}
-
-Tensor& tensor_named(SafetensorsFile& file, const std::string& name) {
-  for (auto& [key, t] : file.tensors) {
-    if (key == name) return t;
-  }
-  FAIL("no tensor " << name);
-  throw std::logic_error("unreachable");
-}
 
 }  // namespace
 
