@@ -56,9 +56,9 @@ using Calibration = std::function<void()>;
 QuantizationSummary quantize_static(Module& model, const Calibration& calibrate,
                                     const StaticOptions& options = {});
 
-// Gives a freshly built f32 model the structure of `mode` (placeholder values: weights quantized
-// from whatever they hold, input scales 1) so that load_state_dict() can fill it from a quantized
-// checkpoint. QuantMode::none does nothing.
+// Gives a freshly built f32 model the structure of `mode` (its values are the initial weights
+// quantized and input scales of 1, all overwritten next) so that load_state_dict() can fill it
+// from a quantized checkpoint. QuantMode::none does nothing.
 void quantize_structure(Module& model, QuantMode mode);
 
 // The Linears of a model, with their dotted paths, in state_dict order.

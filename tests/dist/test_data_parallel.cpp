@@ -21,15 +21,7 @@ CliResult run_ranks(int ranks, const std::string& arguments, const TempDir& dir,
   std::string launcher = std::string("'") + TAPEGRAD_MPIRUN + "' -np " + std::to_string(ranks) +
                          " --oversubscribe" + (geteuid() == 0 ? " --allow-run-as-root" : "");
   if (!env.empty()) launcher += " -x " + env;
-  const std::string out = dir.file(".stdout"), err = dir.file(".stderr");
-  const std::string command = "timeout 120 " + launcher + " '" + TAPEGRAD_BIN + "' " + arguments + " > '" + out +
-                              "' 2> '" + err + "' < /dev/null";
-  const int status = std::system(command.c_str());
-  CliResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = read_bytes(out);
-  result.err = read_bytes(err);
-  return result;
+  return run_cli(arguments, dir, "timeout 120 " + launcher);
 }
 
 // The training losses of a --log file, one a step.

@@ -129,9 +129,7 @@ TEST_CASE("quantized Linear: a gradient or training is one clear error", "[quant
   // An optimizer over a quantized model sees only what is still f32 (embeddings, LayerNorms):
   // the int8 weights are buffers, so no step can touch them; a training forward is refused.
   manual_seed(1);
-  nn::ModelConfig config;
-  config.dim = 8;
-  config.heads = 2;
+  const nn::ModelConfig config{.dim = 8, .heads = 2};
   nn::CharLM model(11, config);
   const size_t f32_parameters = model.parameters().size();
   nn::quantize_dynamic(model);
@@ -143,10 +141,7 @@ TEST_CASE("quantized Linear: a gradient or training is one clear error", "[quant
 
 TEST_CASE("quantize_dynamic: every Linear, a summary, 4x smaller weights", "[quantize]") {
   manual_seed(2);
-  nn::ModelConfig config;
-  config.dim = 16;
-  config.heads = 2;
-  config.layers = 1;
+  const nn::ModelConfig config{.dim = 16, .heads = 2, .layers = 1};
   nn::TimeSeriesModel model(3, 2, config);
   const nn::QuantizationSummary summary = nn::quantize_dynamic(model);
   REQUIRE(summary.modules == std::vector<std::string>{"input_proj", "mha.q_proj", "mha.k_proj", "mha.v_proj",
@@ -234,10 +229,7 @@ TEST_CASE("observers: min/max and the percentile of |x| on a known distribution"
 
 TEST_CASE("quantized models: state shapes without building, and a bit-identical round trip", "[quantize]") {
   manual_seed(4);
-  nn::ModelConfig config;
-  config.dim = 8;
-  config.heads = 2;
-  config.layers = 2;
+  const nn::ModelConfig config{.dim = 8, .heads = 2, .layers = 2};
   for (nn::QuantMode mode : {nn::QuantMode::dynamic, nn::QuantMode::static_}) {
     nn::CharLM model(13, config);
     const Tensor tokens = from_indices({1, 5, 7, 2, 12, 3}, {2, 3});
@@ -261,10 +253,7 @@ TEST_CASE("quantized models: state shapes without building, and a bit-identical 
 
 TEST_CASE("quantized state: missing scales, wrong dtypes, bad scales and mode mismatches are named", "[quantize]") {
   manual_seed(5);
-  nn::ModelConfig config;
-  config.dim = 8;
-  config.heads = 2;
-  config.layers = 0;
+  const nn::ModelConfig config{.dim = 8, .heads = 2, .layers = 0};
   const nn::ModelStateShapes f32 = nn::TextClassifier::state_shapes(20, 3, config);
   nn::TextClassifier model(20, 3, config);
   nn::quantize_static(model, [&] { model.forward(from_indices({1, 2, 3}, {1, 3}), {3}); });

@@ -21,21 +21,12 @@
 #include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_int8.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/thread_counts.h"
 
 using namespace tg;
+using tg::testing::at_thread_counts;
 
 namespace {
-
-template <typename Body>
-void at_thread_counts(Body&& body) {
-  const int before = num_threads();
-  for (int threads : {1, 2, 3}) {
-    INFO(threads << " threads");
-    set_num_threads(threads);
-    body();
-  }
-  set_num_threads(before);
-}
 
 // The instruction sets of the product this CPU can run.
 std::vector<cpu::int8::Isa> supported_isas() {

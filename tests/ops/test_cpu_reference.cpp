@@ -33,8 +33,10 @@
 #include "tapegrad/ops/cpu_attention_tiles.h"
 #include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_reference.h"
+#include "tests/support/thread_counts.h"
 
 using namespace tg;
+using tg::testing::at_thread_counts;
 
 namespace {
 
@@ -52,19 +54,8 @@ Tensor abs_of(const Tensor& t) {
   return from_values(values, t.shape(), t.dtype(), kCPU);
 }
 
-// Runs body() at 1 thread, then at 2 and 3 (OpenMP paths: GEMM split by rows, columns or items;
-// attention over tiles and items), restoring the thread count.
-template <typename Body>
-void at_thread_counts(Body&& body) {
-  const int before = num_threads();
-  for (int threads : {1, 2, 3}) {
-    INFO(threads << " threads");
-    set_num_threads(threads);
-    body();
-  }
-  set_num_threads(before);
-}
-
+// at_thread_counts (tests/support/thread_counts.h) covers the OpenMP paths: GEMM split by rows,
+// columns or items; attention over tiles and items.
 // |fast - ref| <= tolerance[i] element by element; equal infinities pass.
 void require_within(const Tensor& fast, const Tensor& ref, const std::vector<double>& tolerance) {
   const std::vector<double> f = fast.to_host_f64(), r = ref.to_host_f64();
