@@ -23,7 +23,7 @@
 
 namespace tg::cpu::tiles {
 
-// C = alpha A B + beta C (the shape above), in register blocks of 4 rows x 16 columns.
+// C = alpha A B + beta C (the shape above), in register blocks of 6 rows x 16 columns.
 void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 

@@ -76,7 +76,7 @@ TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision t
     WARN("this CPU has no AVX2 + FMA: the AVX2 kernels are not tested here");
     return;
   }
-  for (int64_t m : {1, 2, 3, 4, 5, 7, 32, 33}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 32, 33}) {  // every remainder of 6-row blocks
     for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33}) {
       for (int64_t k : {1, 5, 16, 17}) {
         for (bool transpose_a : {false, true}) {
