@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/threads.h"
 #include "tapegrad/ops/cpu_allocator.h"
 #include "tapegrad/ops/cpu_kernels.h"
 
@@ -28,25 +29,64 @@ void* CpuKernels::allocate(size_t nbytes) { return allocate_block(nbytes); }  //
 
 void CpuKernels::deallocate(void* ptr, size_t nbytes) { free_block(ptr, nbytes); }
 
+namespace {
+
+// Copies and fills of at least this many bytes are split among the threads: one thread does not
+// fill the memory bandwidth, and a linear's bias rows or a narrow's zeros run to megabytes.
+constexpr int64_t kParallelBytes = int64_t{1} << 18;
+
+// Runs body(first, past) over [0, count) in one piece, or in one piece a thread when `bytes` is
+// large enough to pay for waking them.
+template <typename Body>
+void in_pieces(int64_t count, int64_t bytes, Body&& body) {
+  const int64_t pieces = bytes >= kParallelBytes ? std::min<int64_t>(num_threads(), count) : 1;
+  if (pieces <= 1) return body(int64_t{0}, count);
+#pragma omp parallel for
+  for (int64_t piece = 0; piece < pieces; ++piece) {
+    body(count * piece / pieces, count * (piece + 1) / pieces);
+  }
+}
+
+// Where row `row` (in row-major order over `outer`) starts, with these strides.
+int64_t row_offset(int64_t row, const Shape& outer, const Shape& strides) {
+  int64_t offset = 0;
+  for (size_t d = outer.size(); d-- > 0;) {
+    offset += (row % outer[d]) * strides[d];
+    row /= outer[d];
+  }
+  return offset;
+}
+
+}  // namespace
+
 void CpuKernels::copy(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape()) {  // (not TG_CHECK(): its message would be built on every copy)
     fail("copy: shapes ", shape_str(src.shape()), " and ", shape_str(dst.shape()), " differ");
   }
+  const int64_t element = static_cast<int64_t>(dtype_size(src.dtype()));
+  // A copy within one storage may overlap itself: memmove's order matters, so it stays one piece.
+  const int64_t bytes = src.storage() == dst.storage() ? 0 : src.numel() * element;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
-    std::memmove(dst.data(), src.data(), src.numel() * dtype_size(src.dtype()));
+    const auto* in = static_cast<const char*>(src.data());
+    auto* out = static_cast<char*>(dst.data());
+    in_pieces(src.numel() * element, bytes, [&](int64_t first, int64_t past) {
+      std::memmove(out + first, in + first, static_cast<size_t>(past - first));
+    });
     return;
   }
   if (src.dtype() == dst.dtype() && src.dim() >= 2 && src.strides().back() == 1 &&
       dst.strides().back() == 1) {  // rows of the last dim are contiguous on both sides
-    const size_t row_bytes = src.shape().back() * dtype_size(src.dtype());
+    const size_t row_bytes = src.shape().back() * element;
     const Shape outer(src.shape().begin(), src.shape().end() - 1);
     const Shape src_strides(src.strides().begin(), src.strides().end() - 1);
     const Shape dst_strides(dst.strides().begin(), dst.strides().end() - 1);
     const auto* in = static_cast<const char*>(src.data());
     auto* out = static_cast<char*>(dst.data());
-    const int64_t element = static_cast<int64_t>(dtype_size(src.dtype()));
-    for_each_element<2>(outer, {&src_strides, &dst_strides}, [&](auto p) {
-      std::memmove(out + p[1] * element, in + p[0] * element, row_bytes);
+    in_pieces(numel(outer), bytes, [&](int64_t first, int64_t past) {
+      for (int64_t row = first; row < past; ++row) {
+        std::memmove(out + row_offset(row, outer, dst_strides) * element,
+                     in + row_offset(row, outer, src_strides) * element, row_bytes);
+      }
     });
     return;
   }
@@ -69,7 +109,8 @@ void CpuKernels::fill(const Tensor& dst, double value) {
     T* out = dst.data_as<T>();
     const T filled = convert<T>(value);
     if (dst.is_contiguous()) {
-      std::fill_n(out, dst.numel(), filled);
+      in_pieces(dst.numel(), dst.numel() * static_cast<int64_t>(sizeof(T)),
+                [&](int64_t first, int64_t past) { std::fill(out + first, out + past, filled); });
       return;
     }
     for_each_element<1>(dst.shape(), {&dst.strides()}, [&](auto p) { out[p[0]] = filled; });

@@ -1,25 +1,36 @@
 // CPU kernels over the middle axis of a contiguous [outer, n, inner] tensor:
 // sum, max, gather, scatter-add and (log-)softmax; and row normalisation for layer_norm.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "tapegrad/autograd/threads.h"
 #include "tapegrad/ops/cpu_kernels.h"
 
 namespace tg::cpu {
 
+// With fewer outer slices than threads (a bias gradient: outer 1, n rows, inner features) the
+// columns are split among the threads instead, so that each reads its own part of every row. Each
+// sum still runs over k in order: the same bits at any thread count.
 void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
   if (is_half(x.dtype())) return sum_dim_half(x, s, out);
   dispatch_floating(x.dtype(), "sum_dim", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data_as<T>();
     T* result = out.data_as<T>();
+    const int64_t threads = num_threads();
+    const int64_t column_blocks = s.outer < threads ? std::clamp<int64_t>(s.inner / 16, 1, threads) : 1;
+    const int64_t block = (s.inner + column_blocks - 1) / column_blocks;
 #pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
-    for (int64_t o = 0; o < s.outer; ++o) {
-      for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] = T(0);
+    for (int64_t piece = 0; piece < s.outer * column_blocks; ++piece) {
+      const int64_t o = piece / column_blocks, first = (piece % column_blocks) * block;
+      const int64_t past = std::min(s.inner, first + block);
+      T* sums = result + o * s.inner;
+      for (int64_t i = first; i < past; ++i) sums[i] = T(0);
       for (int64_t k = 0; k < s.n; ++k) {
         const T* row = in + (o * s.n + k) * s.inner;
-        for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] += row[i];
+        for (int64_t i = first; i < past; ++i) sums[i] += row[i];
       }
     }
   });

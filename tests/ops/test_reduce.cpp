@@ -8,6 +8,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/thread_counts.h"
 
 using namespace tg;
 
@@ -95,6 +96,26 @@ TEST_CASE("reduce: sum over each dim with and without keepdim", "[reduce][sum]")
                   return v;
                 }(),
                 1e-13);
+}
+
+TEST_CASE("reduce: a bias gradient's sum over rows, its columns split among threads", "[reduce][sum]") {
+  // [n, inner] summed over dim 0 (outer 1): the threads take blocks of columns. Each column's sum
+  // runs over the rows in order, so it equals the plain loop's f32 sum bit for bit at any count.
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{4096, 128}, {700, 37}, {300, 15}, {5, 1}}) {
+    std::vector<double> values(rows * cols);
+    for (size_t e = 0; e < values.size(); ++e) values[e] = std::sin(0.37 * static_cast<double>(e)) * 3.0;
+    const Tensor x = from_values(values, {rows, cols}, DType::f32);
+    std::vector<double> expected(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      float total = 0;  // the same f32 additions in the same order
+      for (int64_t r = 0; r < rows; ++r) total += static_cast<float>(values[r * cols + c]);
+      expected[c] = total;
+    }
+    tg::testing::at_thread_counts([&] {
+      INFO(rows << " x " << cols);
+      REQUIRE(sum(x, {0}).to_host_f64() == expected);
+    });
+  }
 }
 
 TEST_CASE("reduce: sum argument errors", "[reduce][sum][errors]") {
