@@ -249,9 +249,11 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
           std::fill(s, s + cols, T(0));
           continue;
         }
-        const T correction = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
-        row_sum[r] *= correction;
-        for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction;
+        if (new_max != row_max[r]) {  // else the correction is exp(0) = 1: nothing to rescale
+          const T correction = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
+          row_sum[r] *= correction;
+          for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction;
+        }
         row_sum[r] += exp_shifted_row(s, cols, new_max);
         if (p.dropout_p > 0) {  // the normaliser above counts every probability; out drops some
           item.keep_row(i0 + r, j0, cols, keep);
