@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
 
 namespace tg::dist {
 namespace {
@@ -12,19 +14,29 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The gradient as a contiguous f32 tensor on the host (itself when it already is one).
-Tensor host_f32(const Tensor& grad) {
-  Tensor g = grad;
-  if (g.dtype() != DType::f32) g = g.to(DType::f32);
-  if (g.device() != kCPU) g = copy_to_device(g, kCPU);
-  return g.is_contiguous() ? g : g.contiguous();
+bool is_local(const Communicator& comm) { return dynamic_cast<const LocalCommunicator*>(&comm) != nullptr; }
+
+// The one device every parameter lives on (the CPU for none).
+Device device_of(const std::vector<Tensor>& params) {
+  const Device device = params.empty() ? kCPU : params.front().device();
+  for (const Tensor& p : params) {
+    TG_CHECK(p.device() == device, "gradient sync: parameters on ", device_name(device), " and ",
+             device_name(p.device()), "; data-parallel training needs them on one device");
+  }
+  return device;
 }
 
 }  // namespace
 
 GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, bool overlap, int64_t bucket_bytes)
-    : comm_(comm), params_(std::move(params)), overlap_(overlap), bucket_of_(params_.size()),
-      uses_(params_.size(), 0) {
+    // (params copied, not moved: the arguments may be evaluated in any order)
+    : GradientSync(comm, is_local(comm) ? nullptr : make_bucket_reducer(comm, device_of(params)), params,
+                   overlap, bucket_bytes) {}
+
+GradientSync::GradientSync(Communicator& comm, std::unique_ptr<BucketReducer> reducer, std::vector<Tensor> params,
+                           bool overlap, int64_t bucket_bytes)
+    : comm_(comm), reducer_(std::move(reducer)), params_(std::move(params)), overlap_(overlap),
+      active_(reducer_ != nullptr), bucket_of_(params_.size()), uses_(params_.size(), 0) {
   int64_t filled = 0;
   for (size_t k = params_.size(); k-- > 0;) {  // reverse registration order
     const int64_t bytes = params_[k].numel() * static_cast<int64_t>(sizeof(float));
@@ -37,10 +49,20 @@ GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, bool 
     bucket_of_[k] = buckets_.size() - 1;
     index_of_[params_[k].impl()] = k;
   }
+  if (!active_) return;  // one process: no buffers needed
+  // Each bucket's buffer on the parameters' device, and each parameter's slot in it: its elements,
+  // one parameter after another in the bucket's order, viewed as the parameter's shape.
+  const Device device = device_of(params_);
+  const NoGrad no_grad;
   for (Bucket& bucket : buckets_) {
     int64_t elements = 0;
     for (const size_t k : bucket.params) elements += params_[k].numel();
-    bucket.buffer.resize(static_cast<size_t>(elements));
+    bucket.buffer = empty({elements}, DType::f32, device);
+    int64_t at = 0;
+    for (const size_t k : bucket.params) {
+      bucket.slots.push_back(bucket.buffer.narrow(0, at, params_[k].numel()).view(params_[k].shape()));
+      at += params_[k].numel();
+    }
   }
 }
 
@@ -48,8 +70,10 @@ GradientSync::~GradientSync() {
   if (watching_) set_tape_observer(next_);
 }
 
+const char* GradientSync::carrier() const { return reducer_ ? reducer_->name() : "none"; }
+
 void GradientSync::begin_step() {
-  if (comm_.size() == 1 || !overlap_ || watching_) return;
+  if (!active_ || !overlap_ || watching_) return;
   std::fill(uses_.begin(), uses_.end(), 0);
   for (Bucket& bucket : buckets_) bucket.waiting = 0;
   finished_.clear();
@@ -58,24 +82,22 @@ void GradientSync::begin_step() {
   in_backward_ = false;
 }
 
-// Packs the bucket's gradients one after another and starts their allreduce.
+// Packs the bucket's gradients into its buffer, on the device, and starts their reduction. A
+// gradient of another dtype is converted by the copy; a missing one is packed as zeros.
 void GradientSync::start(Bucket& bucket) {
   const auto started = Clock::now();
   const NoGrad no_grad;
-  int64_t at = 0;
-  for (const size_t k : bucket.params) {
-    const Tensor& p = params_[k];
-    const Tensor grad = p.grad();
+  Kernels& device = kernels(bucket.buffer.device());
+  for (size_t i = 0; i < bucket.params.size(); ++i) {
+    const Tensor grad = params_[bucket.params[i]].grad();
     if (grad.defined()) {
-      const Tensor g = host_f32(grad);
-      std::memcpy(bucket.buffer.data() + at, g.data_as<float>(), sizeof(float) * g.numel());
+      device.copy(grad, bucket.slots[i]);
     } else {
-      std::fill_n(bucket.buffer.data() + at, p.numel(), 0.0f);
+      device.fill(bucket.slots[i], 0.0);
     }
-    at += p.numel();
   }
-  bucket.handle = comm_.start_allreduce(bucket.buffer.data(), at);
-  stats_.bytes += at * static_cast<int64_t>(sizeof(float));
+  bucket.handle = reducer_->start(bucket.buffer);
+  stats_.bytes += bucket.buffer.numel() * static_cast<int64_t>(sizeof(float));
   ++stats_.calls;
   if (in_backward_) ++stats_.early_calls;
   stats_.seconds += seconds_since(started);
@@ -89,12 +111,12 @@ void GradientSync::start_ready() {
   }
   finished_.clear();
   const auto started = Clock::now();
-  comm_.progress();
+  reducer_->progress();
   stats_.seconds += seconds_since(started);
 }
 
 void GradientSync::average() {
-  if (comm_.size() == 1) return;
+  if (!active_) return;
   if (watching_) {
     start_ready();
     set_tape_observer(next_);
@@ -107,21 +129,19 @@ void GradientSync::average() {
     if (bucket.handle < 0) start(bucket);  // not started during backward
   }
   const NoGrad no_grad;
-  const float scale = 1.0f / static_cast<float>(comm_.size());
+  const double scale = 1.0 / comm_.size();
   for (Bucket& bucket : buckets_) {
-    comm_.wait(bucket.handle);
+    reducer_->wait(bucket.handle);
     bucket.handle = -1;
-    // Unpack: each parameter gets a fresh gradient of its own dtype on its own device.
-    int64_t at = 0;
-    for (const size_t k : bucket.params) {
-      const Tensor& p = params_[k];
-      Tensor g = empty(p.shape(), DType::f32, kCPU);
-      float* out = g.data_as<float>();
-      for (int64_t i = 0; i < p.numel(); ++i) out[i] = bucket.buffer[static_cast<size_t>(at + i)] * scale;
-      if (p.dtype() != DType::f32) g = g.to(p.dtype());
-      if (p.device() != kCPU) g = copy_to_device(g, p.device());
-      p.set_grad(g);
-      at += p.numel();
+    // Unpack: the sum times 1/N, then each parameter gets a fresh gradient of its own dtype on its
+    // own device (a copy: the buffer is packed again next step while the optimizer still reads).
+    Kernels& device = kernels(bucket.buffer.device());
+    if (comm_.size() > 1) device.unary(UnaryOp::mul_scalar, bucket.buffer, scale, bucket.buffer);
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+      const Tensor& p = params_[bucket.params[i]];
+      const Tensor grad = empty(p.shape(), p.dtype(), p.device());
+      device.copy(bucket.slots[i], grad);
+      p.set_grad(grad);
     }
   }
   const double spent = seconds_since(started);

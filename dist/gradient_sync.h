@@ -8,6 +8,12 @@
 // roughly the order backward finishes them) keep each message large enough to run at the link's
 // bandwidth and small enough to start early.
 //
+// A bucket is one contiguous f32 tensor on the parameters' device (host memory for the CPU, device
+// memory for a GPU). Packing and unpacking are the device's own kernels (Kernels::copy converts
+// dtypes and strides, fill zeroes a missing gradient, mul_scalar scales by 1/N), never host loops
+// over device data; the sum over the ranks is a BucketReducer's (dist/bucket_reducer.h: MPI for
+// CPU buckets, NCCL or host-staged MPI for GPU buckets).
+//
 // Overlap: begin_step() installs a TapeObserver (autograd/tape.h, chained in front of any profiler
 // or trace) for the step. During forward it counts, per parameter, the ops that take it as an
 // input; during backward it counts those ops' backward runs down. When a parameter's count reaches
@@ -17,11 +23,13 @@
 // With `overlap` false (activation checkpointing, whose recomputation during backward records the
 // parameters' ops a second time) every bucket starts in average().
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/tensor.h"
+#include "tapegrad/dist/bucket_reducer.h"
 #include "tapegrad/dist/communicator.h"
 
 namespace tg::dist {
@@ -36,10 +44,20 @@ struct SyncStats {
 
 class GradientSync : private TapeObserver {
  public:
+  // The parameters all live on one device; the reducer is make_bucket_reducer's for it.
   GradientSync(Communicator& comm, std::vector<Tensor> params, bool overlap = true,
                int64_t bucket_bytes = 4 << 20);
+  // With a given reducer (the tests pick the host-staged one for a device).
+  GradientSync(Communicator& comm, std::unique_ptr<BucketReducer> reducer, std::vector<Tensor> params,
+               bool overlap = true, int64_t bucket_bytes = 4 << 20);
   ~GradientSync() override;
-  // Before the step's forward: start watching the tape (nothing to do on one rank).
+  // Whether there is anything to average: not with a LocalCommunicator (one process, not started
+  // by an MPI launcher). A job of one MPI process does reduce (an identity), which lets a single
+  // GPU run the NCCL path.
+  bool active() const { return active_; }
+  // What carries the gradients: the reducer's name ("mpi", "mpi (host-staged)", "nccl").
+  const char* carrier() const;  // "none" when not active()
+  // Before the step's forward: start watching the tape (nothing to do when not active()).
   void begin_step();
   // After backward: every parameter's gradient becomes the average over the ranks. A parameter
   // without a gradient counts as a zero gradient (it gets one, so that every rank steps alike).
@@ -50,7 +68,8 @@ class GradientSync : private TapeObserver {
  private:
   struct Bucket {
     std::vector<size_t> params;  // indices into params_
-    std::vector<float> buffer;
+    Tensor buffer;               // f32 [elements], on the parameters' device
+    std::vector<Tensor> slots;   // per parameter: its elements of `buffer`, viewed as its shape
     int64_t waiting = 0;         // parameters whose gradient is not final yet
     int64_t handle = -1;         // the running allreduce, -1: not started
   };
@@ -66,8 +85,9 @@ class GradientSync : private TapeObserver {
   void region_finished() override;
 
   Communicator& comm_;
+  std::unique_ptr<BucketReducer> reducer_;
   std::vector<Tensor> params_;
-  bool overlap_;
+  bool overlap_, active_;
   std::vector<Bucket> buckets_;
   std::unordered_map<const TensorImpl*, size_t> index_of_;  // parameter -> index into params_
   std::vector<size_t> bucket_of_;                           // parameter index -> bucket

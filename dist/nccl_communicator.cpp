@@ -1,4 +1,5 @@
-// NCCL on the default CUDA stream (see the header: compiled here, untested on hardware).
+// NCCL on the CUDA backend's stream, the legacy default stream (see the header: compiled here,
+// never run on these machines).
 #include "tapegrad/dist/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -31,6 +32,13 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+}
+
+// cudaStream_t{} is stream 0, the legacy default stream: the one the CUDA backend uses throughout.
+void NcclCommunicator::enqueue_allreduce(float* device_data, int64_t count) {
+  check_nccl(ncclAllReduce(device_data, device_data, static_cast<size_t>(count), ncclFloat32, ncclSum,
+                           static_cast<ncclComm_t>(comm_), cudaStream_t{}),
+             "ncclAllReduce");
 }
 
 void NcclCommunicator::allreduce(float* device_data, int64_t count, Reduce op) {

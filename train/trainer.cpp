@@ -213,7 +213,10 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   setup_done = true;
   const int64_t shard = config.batch / ranks, shard_first = comm.rank() * shard;  // this rank's examples
   // Overlapped with backward, except when activation checkpointing re-records ops during backward.
+  // Gradients on a CUDA device are reduced in device memory (NCCL when built with it, see
+  // dist/bucket_reducer.h). Under an MPI launcher the sync is active even for one process.
   dist::GradientSync gradient_sync(comm, model.parameters(), /*overlap=*/!config.checkpoint_activations);
+  const bool data_parallel = gradient_sync.active();
   if (comm.rank() == 0) std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
                config.task.c_str(), static_cast<long long>(examples),
                static_cast<long long>(task->examples(false)),
@@ -229,10 +232,11 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
         .schedule = run.profile_schedule, .device = config.compute_device(), .process_name = "tapegrad train",
         .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", first + 1}}});
   }
-  if (ranks > 1 && comm.rank() == 0) {
-    std::fprintf(stderr, "data parallel: %d processes (%s), %lld examples each of every batch of %lld, "
-                 "gradients averaged in %lld buckets\n", ranks, comm.name(), static_cast<long long>(shard),
-                 static_cast<long long>(config.batch), static_cast<long long>(gradient_sync.buckets()));
+  if (data_parallel && comm.rank() == 0) {
+    std::fprintf(stderr, "data parallel: %d process%s (%s), %lld examples each of every batch of %lld, "
+                 "gradients averaged in %lld buckets (gradients: %s)\n", ranks, ranks == 1 ? "" : "es",
+                 comm.name(), static_cast<long long>(shard), static_cast<long long>(config.batch),
+                 static_cast<long long>(gradient_sync.buckets()), gradient_sync.carrier());
   }
   Progress progress(last, first, comm.rank() != 0);
   std::vector<std::vector<int64_t>> batches;
@@ -261,17 +265,17 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
         grad_stats->measure(named_parameters);
       };
     }
-    if (ranks > 1) step_options.reduce_gradients = [&] { gradient_sync.average(); };
+    if (data_parallel) step_options.reduce_gradients = [&] { gradient_sync.average(); };
     // One process computes the whole batch; a rank its shard, numbering randomness by the global
     // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would, also
     // when --checkpoint-activations recomputes it during backward.
     const auto loss = [&] {
-      if (ranks == 1) return task->loss(batch, true);
+      if (!data_parallel) return task->loss(batch, true);
       gradient_sync.begin_step();  // watches the tape, to start each bucket's allreduce in backward
       return task->shard_loss(batch, shard_first, shard);
     };
     std::optional<BatchShardScope> numbering;
-    if (ranks > 1) numbering.emplace(BatchShard{.batch = config.batch, .first = shard_first, .count = shard});
+    if (data_parallel) numbering.emplace(BatchShard{.batch = config.batch, .first = shard_first, .count = shard});
     if (trace) trace->begin_step(step + 1);
     TrainStepResult result = train_step(loss, *optimizer, scaler, step_options);
     numbering.reset();
@@ -358,7 +362,7 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;
   const double ms_per_step = steps_run > 0 ? total_ms / steps_run : 0;
   if (comm.rank() != 0) return 0;
-  if (ranks > 1) {
+  if (data_parallel) {
     const dist::SyncStats& sync = gradient_sync.stats();
     std::fprintf(stderr, "data parallel: %.3g s of %.3g s in gradient allreduce, %.3g s of it after backward "
                  "(%lld buckets, %lld started during backward, %.3g MB per rank)\n",

@@ -18,10 +18,9 @@ namespace {
 // `tapegrad <arguments>` on `ranks` processes; `env` is "NAME=VALUE" passed to every rank.
 CliResult run_ranks(int ranks, const std::string& arguments, const TempDir& dir, const std::string& env = "") {
   if (ranks == 1) return run_cli(arguments, dir);
-  std::string launcher = std::string("'") + TAPEGRAD_MPIRUN + "' -np " + std::to_string(ranks) +
-                         " --oversubscribe" + (geteuid() == 0 ? " --allow-run-as-root" : "");
+  std::string launcher = mpi_launcher(ranks);
   if (!env.empty()) launcher += " -x " + env;
-  return run_cli(arguments, dir, "timeout 120 " + launcher);
+  return run_cli(arguments, dir, launcher);
 }
 
 // The training losses of a --log file, one a step.
@@ -186,6 +185,26 @@ TEST_CASE("mpi: the global batch must divide among the processes", "[.mpi][mpi_b
   const CliResult bad = run_ranks(2, "train --task charlm --context 8 --layers 1 --data '" + data + "' --batch 7 --steps 2", dir);
   REQUIRE(bad.exit_code == 2);
   REQUIRE_THAT(bad.err, Catch::Contains("rank 0 of 2: --batch 7 (the global batch) is not divisible by the 2 processes"));
+}
+
+// Under mpirun the gradients go through the communicator even with one process (an identity
+// there): how a machine with a single GPU runs the NCCL path. On the CPU it is MPI's.
+TEST_CASE("mpi: one process under mpirun reduces its gradients and trains as without mpirun", "[.mpi][mpi_one_process]") {
+  TempDir dir;
+  const std::string data = dir.file("text.txt");
+  write_bytes(data, small_text());
+  const auto f = [&](const char* name) { return "'" + dir.file(name) + "'"; };
+  const std::string common = "--task charlm --context 8 --layers 1 --dim 16 --heads 2 --data '" + data +
+                             "' --batch 8 --steps 3 --threads 1 --optimizer sgd ";
+  const CliResult plain = run_cli("train " + common + "--save " + f("plain.st"), dir);
+  INFO(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE_THAT(plain.err, !Catch::Contains("data parallel"));
+  const CliResult one = run_cli("train " + common + "--save " + f("one.st"), dir, mpi_launcher(1));
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE_THAT(one.err, Catch::Contains("data parallel: 1 process (mpi)") && Catch::Contains("(gradients: mpi)"));
+  require_same_checkpoint(dir.file("plain.st"), dir.file("one.st"));
 }
 
 }  // namespace tg::testing

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -38,6 +39,15 @@ inline CliResult run_cli(const std::string& arguments, const TempDir& dir,
   result.err = read_bytes(err);
   return result;
 }
+
+#if defined(TAPEGRAD_MPIRUN)
+// The launcher for `ranks` processes on this machine: `mpirun -np N --oversubscribe` (more ranks
+// than cores), as root with --allow-run-as-root, inside `timeout 120` so that a hung job fails.
+inline std::string mpi_launcher(int ranks) {
+  return std::string("timeout 120 '") + TAPEGRAD_MPIRUN + "' -np " + std::to_string(ranks) + " --oversubscribe" +
+         (geteuid() == 0 ? " --allow-run-as-root" : "");
+}
+#endif
 
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
