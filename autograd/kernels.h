@@ -153,7 +153,8 @@ struct Kernels {
                                   const Tensor& grad_q, const Tensor& grad_k,
                                   const Tensor& grad_v) = 0;
 
-  // Uniform [0, 1) numbers from Philox 4x32-10 keyed by seed, counter starting at offset.
+  // Uniform [0, 1) numbers from Philox 4x32-10 keyed by seed: out[i] is number offset + i of the
+  // stream (a position in numbers, as reserve_random returns; autograd/philox.h).
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
 
   // Waits until the device has finished the work queued so far (timings; a no-op on the CPU).

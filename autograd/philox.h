@@ -37,9 +37,11 @@ TG_HOST_DEVICE inline float philox_word_to_unit(uint32_t word) {
   return static_cast<float>(word >> 8) * 0x1.0p-24f;
 }
 
-// Number i of the stream (seed, offset): word i % 4 of block offset + i / 4.
+// Number i after position `offset` of the stream of `seed`: number n = offset + i is word n % 4
+// of block n / 4. (Positions count numbers, not blocks: a range may start inside a block.)
 TG_HOST_DEVICE inline float philox_uniform(uint64_t seed, uint64_t offset, int64_t i) {
-  return philox_word_to_unit(philox_block(seed, offset + static_cast<uint64_t>(i) / 4)[i % 4]);
+  const uint64_t n = offset + static_cast<uint64_t>(i);
+  return philox_word_to_unit(philox_block(seed, n / 4)[n % 4]);
 }
 
 }  // namespace tg

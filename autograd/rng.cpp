@@ -12,13 +12,11 @@ thread_local BatchShard batch_shard;  // count 0: no shard, the whole batch is h
 }
 
 void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out) {
-  int64_t i = first;
-  const int64_t end = first + count;
-  while (i < end) {
-    const auto words = philox_block(seed, offset + static_cast<uint64_t>(i) / 4);
-    for (int64_t lane = i % 4; lane < 4 && i < end; ++lane, ++i) {
-      *out++ = philox_word_to_unit(words[lane]);
-    }
+  uint64_t n = offset + static_cast<uint64_t>(first);  // the stream position of the next number
+  const uint64_t end = n + static_cast<uint64_t>(count);
+  while (n < end) {
+    const auto words = philox_block(seed, n / 4);
+    for (uint64_t lane = n % 4; lane < 4 && n < end; ++lane, ++n) *out++ = philox_word_to_unit(words[lane]);
   }
 }
 
@@ -33,7 +31,7 @@ uint64_t reserve_random(int64_t count) {
   const int64_t total = sharded ? inner * shard.batch : count;  // what one process would reserve
   const uint64_t first = global_state.offset;
   global_state.offset += static_cast<uint64_t>((total + 3) / 4);
-  return first + static_cast<uint64_t>(sharded ? shard.first * inner / 4 : 0);
+  return 4 * first + static_cast<uint64_t>(sharded ? shard.first * inner : 0);  // a position
 }
 
 BatchShardScope::BatchShardScope(BatchShard shard) : previous_(batch_shard) { batch_shard = shard; }

@@ -12,23 +12,24 @@ namespace tg {
 
 struct RngState {
   uint64_t seed = 0;
-  uint64_t offset = 0;  // next unused block counter
+  uint64_t offset = 0;  // next unused block counter (a block holds 4 numbers)
 };
 
 void manual_seed(uint64_t seed);  // also resets the offset to 0
 RngState rng_state();
 void set_rng_state(RngState state);
-// Reserves the blocks for `count` numbers (4 per block); returns the first block's counter.
+// Reserves the blocks for `count` numbers (4 per block) and returns the stream position of the
+// first number to use (4 x the first block's counter; inside a shard, see below), the `offset`
+// that philox_uniform, philox_uniform_fill and Kernels::uniform take.
 uint64_t reserve_random(int64_t count);
 
 // Data-parallel training numbers randomness by the GLOBAL batch, not by process: inside a
 // BatchShardScope, this process computes examples [first, first + count) of a global batch of
 // `batch`, and reserve_random(n) for a batch-major tensor of the local batch (n = count x inner)
 // reserves the numbers of the whole global tensor (batch x inner, as one process would) and
-// returns the counter where this shard's numbers start, so every rank draws exactly the numbers
-// the single process drew for the same examples. (Exact when first x inner is a multiple of 4,
-// one Philox block; otherwise the shard's numbers start up to 3 places early: still a fixed
-// stream, no longer the single process's. A count n not divisible by `count` is reserved as is.)
+// returns the position where this shard's numbers start (element first x inner of the global
+// tensor, inside a block or not), so every rank draws exactly the numbers the single process
+// drew for the same examples. (A count n not divisible by `count` is reserved as is.)
 struct BatchShard {
   int64_t batch = 0, first = 0, count = 0;
 };
@@ -43,7 +44,8 @@ class BatchShardScope {
   BatchShard previous_;
 };
 
-// Numbers first .. first+count-1 of the same stream into out: one Philox block per 4 numbers.
+// Numbers first .. first+count-1 after position `offset` of the stream of `seed` into out (one
+// Philox block per 4 numbers).
 void philox_uniform_fill(uint64_t seed, uint64_t offset, int64_t first, int64_t count, float* out);
 
 // Factories drawing from the global generator.

@@ -17,6 +17,7 @@
 #
 #   bench/run.sh [path/to/tapegrad]        (default: build/tapegrad)
 #   STEPS=20 LONG_STEPS=5 WARMUP=3 THREADS="1 2" REPEAT=1 PYTHON=/usr/bin/python3 bench/run.sh
+#   WORKLOADS="textcls-mid timeseries": a subset (default: all four)
 #   (LONG_STEPS: the timed steps of attn-long, whose explicit path takes seconds a step)
 #   TORCH2_PYTHON=/path/to/python: an interpreter that has torch 2.x, instead of bench/.venv
 #   SKIP_TORCH2=1: PyTorch 1.13 only (the 2.x columns say n/a)
@@ -36,7 +37,7 @@ warmup="${WARMUP:-3}"
 threads_list="${THREADS:-1 2}"
 repeat="${REPEAT:-1}"
 skip_torch2="${SKIP_TORCH2:-0}"
-workloads="textcls-small textcls-mid timeseries attn-long"
+workloads="${WORKLOADS:-textcls-small textcls-mid timeseries attn-long}"
 
 [ -x "$tapegrad" ] || { echo "run.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
 "$python" -c "import torch" 2>/dev/null || { echo "run.sh: $python has no torch" >&2; exit 2; }

@@ -184,16 +184,19 @@ __device__ inline T uniform_as(float u) {
   return value;
 }
 
-// out[i] = number i of the Philox stream (seed, offset). Thread g draws Philox block offset + g
-// once and writes its four numbers, out[4g .. 4g+3].
+// out[i] = number offset + i of the Philox stream of seed. Thread g draws block offset / 4 + g
+// once and writes those of its four numbers that fall in out (the first block may start before
+// out[0] when offset is not a multiple of 4).
 template <typename T>
 __global__ void uniform_kernel(T* out, uint64_t seed, uint64_t offset, int64_t n) {
-  const int64_t groups = (n + 3) / 4;
+  const int64_t skipped = static_cast<int64_t>(offset % 4);  // numbers of the first block before out[0]
+  const int64_t groups = (skipped + n + 3) / 4;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const auto words = philox_block(seed, offset + static_cast<uint64_t>(g));
-    for (int lane = 0; lane < 4 && 4 * g + lane < n; ++lane) {
-      out[4 * g + lane] = uniform_as<T>(philox_word_to_unit(words[lane]));
+    const auto words = philox_block(seed, offset / 4 + static_cast<uint64_t>(g));
+    for (int lane = 0; lane < 4; ++lane) {
+      const int64_t i = 4 * g + lane - skipped;
+      if (i >= 0 && i < n) out[i] = uniform_as<T>(philox_word_to_unit(words[lane]));
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/rng.h"
@@ -23,11 +24,12 @@ struct RngGuard {
 
 // The documented uniform mapping: the top 24 bits of word i % 4 of block offset + i / 4, with
 // the block number as the low 64 bits of the counter and the seed as the key.
+// Number i after stream position `offset` (positions count numbers): word n % 4 of block n / 4.
 float expected_uniform(uint64_t seed, uint64_t offset, int64_t i) {
-  const uint64_t block = offset + static_cast<uint64_t>(i) / 4;
+  const uint64_t n = offset + static_cast<uint64_t>(i), block = n / 4;
   const Words words = philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0},
                                  {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-  return std::ldexp(static_cast<float>(words[i % 4] >> 8), -24);
+  return std::ldexp(static_cast<float>(words[n % 4] >> 8), -24);
 }
 
 }  // namespace
@@ -92,7 +94,7 @@ TEST_CASE("rng: rand draws the stream (seed, offset) element by element", "[rng]
   rand({5});  // advances the offset by ceil(5 / 4) = 2 blocks
   REQUIRE(rng_state().offset == 2);
   const std::vector<double> values = rand({2, 5}).to_host_f64();
-  for (int64_t i = 0; i < 10; ++i) REQUIRE(values[i] == expected_uniform(99, 2, i));
+  for (int64_t i = 0; i < 10; ++i) REQUIRE(values[i] == expected_uniform(99, 2 * 4, i));  // block 2
   REQUIRE(rng_state().offset == 2 + 3);  // ceil(10 / 4) = 3
   // f64 output holds the same 24-bit numbers.
   manual_seed(99);
@@ -103,15 +105,16 @@ TEST_CASE("rng: rand draws the stream (seed, offset) element by element", "[rng]
 TEST_CASE("rng: reserve_random advances the offset in blocks of four", "[rng]") {
   RngGuard guard;
   manual_seed(7);
+  // It returns the stream position (in numbers) of the first block it reserved: 4 x the block.
   REQUIRE(reserve_random(1) == 0);
   REQUIRE(rng_state().offset == 1);
-  REQUIRE(reserve_random(4) == 1);
+  REQUIRE(reserve_random(4) == 4);
   REQUIRE(rng_state().offset == 2);
-  REQUIRE(reserve_random(5) == 2);
+  REQUIRE(reserve_random(5) == 8);
   REQUIRE(rng_state().offset == 4);
-  REQUIRE(reserve_random(0) == 4);
+  REQUIRE(reserve_random(0) == 16);
   REQUIRE(rng_state().offset == 4);
-  REQUIRE(reserve_random(8) == 4);
+  REQUIRE(reserve_random(8) == 16);
   REQUIRE(rng_state().offset == 6);
   // randn uses two uniforms per number: 10 normals reserve ceil(20 / 4) = 5 blocks.
   randn({10});
@@ -207,7 +210,7 @@ TEST_CASE("rng: a batch shard reserves the global batch and starts at its own ro
   {
     const BatchShardScope shard({.batch = 4, .first = 2, .count = 2});
     const uint64_t first = reserve_random(2 * 6);
-    REQUIRE(first == 3);  // element 12 = block 3
+    REQUIRE(first == 12);  // element 12, the first of block 3
     REQUIRE(rng_state().offset == after);
     const Tensor rows = rand({2, 6});  // the next reservation: a second tensor, same rule
     REQUIRE(rng_state().offset == 2 * after);
@@ -223,4 +226,21 @@ TEST_CASE("rng: a batch shard reserves the global batch and starts at its own ro
   manual_seed(3);
   REQUIRE(reserve_random(12) == 0);
   REQUIRE(rng_state().offset == 3);
+}
+
+TEST_CASE("rng: a shard whose rows start inside a Philox block draws the single process's numbers", "[rng]") {
+  RngGuard guard;
+  // [5, 3] per example: a rank's first row starts at element 3 first, a multiple of 4 only
+  // when 4 divides first. Every shard of a batch of 5 must read the numbers of its own rows.
+  manual_seed(11);
+  const std::vector<double> whole = rand({5, 3}).to_host_f64();
+  const RngState after = rng_state();
+  for (const auto& [first, count] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 1}, {1, 2}, {2, 3}, {3, 2}, {4, 1}}) {
+    INFO("rows " << first << " .. " << first + count - 1);
+    manual_seed(11);
+    const BatchShardScope shard({.batch = 5, .first = first, .count = count});
+    const std::vector<double> rows = rand({count, 3}).to_host_f64();
+    for (int64_t i = 0; i < count * 3; ++i) REQUIRE(rows[i] == whole[first * 3 + i]);
+    REQUIRE(rng_state().offset == after.offset);  // the whole batch's blocks, as one process
+  }
 }

@@ -215,7 +215,7 @@ TEST_CASE("cuda uniform draws the cpu's numbers bit for bit", "[cuda]") {
   for (DType dtype : kFloatingDtypes) {
     for (int64_t count : {0, 1, 3, 5, 1001, 2053}) {
       for (uint64_t seed : {uint64_t{42}, uint64_t{0xdeadbeefcafe1234}}) {
-        for (uint64_t offset : {uint64_t{0}, uint64_t{17}, uint64_t{1} << 33}) {
+        for (uint64_t offset : {uint64_t{0}, uint64_t{17}, uint64_t{18}, uint64_t{19}, (uint64_t{1} << 33) + 2}) {
           INFO(dtype_name(dtype) << ", count " << count << ", seed " << seed << ", offset " << offset);
           Tensor expected = empty({count}, dtype);
           Tensor got = empty({count}, dtype, kCuda);
@@ -245,8 +245,8 @@ TEST_CASE("cuda uniform in the half types never rounds up to one", "[cuda]") {
     const uint64_t seed = 5;
     int64_t hit = 0;
     while (philox_uniform(seed, 0, hit) < c.threshold) ++hit;
-    const uint64_t offset = hit >= 4 ? static_cast<uint64_t>(hit / 4) - 1 : 0;
-    const int64_t position = hit - 4 * static_cast<int64_t>(offset);  // where the hit lands
+    const uint64_t offset = hit >= 5 ? static_cast<uint64_t>(hit) - 5 : 0;  // a stream position
+    const int64_t position = hit - static_cast<int64_t>(offset);            // where the hit lands
     Tensor expected = empty({11}, c.dtype);
     Tensor got = empty({11}, c.dtype, kCuda);
     cpu_kernels().uniform(expected, seed, offset);
