@@ -153,6 +153,8 @@ fused="$(jq -s '[.[] | select(.name == "attn-long")][0].tg.peak_bytes' "$results
 explicit="$(jq -s '[.[] | select(.name == "attn-long (explicit)")][0].tg.peak_bytes' "$results")"
 sdpa_peak="$(jq -r -s '[.[] | select(.name == "attn-long")][0].t2.peak_bytes // "n/a"' "$results")"
 echo
-echo "attn-long peak bytes: fused $fused, explicit $explicit ($(jq -n "$explicit / $fused * 10 | round / 10")x less with the fused path); torch 2.x SDPA $sdpa_peak"
-echo
+if [ "$fused" != null ] && [ "$explicit" != null ]; then  # attn-long ran (WORKLOADS may leave it out)
+  echo "attn-long peak bytes: fused $fused, explicit $explicit ($(jq -n "$explicit / $fused * 10 | round / 10")x less with the fused path); torch 2.x SDPA $sdpa_peak"
+  echo
+fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

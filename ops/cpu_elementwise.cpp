@@ -103,16 +103,19 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
     const int64_t last = out.dim() - 1;
     const auto step_ok = [last](const Tensor& t) { return t.strides()[last] == 0 || t.strides()[last] == 1; };
     if (out.is_contiguous() && last >= 0 && out.size(last) > 1 && step_ok(a) && step_ok(b)) {
-      // Row by row (a bias over the rows, a [.., 1] column, a table over the batch): the outer
-      // dims walk the odometer, the last dim is a plain loop.
+      // Row by row (a bias over the rows, a [.., 1] column, a table over the batch): each row found
+      // from its index, the last dim a plain loop; large outputs split among the threads.
       const Shape outer(out.shape().begin(), out.shape().end() - 1);
       const Shape a_strides(a.strides().begin(), a.strides().end() - 1);
       const Shape b_strides(b.strides().begin(), b.strides().end() - 1);
       const Shape out_strides(out.strides().begin(), out.strides().end() - 1);
       const int64_t n = out.size(last), a_step = a.strides()[last], b_step = b.strides()[last];
       with_binary_op<T>(op, [&](auto fn) {
-        for_each_element<3>(outer, {&a_strides, &b_strides, &out_strides}, [&](auto p) {
-          binary_row(lhs + p[0], a_step, rhs + p[1], b_step, result + p[2], n, fn);
+        in_pieces(numel(outer), out.numel() * static_cast<int64_t>(sizeof(T)), [&](int64_t first, int64_t past) {
+          for (int64_t row = first; row < past; ++row) {
+            binary_row(lhs + row_offset(row, outer, a_strides), a_step, rhs + row_offset(row, outer, b_strides),
+                       b_step, result + row_offset(row, outer, out_strides), n, fn);
+          }
         });
       });
       return;

@@ -3,6 +3,7 @@
 // GEMM, OpenMP across rows where the work is large enough to pay for the threads (the thread
 // policy: autograd/threads.h). Where a kernel is blocked or vectorised for speed (GEMM, softmax,
 // attention), ops/cpu_reference.h has the same math as plain loops, and the tests compare them.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -10,6 +11,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tensor.h"
+#include "tapegrad/autograd/threads.h"
 
 namespace tg::cpu {
 
@@ -82,6 +84,33 @@ void for_each_element(const Shape& shape, const std::array<const Shape*, N>& str
       index[d] = 0;
     }
   }
+}
+
+// Row-by-row kernels over large tensors (copies, fills, broadcast elementwise ops) are split among
+// the threads from this many bytes of output: one thread does not fill the memory bandwidth, and
+// a linear's bias rows or a narrow's zeros run to megabytes.
+constexpr int64_t kParallelBytes = int64_t{1} << 18;
+
+// Runs body(first, past) over [0, count) in one piece, or in one piece a thread when `bytes`
+// (what the pieces write) is large enough to pay for waking them.
+template <typename Body>
+void in_pieces(int64_t count, int64_t bytes, Body&& body) {
+  const int64_t pieces = bytes >= kParallelBytes ? std::min<int64_t>(num_threads(), count) : 1;
+  if (pieces <= 1) return body(int64_t{0}, count);
+#pragma omp parallel for
+  for (int64_t piece = 0; piece < pieces; ++piece) {
+    body(count * piece / pieces, count * (piece + 1) / pieces);
+  }
+}
+
+// Where row `row` (in row-major order over the dims `outer`) starts, with these strides.
+inline int64_t row_offset(int64_t row, const Shape& outer, const Shape& strides) {
+  int64_t offset = 0;
+  for (size_t d = outer.size(); d-- > 0;) {
+    offset += (row % outer[d]) * strides[d];
+    row /= outer[d];
+  }
+  return offset;
 }
 
 class CpuKernels final : public Kernels {

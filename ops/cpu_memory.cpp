@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/ops/cpu_allocator.h"
 #include "tapegrad/ops/cpu_kernels.h"
 
@@ -28,36 +27,6 @@ namespace cpu {
 void* CpuKernels::allocate(size_t nbytes) { return allocate_block(nbytes); }  // ops/cpu_allocator.h
 
 void CpuKernels::deallocate(void* ptr, size_t nbytes) { free_block(ptr, nbytes); }
-
-namespace {
-
-// Copies and fills of at least this many bytes are split among the threads: one thread does not
-// fill the memory bandwidth, and a linear's bias rows or a narrow's zeros run to megabytes.
-constexpr int64_t kParallelBytes = int64_t{1} << 18;
-
-// Runs body(first, past) over [0, count) in one piece, or in one piece a thread when `bytes` is
-// large enough to pay for waking them.
-template <typename Body>
-void in_pieces(int64_t count, int64_t bytes, Body&& body) {
-  const int64_t pieces = bytes >= kParallelBytes ? std::min<int64_t>(num_threads(), count) : 1;
-  if (pieces <= 1) return body(int64_t{0}, count);
-#pragma omp parallel for
-  for (int64_t piece = 0; piece < pieces; ++piece) {
-    body(count * piece / pieces, count * (piece + 1) / pieces);
-  }
-}
-
-// Where row `row` (in row-major order over `outer`) starts, with these strides.
-int64_t row_offset(int64_t row, const Shape& outer, const Shape& strides) {
-  int64_t offset = 0;
-  for (size_t d = outer.size(); d-- > 0;) {
-    offset += (row % outer[d]) * strides[d];
-    row /= outer[d];
-  }
-  return offset;
-}
-
-}  // namespace
 
 void CpuKernels::copy(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape()) {  // (not TG_CHECK(): its message would be built on every copy)

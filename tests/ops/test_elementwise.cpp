@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/thread_counts.h"
 
 using namespace tg;
 
@@ -179,6 +180,36 @@ TEST_CASE("elementwise: broadcasting follows numpy rules", "[elementwise][broadc
   // Non-contiguous operands.
   REQUIRE((a.transpose(0, 1) + from_values({1, 2}, {2})).to_host_f64() ==
           std::vector<double>{2, 6, 3, 7, 4, 8});
+}
+
+TEST_CASE("elementwise: large broadcasts, row by row, give the same values at any thread count", "[elementwise][broadcast]") {
+  // [40, 30, 70] (336 KB of f32: split among the threads) with a row over everything, a [.., 1]
+  // column and a table over the batch, each against a loop over the indices.
+  const int64_t B = 40, S = 30, D = 70;
+  const auto value = [](int64_t e) { return static_cast<float>(std::sin(0.3 * static_cast<double>(e))); };
+  std::vector<double> x(B * S * D), row(D), column(B * S), table(S * D);
+  for (size_t e = 0; e < x.size(); ++e) x[e] = value(e);
+  for (size_t e = 0; e < row.size(); ++e) row[e] = value(e + 7);
+  for (size_t e = 0; e < column.size(); ++e) column[e] = value(e + 11);
+  for (size_t e = 0; e < table.size(); ++e) table[e] = value(e + 13);
+  const Tensor tx = from_values(x, {B, S, D}, DType::f32), t_row = from_values(row, {D}, DType::f32);
+  const Tensor t_column = from_values(column, {B, S, 1}, DType::f32), t_table = from_values(table, {S, D}, DType::f32);
+  std::vector<double> plus_row, times_column, minus_table;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) {
+      for (int64_t d = 0; d < D; ++d) {
+        const float v = static_cast<float>(x[(b * S + s) * D + d]);
+        plus_row.push_back(v + static_cast<float>(row[d]));
+        times_column.push_back(v * static_cast<float>(column[b * S + s]));
+        minus_table.push_back(v - static_cast<float>(table[s * D + d]));
+      }
+    }
+  }
+  tg::testing::at_thread_counts([&] {
+    REQUIRE(add(tx, t_row).to_host_f64() == plus_row);
+    REQUIRE(mul(tx, t_column).to_host_f64() == times_column);
+    REQUIRE(sub(tx, t_table).to_host_f64() == minus_table);
+  });
 }
 
 TEST_CASE("elementwise: shapes that do not broadcast throw with both shapes", "[elementwise][broadcast][errors]") {
