@@ -130,11 +130,21 @@ struct Item {
   const bool* mask;
   SparsityView sparsity;
   double alibi_slope = 0;  // 0: no ALiBi
+  // A padding mask (one row for every query) that is true up to its last visible key hides
+  // nothing of what the key loop reads (key_end stops there), so mask_row skips it.
+  bool mask_hides_nothing = false;
 
   Item(const AttentionProblem& problem, int64_t item, int64_t sq, int64_t sk, const bool* mask)
       : p(problem), n(item), sq(sq), sk(sk), mask(mask),
         sparsity(sparsity_view(p.sparsity, p.sparsity_random, sq)) {
     if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads);
+    if (mask && p.mask_row_stride == 0) {
+      const bool* allowed = mask + p.mask_offsets[n];
+      int64_t end = sk;
+      while (end > 0 && !allowed[(end - 1) * p.mask_col_stride]) --end;
+      mask_hides_nothing = true;
+      for (int64_t j = 0; j < end; ++j) mask_hides_nothing &= allowed[j * p.mask_col_stride];
+    }
   }
 
   // The scores of query i against keys j0 .. j0+cols-1 as the softmax takes them: ALiBi's bias
@@ -162,7 +172,7 @@ struct Item {
         if (!sparsity.visible(i, j0 + c)) row[c] = kNegInf;
       }
     }
-    if (mask) {
+    if (mask && !mask_hides_nothing) {
       const bool* allowed = mask + p.mask_offsets[n] + i * p.mask_row_stride + j0 * p.mask_col_stride;
       if (p.mask_col_stride == 1) {  // the usual layout: a select the compiler vectorises
         for (int64_t c = 0; c < cols; ++c) row[c] = allowed[c] ? row[c] : kNegInf;

@@ -93,9 +93,10 @@ void CpuKernels::index_select_rows(const Tensor& table, const Tensor& index, con
     const T* rows = table.data_as<T>();
     const int64_t* picked = index.data_as<int64_t>();
     T* result = out.data_as<T>();
-    for (int64_t r = 0; r < index.numel(); ++r) {
-      std::copy_n(rows + picked[r] * width, width, result + r * width);
-    }
+    const int64_t count = index.numel();
+    in_pieces(count, count * width * static_cast<int64_t>(sizeof(T)), [&](int64_t first, int64_t past) {
+      for (int64_t r = first; r < past; ++r) std::copy_n(rows + picked[r] * width, width, result + r * width);
+    });
   });
 }
 
@@ -106,9 +107,14 @@ void CpuKernels::index_add_rows(const Tensor& src, const Tensor& index, const Te
     const T* rows = src.data_as<T>();
     const int64_t* picked = index.data_as<int64_t>();
     T* result = table.data_as<T>();
-    for (int64_t r = 0; r < index.numel(); ++r) {
-      for (int64_t k = 0; k < width; ++k) result[picked[r] * width + k] += rows[r * width + k];
-    }
+    // Split by columns, not rows: two rows may add into the same table row (a repeated index),
+    // while each column of the table belongs to one thread. Every entry adds its rows in order.
+    const int64_t count = index.numel();
+    in_pieces(width, count * width * static_cast<int64_t>(sizeof(T)), [&](int64_t first, int64_t past) {
+      for (int64_t r = 0; r < count; ++r) {
+        for (int64_t k = first; k < past; ++k) result[picked[r] * width + k] += rows[r * width + k];
+      }
+    });
   });
 }
 

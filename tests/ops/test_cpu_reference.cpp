@@ -131,7 +131,7 @@ void check_gemm(const GemmCase& c, DType dtype) {
 
 // ---- Attention -----------------------------------------------------------------------------------
 
-enum class MaskKind { none, random, padding };
+enum class MaskKind { none, random, padding, key_holes };
 
 struct AttentionCase {
   int64_t items, sq, sk, head_dim, value_dim;
@@ -162,6 +162,15 @@ AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
     std::vector<bool> allowed(c.items * c.sk);  // its first Sk - 37 n keys (none when <= 0)
     for (int64_t n = 0; n < c.items; ++n) {
       for (int64_t j = 0; j < c.sk; ++j) allowed[n * c.sk + j] = j < c.sk - 37 * n;
+      p.mask_offsets.push_back(n * c.sk);
+    }
+    p.mask = from_bools(allowed, {c.items, 1, c.sk}, kCPU);
+    p.mask_row_stride = 0;
+    p.mask_col_stride = 1;
+  } else if (c.mask == MaskKind::key_holes) {  // [N, 1, Sk], row stride 0, with keys hidden
+    std::vector<bool> allowed(c.items * c.sk);  // before the last visible one: not a prefix
+    for (int64_t n = 0; n < c.items; ++n) {
+      for (int64_t j = 0; j < c.sk; ++j) allowed[n * c.sk + j] = (j + n) % 3 != 1 && j < c.sk - 5;
       p.mask_offsets.push_back(n * c.sk);
     }
     p.mask = from_bools(allowed, {c.items, 1, c.sk}, kCPU);
@@ -333,6 +342,8 @@ TEST_CASE("fused attention matches the reference: masks, fully masked rows and i
     check_attention({2, 67, 133, 5, 3, false, MaskKind::random}, dtype);
     check_attention({2, 67, 133, 5, 3, true, MaskKind::random}, dtype);
     check_attention({5, 9, 150, 4, 4, false, MaskKind::padding}, dtype);  // item 4 sees no key
+    check_attention({3, 70, 140, 5, 3, false, MaskKind::key_holes}, dtype);
+    check_attention({3, 70, 140, 5, 3, true, MaskKind::key_holes}, dtype);
   }
 }
 

@@ -1,9 +1,13 @@
 // embedding: row lookup of any index shape, repeated indices accumulate, range errors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <vector>
+
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/thread_counts.h"
 
 using namespace tg;
 
@@ -21,6 +25,37 @@ TEST_CASE("embedding gradient: repeated indices add up", "[embedding]") {
   sum(out * from_values({1, 10}, {2})).backward();
   // row 1 taken three times, rows 0 and 3 once, row 2 never
   REQUIRE(weight.grad().to_host_f64() == std::vector<double>{1, 10, 3, 30, 0, 0, 1, 10});
+}
+
+TEST_CASE("embedding forward and backward at any thread count, indices repeated", "[embedding]") {
+  // 900 lookups of width 100 (360 KB each way: the rows and the table's columns are split among
+  // the threads) into a 50-row table, every row used many times; against loops over the indices.
+  const int64_t rows = 50, width = 100, count = 900;
+  std::vector<double> table(rows * width), upstream(count * width);
+  for (size_t e = 0; e < table.size(); ++e) table[e] = static_cast<float>(std::sin(0.7 * static_cast<double>(e)));
+  for (size_t e = 0; e < upstream.size(); ++e) upstream[e] = static_cast<float>(std::cos(0.3 * static_cast<double>(e)));
+  std::vector<int64_t> picked(count);
+  for (int64_t r = 0; r < count; ++r) picked[r] = (r * 7 + r / 3) % rows;
+  std::vector<double> looked_up, grad(rows * width, 0.0);
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t k = 0; k < width; ++k) looked_up.push_back(table[picked[r] * width + k]);
+  }
+  for (int64_t k = 0; k < width; ++k) {  // each entry's f32 sum, in index order
+    for (int64_t row = 0; row < rows; ++row) {
+      float total = 0;
+      for (int64_t r = 0; r < count; ++r) {
+        if (picked[r] == row) total += static_cast<float>(upstream[r * width + k]);
+      }
+      grad[row * width + k] = total;
+    }
+  }
+  tg::testing::at_thread_counts([&] {
+    Tensor weight = from_values(table, {rows, width}).requires_grad_();
+    const Tensor out = embedding(from_indices(picked, {count}), weight);
+    REQUIRE(out.to_host_f64() == looked_up);
+    out.backward(from_values(upstream, {count, width}));
+    REQUIRE(weight.grad().to_host_f64() == grad);
+  });
 }
 
 TEST_CASE("embedding checks dtypes and index range", "[embedding]") {
