@@ -10,20 +10,6 @@
 #include "tests/train/cli_support.h"
 
 namespace tg::testing {
-namespace {
-
-// The training losses of a --log file, one a step.
-std::vector<double> logged_losses(const std::string& path) {
-  std::vector<double> losses;
-  const std::vector<std::string> lines = lines_of(read_bytes(path));
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const size_t first = lines[i].find(','), second = lines[i].find(',', first + 1);
-    losses.push_back(std::stod(lines[i].substr(second + 1)));
-  }
-  return losses;
-}
-
-}  // namespace
 
 TEST_CASE("cuda mpi: 2 ranks on the device average gradients in device buckets as one process trains",
           "[.mpi_cuda][mpi_cuda_emulated_train]") {

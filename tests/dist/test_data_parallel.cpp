@@ -23,17 +23,6 @@ CliResult run_ranks(int ranks, const std::string& arguments, const TempDir& dir,
   return run_cli(arguments, dir, launcher);
 }
 
-// The training losses of a --log file, one a step.
-std::vector<double> logged_losses(const std::string& path) {
-  std::vector<double> losses;
-  const std::vector<std::string> lines = lines_of(read_bytes(path));
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const size_t first = lines[i].find(','), second = lines[i].find(',', first + 1);
-    losses.push_back(std::stod(lines[i].substr(second + 1)));
-  }
-  return losses;
-}
-
 // Equal within f32 reduction-order noise: the model's and the optimizer's tensors agree to 1e-3
 // of each tensor's largest magnitude (Adam's update divides by small second moments, which
 // amplifies the last bits), and everything else (step, RNG state, config) exactly.

@@ -57,6 +57,17 @@ inline std::vector<std::string> lines_of(const std::string& text) {
 }
 
 // A bad-input run: exit code 2 and exactly one line on stderr that mentions `expected`.
+// The training losses of a --log file (the third column, after the header line), one a step.
+inline std::vector<double> logged_losses(const std::string& path) {
+  std::vector<double> losses;
+  const std::vector<std::string> lines = lines_of(read_bytes(path));
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t first = lines[i].find(','), second = lines[i].find(',', first + 1);
+    losses.push_back(std::stod(lines[i].substr(second + 1)));
+  }
+  return losses;
+}
+
 inline void require_one_line_error(const CliResult& result, const std::string& expected) {
   INFO("stderr: " << result.err << "stdout: " << result.out);
   REQUIRE(result.exit_code == 2);
