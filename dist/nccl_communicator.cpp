@@ -19,14 +19,13 @@ void check_cuda(cudaError_t result, const char* call) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
-    : bootstrap_(bootstrap), rank_(bootstrap.rank()), size_(bootstrap.size()) {
+NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device) {
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   ncclUniqueId id{};
-  if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  bootstrap_.broadcast(&id, sizeof id, 0);
+  if (bootstrap.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  bootstrap.broadcast(&id, sizeof id, 0);
   ncclComm_t comm = nullptr;
-  check_nccl(ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
+  check_nccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), "ncclCommInitRank");
   comm_ = comm;
 }
 
@@ -39,21 +38,6 @@ void NcclCommunicator::enqueue_allreduce(float* device_data, int64_t count) {
   check_nccl(ncclAllReduce(device_data, device_data, static_cast<size_t>(count), ncclFloat32, ncclSum,
                            static_cast<ncclComm_t>(comm_), cudaStream_t{}),
              "ncclAllReduce");
-}
-
-void NcclCommunicator::allreduce(float* device_data, int64_t count, Reduce op) {
-  const ncclRedOp_t reduce = op == Reduce::average ? ncclAvg : ncclSum;  // ncclAvg: NCCL >= 2.10
-  check_nccl(ncclAllReduce(device_data, device_data, static_cast<size_t>(count), ncclFloat32, reduce,
-                           static_cast<ncclComm_t>(comm_), cudaStream_t{}),
-             "ncclAllReduce");
-  check_cuda(cudaStreamSynchronize(cudaStream_t{}), "cudaStreamSynchronize");
-}
-
-void NcclCommunicator::broadcast(void* device_bytes, int64_t size, int root) {
-  check_nccl(ncclBroadcast(device_bytes, device_bytes, static_cast<size_t>(size), ncclUint8, root,
-                           static_cast<ncclComm_t>(comm_), cudaStream_t{}),
-             "ncclBroadcast");
-  check_cuda(cudaStreamSynchronize(cudaStream_t{}), "cudaStreamSynchronize");
 }
 
 }  // namespace tg::dist

@@ -14,11 +14,11 @@
 // NCCL on a GPU machine when it has mpirun and libnccl.
 //
 // The NCCL communicator is bootstrapped over a host communicator: rank 0 makes the unique id and
-// broadcasts it; every rank then joins with its rank and the job's size. Buffers are device
-// pointers (e.g. Tensor::data() of a contiguous CUDA tensor: handed to NCCL, never dereferenced
-// here). Every call is enqueued on the stream the CUDA backend launches all its work on, the
-// legacy default stream (cuda/device_code.h launch(), cuBLAS without a stream of its own,
-// cudaMemcpy), so it runs after the kernels queued before it and before those queued after it.
+// broadcasts it; every rank then joins with its rank and the job's size. Its one collective, the
+// gradient sum, takes a device pointer (Tensor::data() of a contiguous CUDA tensor: handed to
+// NCCL, never dereferenced here) and is enqueued on the stream the CUDA backend launches all its
+// work on, the legacy default stream (cuda/device_code.h launch(), cuBLAS without a stream of its
+// own, cudaMemcpy), so it runs after the kernels queued before it and before those queued after it.
 #include <cstdint>
 
 #include "tapegrad/dist/communicator.h"
@@ -33,20 +33,12 @@ class NcclCommunicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  // Blocking: enqueued, then the stream is waited for.
-  void allreduce(float* device_data, int64_t count, Reduce op);
-  void broadcast(void* device_bytes, int64_t size, int root);
   // Non-blocking sum, in place: enqueued on the stream and returns at once. Kernels enqueued
   // afterwards on that stream (and the backend's copies to the host) see the sum.
   void enqueue_allreduce(float* device_data, int64_t count);
-  void barrier() { bootstrap_.barrier(); }
 
  private:
-  Communicator& bootstrap_;
   void* comm_ = nullptr;  // ncclComm_t, kept opaque so that this header needs no NCCL
-  int rank_ = 0, size_ = 1;
 };
 
 }  // namespace tg::dist

@@ -140,11 +140,16 @@ struct Item {
     if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads);
     if (mask && p.mask_row_stride == 0) {
       const bool* allowed = mask + p.mask_offsets[n];
-      int64_t end = sk;
-      while (end > 0 && !allowed[(end - 1) * p.mask_col_stride]) --end;
+      const int64_t end = padding_end(sk);
       mask_hides_nothing = true;
       for (int64_t j = 0; j < end; ++j) mask_hides_nothing &= allowed[j * p.mask_col_stride];
     }
+  }
+  // With a padding mask (row stride 0): `end` moved down past the keys the mask hides there.
+  int64_t padding_end(int64_t end) const {
+    const bool* allowed = mask + p.mask_offsets[n];
+    while (end > 0 && !allowed[(end - 1) * p.mask_col_stride]) --end;
+    return end;
   }
 
   // The scores of query i against keys j0 .. j0+cols-1 as the softmax takes them: ALiBi's bias
@@ -201,12 +206,8 @@ struct Item {
   // row stride 0), so that the padding at the end of a short sequence costs nothing. Keys past it
   // would only add probabilities of 0.
   int64_t key_end(int64_t i0, int64_t rows) const {
-    int64_t end = p.causal ? std::min(sk, i0 + rows) : sk;
-    if (mask && p.mask_row_stride == 0) {
-      const bool* allowed = mask + p.mask_offsets[n];
-      while (end > 0 && !allowed[(end - 1) * p.mask_col_stride]) --end;
-    }
-    return end;
+    const int64_t end = p.causal ? std::min(sk, i0 + rows) : sk;
+    return mask && p.mask_row_stride == 0 ? padding_end(end) : end;
   }
 };
 
