@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/rng.h"
@@ -63,7 +64,8 @@ constexpr int64_t kSmallProduct = kQueryTile * kKeyTile * 128;
 // the next call: the tiles of scores, probabilities and their gradients, the accumulators and row
 // statistics. Contents are garbage on entry.
 enum Slot {
-  kScores, kAccumulator, kRowMax, kRowSum, kKeep, kDropped, kDProbs, kRowDot, kTransposed, kSlots
+  kScores, kAccumulator, kRowMax, kRowSum, kKeep, kDropped, kDProbs, kRowDot, kKeysT, kValuesT,
+  kSlots
 };
 
 template <typename T>
@@ -75,29 +77,71 @@ T* scratch(Slot slot, int64_t count) {
 }
 
 // C = alpha op(A) op(B) + beta C for one tile (row-major, as blas_gemm). Small f32 tiles on a CPU
-// with AVX2: tiles::gemm_avx2, a transposed A read through its strides and a transposed B (K or V
-// of a key tile) copied transposed first. Everything else (f64 for gradcheck, large tiles, CPUs
-// without AVX2, where plain loops would lose to OpenBLAS's SSE kernels by 2x): BLAS.
+// with AVX2: tiles::gemm_avx2, a transposed A read through its strides. Everything else (f64 for
+// gradcheck, large tiles, CPUs without AVX2, where plain loops would lose to OpenBLAS's SSE kernels
+// by 2x): BLAS. A transposed B (K or V of a key tile) comes through product_with_keys below.
 void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
              const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
              int64_t ldc) {
   blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+bool on_tiles(int64_t m, int64_t n, int64_t k) {
+  return m * n * k <= kSmallProduct && fast_paths_enabled();
+}
+
 void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
              int64_t ldc) {
-  if (m * n * k > kSmallProduct || !fast_paths_enabled()) {
+  if (transpose_b || !on_tiles(m, n, k)) {
     return blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  if (transpose_b) {  // stored n x k: make it k x n
-    float* transposed = scratch<float>(kTransposed, k * n);
-    tiles::transpose_avx2(n, k, b, ldb, transposed, n);
-    b = transposed;
-    ldb = n;
   }
   tiles::gemm_avx2(m, n, k, alpha, a, transpose_a ? 1 : lda, transpose_a ? lda : 1, b, ldb, beta,
                    c, ldc);
+}
+
+// The first `count` rows of one item's K (or V), [count, width] with rows `ld` apart, as the B
+// operand of the products against their transpose: S = Q K^T and dP = dO V^T. The tile kernels
+// want B stored k x n, so on them the rows are transposed once, into per-thread scratch, and each
+// key tile's product reads its part in place: a query tile then costs no copy. The transpose is
+// kept as one [width, kKeyTile] panel per key tile: a single [width, count] matrix would put the
+// rows a tile's product reads count floats apart, and at a multiple of 1 KB (count 256, 512, ...)
+// they all fall in the same few L1 sets and evict each other. BLAS takes a transposed B as it is
+// (f64, CPUs without AVX2, widths past 128).
+template <typename T>
+struct KeysOperand {
+  const T* data;
+  int64_t ld, width;
+  bool transposed = false;
+
+  KeysOperand(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width)
+      : data(rows), ld(ld_rows), width(width) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (!on_tiles(kQueryTile, kKeyTile, width) || count == 0) return;
+      const int64_t tiles = (count + kKeyTile - 1) / kKeyTile;
+      float* panels = scratch<float>(slot, tiles * width * kKeyTile);
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        const int64_t j0 = tile * kKeyTile;
+        tiles::transpose_avx2(std::min(kKeyTile, count - j0), width, rows + j0 * ld_rows, ld_rows,
+                              panels + tile * width * kKeyTile, kKeyTile);
+      }
+      data = panels;
+      ld = kKeyTile;
+      transposed = true;
+    }
+  }
+};
+
+// C (m x cols) = alpha A K_j^T + beta C for the keys [j0, j0 + cols) of `keys` (j0 a multiple of
+// kKeyTile, cols at most kKeyTile), A m x k (lda).
+template <typename T>
+void product_with_keys(int64_t m, int64_t cols, int64_t k, T alpha, const T* a, int64_t lda,
+                       const KeysOperand<T>& keys, int64_t j0, T beta, T* c, int64_t ldc) {
+  if (keys.transposed) {
+    const T* panel = keys.data + j0 / kKeyTile * keys.width * kKeyTile;
+    return product(false, false, m, cols, k, alpha, a, lda, panel, keys.ld, beta, c, ldc);
+  }
+  product(false, true, m, cols, k, alpha, a, lda, keys.data + j0 * keys.ld, keys.ld, beta, c, ldc);
 }
 
 // Where item n's rows of an operand start, and the distance between its rows: [N, S, width], or
@@ -220,69 +264,89 @@ void parallel_for(int64_t count, Body&& body) {
   for (int64_t index = 0; index < count; ++index) body(index);
 }
 
+// Forward of one query tile (rows i0 ..) of one item: out and the row log-sum-exp.
+template <typename T>
+void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, const T* v,
+                  const Tensor& out_tensor, const Tensor& lse_tensor) {
+  const AttentionProblem& p = item.p;
+  const int64_t heads = p.interleaved_heads, n = item.n, sq = item.sq;
+  const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
+  const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const int64_t rows = std::min(kQueryTile, sq - i0);
+  const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk;
+  T* scores = scratch<T>(kScores, rows * kKeyTile);
+  T* acc = scratch<T>(kAccumulator, rows * value_dim);
+  T* row_max = scratch<T>(kRowMax, rows);
+  T* row_sum = scratch<T>(kRowSum, rows);
+  T* keep = scratch<T>(kKeep, kKeyTile);
+  std::fill(acc, acc + rows * value_dim, T(0));
+  std::fill(row_max, row_max + rows, kNegInf);
+  std::fill(row_sum, row_sum + rows, T(0));
+
+  const int64_t key_end = item.key_end(i0, rows);
+  for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
+    const int64_t cols = std::min(kKeyTile, key_end - j0);
+    if (!item.tile_visible(i0, rows, j0, cols)) continue;
+    product_with_keys(rows, cols, head_dim, T(p.scale), q, ld_qk, keys, j0, T(0), scores, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* s = scores + r * cols;
+      item.mask_row(i0 + r, j0, cols, s);
+      const T new_max = std::max(row_max[r], row_max_of(s, cols));
+      if (new_max == kNegInf) {  // nothing visible in this row yet
+        std::fill(s, s + cols, T(0));
+        continue;
+      }
+      if (new_max != row_max[r]) {  // else the correction is exp(0) = 1: nothing to rescale
+        const T correction = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
+        row_sum[r] *= correction;
+        for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction;
+      }
+      row_sum[r] += exp_shifted_row(s, cols, new_max);
+      if (p.dropout_p > 0) {  // the normaliser above counts every probability; out drops some
+        item.keep_row(i0 + r, j0, cols, keep);
+        for (int64_t c = 0; c < cols; ++c) s[c] *= keep[c];
+      }
+      row_max[r] = new_max;
+    }
+    product(false, false, rows, value_dim, cols, T(1), scores, cols, v + j0 * ld_v, ld_v, T(1),
+            acc, value_dim);
+  }
+  T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads) + i0 * ld_v;
+  T* lse = lse_tensor.data_as<T>() + n * sq + i0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
+    for (int64_t c = 0; c < value_dim; ++c) {
+      out[r * ld_v + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
+    }
+    lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
+  }
+}
+
 template <typename T>
 void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& lse_tensor) {
   const int64_t heads = p.interleaved_heads;
   const int64_t batch = p.q.size(0) * (heads > 0 ? heads : 1), sq = p.q.size(1), sk = p.k.size(1);
   const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
-  const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
+  const int64_t ld_qk = row_stride(head_dim, heads);
   const int64_t tiles = (sq + kQueryTile - 1) / kQueryTile;
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (batch == 0 || tiles == 0) return;
 
-  parallel_for(batch * tiles, [&](int64_t work) {
-    const int64_t n = work / tiles, i0 = (work % tiles) * kQueryTile;
-    const int64_t rows = std::min(kQueryTile, sq - i0);
+  // Work units: each item's query tiles cut into `parts` runs, enough units to keep every thread
+  // busy (dynamic schedule: causal tiles differ in cost). A unit transposes the keys it reads once
+  // (KeysOperand), so whole items are the cheapest units where there are enough of them.
+  const int64_t parts = std::clamp<int64_t>((4 * num_threads() + batch - 1) / batch, 1, tiles);
+  parallel_for(batch * parts, [&](int64_t work) {
+    const int64_t n = work / parts, part = work % parts;
+    const int64_t first_tile = part * tiles / parts, past_tile = (part + 1) * tiles / parts;
     const Item item(p, n, sq, sk, mask);
-    const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk;
-    const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads);
+    const int64_t last_i0 = (past_tile - 1) * kQueryTile;  // it reads the most keys
+    const KeysOperand<T> keys(kKeysT, item_rows(p.k.data_as<T>(), n, sk, head_dim, heads), ld_qk,
+                              item.key_end(last_i0, std::min(kQueryTile, sq - last_i0)), head_dim);
     const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
-    T* scores = scratch<T>(kScores, rows * kKeyTile);
-    T* acc = scratch<T>(kAccumulator, rows * value_dim);
-    T* row_max = scratch<T>(kRowMax, rows);
-    T* row_sum = scratch<T>(kRowSum, rows);
-    T* keep = scratch<T>(kKeep, kKeyTile);
-    std::fill(acc, acc + rows * value_dim, T(0));
-    std::fill(row_max, row_max + rows, kNegInf);
-    std::fill(row_sum, row_sum + rows, T(0));
-
-    const int64_t key_end = item.key_end(i0, rows);
-    for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
-      const int64_t cols = std::min(kKeyTile, key_end - j0);
-      if (!item.tile_visible(i0, rows, j0, cols)) continue;
-      product(false, true, rows, cols, head_dim, T(p.scale), q, ld_qk, k + j0 * ld_qk, ld_qk, T(0),
-              scores, cols);
-      for (int64_t r = 0; r < rows; ++r) {
-        T* s = scores + r * cols;
-        item.mask_row(i0 + r, j0, cols, s);
-        const T new_max = std::max(row_max[r], row_max_of(s, cols));
-        if (new_max == kNegInf) {  // nothing visible in this row yet
-          std::fill(s, s + cols, T(0));
-          continue;
-        }
-        if (new_max != row_max[r]) {  // else the correction is exp(0) = 1: nothing to rescale
-          const T correction = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
-          row_sum[r] *= correction;
-          for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction;
-        }
-        row_sum[r] += exp_shifted_row(s, cols, new_max);
-        if (p.dropout_p > 0) {  // the normaliser above counts every probability; out drops some
-          item.keep_row(i0 + r, j0, cols, keep);
-          for (int64_t c = 0; c < cols; ++c) s[c] *= keep[c];
-        }
-        row_max[r] = new_max;
-      }
-      product(false, false, rows, value_dim, cols, T(1), scores, cols, v + j0 * ld_v, ld_v, T(1),
-              acc, value_dim);
-    }
-    T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads) + i0 * ld_v;
-    T* lse = lse_tensor.data_as<T>() + n * sq + i0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
-      for (int64_t c = 0; c < value_dim; ++c) {
-        out[r * ld_v + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
-      }
-      lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
+    for (int64_t tile = first_tile; tile < past_tile; ++tile) {
+      forward_tile(item, tile * kQueryTile, keys, v, out_tensor, lse_tensor);
     }
   });
 }
@@ -309,6 +373,9 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     T* d_q = item_rows(grad_q.data_as<T>(), n, sq, head_dim, heads);
     T* d_k = item_rows(grad_k.data_as<T>(), n, sk, head_dim, heads);
     T* d_v = item_rows(grad_v.data_as<T>(), n, sk, value_dim, heads);
+    const int64_t keys_read = item.key_end(0, sq);  // by the item's last query tile
+    const KeysOperand<T> keys(kKeysT, k, ld_qk, keys_read, head_dim);
+    const KeysOperand<T> values(kValuesT, v, ld_v, keys_read, value_dim);
 
     T* probs = scratch<T>(kScores, kQueryTile * kKeyTile);
     T* dropped = scratch<T>(kDropped, kQueryTile * kKeyTile);
@@ -325,8 +392,8 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         if (!item.tile_visible(i0, rows, j0, cols)) continue;
-        product(false, true, rows, cols, head_dim, T(p.scale), q + i0 * ld_qk, ld_qk,
-                k + j0 * ld_qk, ld_qk, T(0), probs, cols);
+        product_with_keys(rows, cols, head_dim, T(p.scale), q + i0 * ld_qk, ld_qk, keys, j0, T(0),
+                          probs, cols);
         for (int64_t r = 0; r < rows; ++r) {
           T* prob = probs + r * cols;
           if (lse[i0 + r] == kNegInf) {  // a fully masked row: no probabilities, no gradient
@@ -345,8 +412,8 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         const T* kept_probs = p.dropout_p > 0 ? dropped : probs;
         product(true, false, cols, value_dim, rows, T(1), kept_probs, cols, d_out + i0 * ld_v, ld_v,
                 T(1), d_v + j0 * ld_v, ld_v);
-        product(false, true, rows, cols, value_dim, T(1), d_out + i0 * ld_v, ld_v, v + j0 * ld_v,
-                ld_v, T(0), d_probs, cols);
+        product_with_keys(rows, cols, value_dim, T(1), d_out + i0 * ld_v, ld_v, values, j0, T(0),
+                          d_probs, cols);
         for (int64_t r = 0; r < rows; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
           for (int64_t c = 0; c < cols; ++c) {
             T d_prob = d_probs[r * cols + c];

@@ -4,15 +4,20 @@
 // Clang vector extensions (SSE2, the x86-64 baseline, so no -march flag is needed); the f64
 // overloads (gradcheck precision) are plain loops on std::exp. Tested in tests/ops/test_cpu_simd.cpp.
 //
-// Accuracy of exp_lanes (Cephes' expf): Cody-Waite reduction x = n ln2 + r with ln2 split in two
-// (0.693359375 exact in 9 bits, plus -2.12194440e-4), a degree-5 polynomial for exp(r) on
-// |r| <= ln2 / 2, and 2^n built in the exponent bits. Over [-87, 88] it is within 1.2e-7 relative
-// of exp (one f32 ulp is 2^-23 = 1.19e-7 relative; measured: 8.3e-8 at worst over every third
-// float of the range, and tests/ops/test_cpu_simd.cpp asserts the bound). Outside that range:
-//   x < -87          gives exactly 0 (true value below 1.7e-38, the smallest normal floats;
-//                    so a masked -inf score gives 0, as exp(-inf));
-//   x > 88 or +inf   gives exp(88) (the callers pass x - max <= 0, so this never happens);
-//   NaN              stays NaN.
+// Accuracy of exp_lanes (Cephes' expf, reassembled): Cody-Waite reduction x = n ln2 + r with ln2
+// split in two (0.693359375 exact in 9 bits, plus -2.12194440e-4), Cephes' degree-5 polynomial
+// for exp(r) on |r| <= ln2 / 2 written as 1 + r (1 + r P(r)), and 2^n built in the exponent bits.
+// n is rounded by adding 1.5 * 2^23 + 127: the sum's low mantissa bits then hold n + 127, which
+// shifted left by 23 is 2^n, with no conversion to integers. Over [-87.33, 88] it is within 1.2e-7
+// relative of exp (one f32 ulp is 2^-23 = 1.19e-7 relative; measured on every float of the range:
+// 7.5e-8 at worst with FMA, 1.0e-7 without, and tests/ops/test_cpu_simd.cpp asserts the bound).
+// Outside that range:
+//   x < -87.68 or -inf  gives exactly 0 (x is clamped to -88, and n = -127 makes 2^n's bits 0;
+//                       the true value is below 8.5e-39, past the smallest normal float; so a
+//                       masked -inf score gives 0, as exp(-inf)). From -87.68 to -87.33 the
+//                       result is exp(x) rounded to a subnormal float (within 2^-149).
+//   x > 88 or +inf      gives exp(88) (the callers pass x - max <= 0, so this never happens);
+//   NaN                 stays NaN.
 // About twice as fast as calling std::exp per element in the attention kernel.
 #include <algorithm>
 #include <cmath>
@@ -30,19 +35,22 @@ inline Floats splat(float value) { return Floats{} + value; }
 
 // exp of four floats (accuracy above).
 inline Floats exp_lanes(Floats x) {
-  const Floats low = x < -87.0f ? splat(-87.0f) : x;  // a NaN fails both tests and stays
+  const Floats low = x < -88.0f ? splat(-88.0f) : x;  // a NaN fails both tests and stays
   const Floats clamped = low > 88.0f ? splat(88.0f) : low;
-  const Floats n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
-  const Floats r = clamped - n * 0.693359375f - n * -2.12194440e-4f;               // x - n ln2
-  Floats poly = splat(1.9875691500e-4f);  // exp(r) ~ 1 + r + r^2 (1/2 + r/6 + ...), Cephes' fit
+  constexpr float kRound = 12583039.0f;  // 1.5 * 2^23 + 127: adding it rounds to an integer
+  const Floats n_biased = clamped * 1.44269504088896341f + kRound;  // its low bits: round(x/ln2) + 127
+  const Floats n = n_biased - kRound;
+  const Floats r = clamped - n * 0.693359375f - n * -2.12194440e-4f;  // x - n ln2
+  Floats poly = splat(1.9875691500e-4f);  // exp(r) ~ 1 + r (1 + r (1/2 + r/6 + ...)), Cephes' fit
   poly = poly * r + 1.3981999507e-3f;
   poly = poly * r + 8.3334519073e-3f;
   poly = poly * r + 4.1665795894e-2f;
   poly = poly * r + 1.6666665459e-1f;
   poly = poly * r + 5.0000001201e-1f;
-  const Floats exp_r = poly * r * r + r + 1.0f;
-  const Floats two_to_n = (Floats)((__builtin_convertvector(n, Ints) + 127) << 23);  // 2^n
-  return x < -87.0f ? splat(0.0f) : exp_r * two_to_n;
+  poly = poly * r + 1.0f;
+  poly = poly * r + 1.0f;
+  const Floats two_to_n = (Floats)((Ints)n_biased << 23);  // (round(x/ln2) + 127) << 23 is 2^n
+  return poly * two_to_n;
 }
 
 // row[c] = exp(row[c] - shift) for c < cols; returns the sum of the new row.

@@ -76,7 +76,8 @@ TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision t
     WARN("this CPU has no AVX2 + FMA: the AVX2 kernels are not tested here");
     return;
   }
-  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 32, 33}) {  // every remainder of 6-row blocks
+  // every remainder of 6-row blocks, and 6 + 1, 6 + 2 rows (run as 4 + 3, 4 + 4) after none or more
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 32, 33}) {
     for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33}) {
       for (int64_t k : {1, 5, 16, 17}) {
         for (bool transpose_a : {false, true}) {
@@ -117,9 +118,9 @@ TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][t
   if (tg::cpu::cpu_has_avx2_fma()) implementations.push_back({tiles::exp_shifted_row_avx2, tiles::row_max_avx2});
   const float inf = std::numeric_limits<float>::infinity();
   for (const Rows& impl : implementations) {
-    // Accuracy over [-87, 88] in steps of 2^-10, as the SSE2 exp in tests/ops/test_cpu_simd.cpp.
+    // Accuracy over [-87.33, 88] in steps of 2^-10, as the SSE2 exp in tests/ops/test_cpu_simd.cpp.
     std::vector<float> x;
-    for (double t = -87.0; t <= 88.0; t += 0x1.0p-10) x.push_back(static_cast<float>(t));
+    for (double t = -87.33; t <= 88.0; t += 0x1.0p-10) x.push_back(static_cast<float>(t));
     std::vector<float> y = x;
     impl.exp_shifted_row(y.data(), static_cast<int64_t>(y.size()), 0.0f);
     double worst = 0;
@@ -129,6 +130,18 @@ TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][t
     }
     INFO("worst relative error " << worst);
     REQUIRE(worst <= 1.2e-7);
+    // The edges of ops/cpu_simd.h: 0 below -87.68 and at -inf, a subnormal just above, NaN kept,
+    // exp(88) past 88 (eight entries: the 8-lane body, then one more for the tail)
+    std::vector<float> edges = {-87.69f, -1000.0f, -inf, std::nanf(""), -87.5f, 89.0f, inf, 88.0f, -inf};
+    impl.exp_shifted_row(edges.data(), static_cast<int64_t>(edges.size()), 0.0f);
+    REQUIRE(edges[0] == 0.0f);
+    REQUIRE(edges[1] == 0.0f);
+    REQUIRE(edges[2] == 0.0f);
+    REQUIRE(std::isnan(edges[3]));
+    REQUIRE(std::abs(edges[4] - std::exp(-87.5)) <= 0x1.0p-149);
+    REQUIRE(edges[5] == edges[7]);
+    REQUIRE(edges[6] == edges[7]);
+    REQUIRE(edges[8] == 0.0f);
     // Rows of every length to 40 (the 8-lane body and its tail): masked entries, the sum, the max.
     std::mt19937 gen(7);
     std::uniform_real_distribution<float> dist(-5, 5);
