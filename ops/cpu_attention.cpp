@@ -52,6 +52,7 @@ double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row
 
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 128;
+constexpr int64_t kTileLd = kKeyTile + 8;  // the backward's tiles: see there
 
 // With AVX2, f32 products of at most this many multiply-adds run on the micro-kernels of
 // ops/cpu_attention_tiles.h, larger ones on BLAS: whole 64 x 128 tiles up to head_dim and value_dim
@@ -65,7 +66,7 @@ constexpr int64_t kSmallProduct = kQueryTile * kKeyTile * 128;
 // statistics. Contents are garbage on entry.
 enum Slot {
   kScores, kAccumulator, kRowMax, kRowSum, kKeep, kDropped, kDProbs, kRowDot, kKeysT, kValuesT,
-  kSlots
+  kKeyRows, kValueRows, kQueryRows, kDOutRows, kSlots
 };
 
 template <typename T>
@@ -111,11 +112,11 @@ void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k
 template <typename T>
 struct KeysOperand {
   const T* data;
-  int64_t ld, width;
+  int64_t ld, count, width;
   bool transposed = false;
 
   KeysOperand(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width)
-      : data(rows), ld(ld_rows), width(width) {
+      : data(rows), ld(ld_rows), count(count), width(width) {
     if constexpr (std::is_same_v<T, float>) {
       if (!on_tiles(kQueryTile, kKeyTile, width) || count == 0) return;
       const int64_t tiles = (count + kKeyTile - 1) / kKeyTile;
@@ -143,6 +144,32 @@ void product_with_keys(int64_t m, int64_t cols, int64_t k, T alpha, const T* a, 
   }
   product(false, true, m, cols, k, alpha, a, lda, keys.data + j0 * keys.ld, keys.ld, beta, c, ldc);
 }
+
+// `count` rows of `width` entries, `ld` apart, as the tile products read them. With interleaved
+// heads rows are H * width apart, a multiple of 1 KB at width 32 and 8 heads: then the rows of a
+// 64- or 128-row operand all fall in a few L1 sets and evict each other while a product walks
+// them (the 128 x 32 x 64 product P^T dO runs 8% slower with dO so laid out than contiguous). So
+// on the tile kernels such rows are copied once, next to each other, into per-thread scratch;
+// elsewhere (or already contiguous) they are read where they are.
+template <typename T>
+struct Rows {
+  const T* data;
+  int64_t ld;
+
+  Rows(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width)
+      : data(rows), ld(ld_rows) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (ld_rows == width || !on_tiles(kQueryTile, kKeyTile, width)) return;
+      float* packed = scratch<float>(slot, count * width);
+      for (int64_t r = 0; r < count; ++r) {
+        std::copy(rows + r * ld_rows, rows + r * ld_rows + width, packed + r * width);
+      }
+      data = packed;
+      ld = width;
+    }
+  }
+  const T* row(int64_t r) const { return data + r * ld; }
+};
 
 // Where item n's rows of an operand start, and the distance between its rows: [N, S, width], or
 // [B, S, H, width] when heads interleave (AttentionProblem::interleaved_heads = H).
@@ -266,7 +293,7 @@ void parallel_for(int64_t count, Body&& body) {
 
 // Forward of one query tile (rows i0 ..) of one item: out and the row log-sum-exp.
 template <typename T>
-void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, const T* v,
+void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, const Rows<T>& values,
                   const Tensor& out_tensor, const Tensor& lse_tensor) {
   const AttentionProblem& p = item.p;
   const int64_t heads = p.interleaved_heads, n = item.n, sq = item.sq;
@@ -274,7 +301,8 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = std::min(kQueryTile, sq - i0);
-  const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk;
+  const Rows<T> q_i(kQueryRows, item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk,
+                    ld_qk, rows, head_dim);
   T* scores = scratch<T>(kScores, rows * kKeyTile);
   T* acc = scratch<T>(kAccumulator, rows * value_dim);
   T* row_max = scratch<T>(kRowMax, rows);
@@ -288,7 +316,8 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, key_end - j0);
     if (!item.tile_visible(i0, rows, j0, cols)) continue;
-    product_with_keys(rows, cols, head_dim, T(p.scale), q, ld_qk, keys, j0, T(0), scores, cols);
+    product_with_keys(rows, cols, head_dim, T(p.scale), q_i.data, q_i.ld, keys, j0, T(0), scores,
+                      cols);
     for (int64_t r = 0; r < rows; ++r) {
       T* s = scores + r * cols;
       item.mask_row(i0 + r, j0, cols, s);
@@ -309,7 +338,7 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
       }
       row_max[r] = new_max;
     }
-    product(false, false, rows, value_dim, cols, T(1), scores, cols, v + j0 * ld_v, ld_v, T(1),
+    product(false, false, rows, value_dim, cols, T(1), scores, cols, values.row(j0), values.ld, T(1),
             acc, value_dim);
   }
   T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads) + i0 * ld_v;
@@ -344,9 +373,10 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const int64_t last_i0 = (past_tile - 1) * kQueryTile;  // it reads the most keys
     const KeysOperand<T> keys(kKeysT, item_rows(p.k.data_as<T>(), n, sk, head_dim, heads), ld_qk,
                               item.key_end(last_i0, std::min(kQueryTile, sq - last_i0)), head_dim);
-    const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
+    const Rows<T> values(kValueRows, item_rows(p.v.data_as<T>(), n, sk, value_dim, heads),
+                         row_stride(value_dim, heads), keys.count, value_dim);
     for (int64_t tile = first_tile; tile < past_tile; ++tile) {
-      forward_tile(item, tile * kQueryTile, keys, v, out_tensor, lse_tensor);
+      forward_tile(item, tile * kQueryTile, keys, values, out_tensor, lse_tensor);
     }
   });
 }
@@ -376,14 +406,19 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     const int64_t keys_read = item.key_end(0, sq);  // by the item's last query tile
     const KeysOperand<T> keys(kKeysT, k, ld_qk, keys_read, head_dim);
     const KeysOperand<T> values(kValuesT, v, ld_v, keys_read, value_dim);
+    const Rows<T> key_rows(kKeyRows, k, ld_qk, keys_read, head_dim);
 
-    T* probs = scratch<T>(kScores, kQueryTile * kKeyTile);
-    T* dropped = scratch<T>(kDropped, kQueryTile * kKeyTile);
-    T* d_probs = scratch<T>(kDProbs, kQueryTile * kKeyTile);
+    // The tiles below have rows kTileLd apart, not 128: a product that reads P or dS transposed
+    // walks down their columns, and 512 bytes apart those would fill few L1 sets.
+    T* probs = scratch<T>(kScores, kQueryTile * kTileLd);
+    T* dropped = scratch<T>(kDropped, kQueryTile * kTileLd);
+    T* d_probs = scratch<T>(kDProbs, kQueryTile * kTileLd);
     T* row_dot = scratch<T>(kRowDot, kQueryTile);
-    T* keep = scratch<T>(kKeep, kQueryTile * kKeyTile);
+    T* keep = scratch<T>(kKeep, kQueryTile * kTileLd);
     for (int64_t i0 = 0; i0 < sq; i0 += kQueryTile) {
       const int64_t rows = std::min(kQueryTile, sq - i0);
+      const Rows<T> q_i(kQueryRows, q + i0 * ld_qk, ld_qk, rows, head_dim);
+      const Rows<T> d_out_i(kDOutRows, d_out + i0 * ld_v, ld_v, rows, value_dim);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
         const int64_t row = (i0 + r) * ld_v;
         row_dot[r] = dot(d_out + row, out + row, value_dim);
@@ -392,10 +427,10 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         if (!item.tile_visible(i0, rows, j0, cols)) continue;
-        product_with_keys(rows, cols, head_dim, T(p.scale), q + i0 * ld_qk, ld_qk, keys, j0, T(0),
-                          probs, cols);
+        product_with_keys(rows, cols, head_dim, T(p.scale), q_i.data, q_i.ld, keys, j0, T(0), probs,
+                          kTileLd);
         for (int64_t r = 0; r < rows; ++r) {
-          T* prob = probs + r * cols;
+          T* prob = probs + r * kTileLd;
           if (lse[i0 + r] == kNegInf) {  // a fully masked row: no probabilities, no gradient
             std::fill(prob, prob + cols, T(0));
           } else {
@@ -403,29 +438,29 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
             exp_shifted_row(prob, cols, lse[i0 + r]);
           }
           if (p.dropout_p > 0) {
-            T* factors = keep + r * cols;
+            T* factors = keep + r * kTileLd;
             item.keep_row(i0 + r, j0, cols, factors);
-            for (int64_t c = 0; c < cols; ++c) dropped[r * cols + c] = prob[c] * factors[c];
+            for (int64_t c = 0; c < cols; ++c) dropped[r * kTileLd + c] = prob[c] * factors[c];
           }
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
         const T* kept_probs = p.dropout_p > 0 ? dropped : probs;
-        product(true, false, cols, value_dim, rows, T(1), kept_probs, cols, d_out + i0 * ld_v, ld_v,
+        product(true, false, cols, value_dim, rows, T(1), kept_probs, kTileLd, d_out_i.data, d_out_i.ld,
                 T(1), d_v + j0 * ld_v, ld_v);
-        product_with_keys(rows, cols, value_dim, T(1), d_out + i0 * ld_v, ld_v, values, j0, T(0),
-                          d_probs, cols);
+        product_with_keys(rows, cols, value_dim, T(1), d_out_i.data, d_out_i.ld, values, j0, T(0),
+                          d_probs, kTileLd);
         for (int64_t r = 0; r < rows; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
           for (int64_t c = 0; c < cols; ++c) {
-            T d_prob = d_probs[r * cols + c];
-            if (p.dropout_p > 0) d_prob *= keep[r * cols + c];
-            d_probs[r * cols + c] = probs[r * cols + c] * (d_prob - row_dot[r]);
+            T d_prob = d_probs[r * kTileLd + c];
+            if (p.dropout_p > 0) d_prob *= keep[r * kTileLd + c];
+            d_probs[r * kTileLd + c] = probs[r * kTileLd + c] * (d_prob - row_dot[r]);
           }
         }
         // dQ_i += scale dS K_j ; dK_j += scale dS^T Q_i
-        product(false, false, rows, head_dim, cols, T(p.scale), d_probs, cols, k + j0 * ld_qk, ld_qk,
-                T(1), d_q + i0 * ld_qk, ld_qk);
-        product(true, false, cols, head_dim, rows, T(p.scale), d_probs, cols, q + i0 * ld_qk, ld_qk,
-                T(1), d_k + j0 * ld_qk, ld_qk);
+        product(false, false, rows, head_dim, cols, T(p.scale), d_probs, kTileLd, key_rows.row(j0),
+                key_rows.ld, T(1), d_q + i0 * ld_qk, ld_qk);
+        product(true, false, cols, head_dim, rows, T(p.scale), d_probs, kTileLd, q_i.data, q_i.ld, T(1),
+                d_k + j0 * ld_qk, ld_qk);
       }
     }
   });
