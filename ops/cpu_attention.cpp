@@ -13,12 +13,15 @@
 // (with dropout, P and dP carry the keep mask Z / (1 - p)).
 //
 // Sizes: q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim]; gradients are d_q, d_k,
-// d_v, d_out. With interleaved heads every operand but the log-sum-exp is [B, S, H, width] instead
-// (AttentionProblem), so rows are ld_qk or ld_v apart (item_rows). On a CPU with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
-// ops/cpu_attention_tiles.h: products (a BLAS call costs more than the arithmetic of a 32 x 32 x 16
-// tile) and the row helpers (exp, max). Otherwise, and for f64, products go to blas_gemm (one BLAS
-// thread each) and rows to ops/cpu_simd.h. OpenMP runs over the tiles (autograd/threads.h).
-// Working memory is per thread and kept between calls (scratch), so a tile allocates nothing.
+// d_v, d_out. With interleaved heads every operand but the log-sum-exp is [B, S, H, width]
+// instead (AttentionProblem), so rows are ld_qk or ld_v apart (item_rows). On a CPU with AVX2
+// and FMA, f32 tiles up to head_dim 128 run on the kernels of ops/cpu_attention_tiles.h: products
+// (a BLAS call costs more than the arithmetic of a 32 x 32 x 16 tile) and the row helpers (exp,
+// max); their operands are laid out for L1 first (KeysOperand, Rows, kTileLd), and causal tiles
+// on the diagonal are computed in bands (Item::causal_band). Otherwise, and for f64, products go
+// to blas_gemm (one BLAS thread each) and rows to ops/cpu_simd.h. OpenMP runs over items, or runs
+// of query tiles (autograd/threads.h). Working memory is per thread and kept between calls
+// (scratch), so a tile allocates nothing. docs/attention.md tells what each choice gained.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -363,8 +366,8 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
     for (int64_t r0 = 0; r0 < rows; r0 += band) {  // O += P V over the keys each band sees
       const int64_t r1 = std::min(rows, r0 + band), seen = item.band_cols(i0, r1, j0, cols);
       if (seen == 0) continue;
-      product(false, false, r1 - r0, value_dim, seen, T(1), scores + r0 * cols, cols, values.row(j0),
-              values.ld, T(1), acc + r0 * value_dim, value_dim);
+      product(false, false, r1 - r0, value_dim, seen, T(1), scores + r0 * cols, cols,
+              values.row(j0), values.ld, T(1), acc + r0 * value_dim, value_dim);
     }
   }
   T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads) + i0 * ld_v;
@@ -470,8 +473,8 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
           }
         };
         row_bands([&](int64_t r0, int64_t r1, int64_t seen) {  // S = scale Q K^T
-          product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0, T(0),
-                            probs + r0 * kTileLd, kTileLd);
+          product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0,
+                            T(0), probs + r0 * kTileLd, kTileLd);
         });
         for (int64_t r = 0; r < rows; ++r) {
           T* prob = probs + r * kTileLd;
@@ -490,8 +493,9 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
         const T* kept_probs = p.dropout_p > 0 ? dropped : probs;
         key_bands([&](int64_t c0, int64_t c1, int64_t from) {
-          product(true, false, c1 - c0, value_dim, rows - from, T(1), kept_probs + from * kTileLd + c0,
-                  kTileLd, d_out_i.row(from), d_out_i.ld, T(1), d_v + (j0 + c0) * ld_v, ld_v);
+          product(true, false, c1 - c0, value_dim, rows - from, T(1),
+                  kept_probs + from * kTileLd + c0, kTileLd, d_out_i.row(from), d_out_i.ld, T(1),
+                  d_v + (j0 + c0) * ld_v, ld_v);
         });
         row_bands([&](int64_t r0, int64_t r1, int64_t seen) {
           product_with_keys(r1 - r0, seen, value_dim, T(1), d_out_i.row(r0), d_out_i.ld, values, j0,
@@ -505,13 +509,14 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
             std::fill(d_prob + seen, d_prob + cols, T(0));  // past the diagonal (P = 0 there)
           }
           // dQ_i += scale dS K_j
-          product(false, false, r1 - r0, head_dim, seen, T(p.scale), d_probs + r0 * kTileLd, kTileLd,
-                  key_rows.row(j0), key_rows.ld, T(1), d_q + (i0 + r0) * ld_qk, ld_qk);
+          product(false, false, r1 - r0, head_dim, seen, T(p.scale), d_probs + r0 * kTileLd,
+                  kTileLd, key_rows.row(j0), key_rows.ld, T(1), d_q + (i0 + r0) * ld_qk, ld_qk);
         });
         // dK_j += scale dS^T Q_i
         key_bands([&](int64_t c0, int64_t c1, int64_t from) {
-          product(true, false, c1 - c0, head_dim, rows - from, T(p.scale), d_probs + from * kTileLd + c0,
-                  kTileLd, q_i.row(from), q_i.ld, T(1), d_k + (j0 + c0) * ld_qk, ld_qk);
+          product(true, false, c1 - c0, head_dim, rows - from, T(p.scale),
+                  d_probs + from * kTileLd + c0, kTileLd, q_i.row(from), q_i.ld, T(1),
+                  d_k + (j0 + c0) * ld_qk, ld_qk);
         });
       }
     }

@@ -38,7 +38,8 @@ inline Floats exp_lanes(Floats x) {
   const Floats low = x < -88.0f ? splat(-88.0f) : x;  // a NaN fails both tests and stays
   const Floats clamped = low > 88.0f ? splat(88.0f) : low;
   constexpr float kRound = 12583039.0f;  // 1.5 * 2^23 + 127: adding it rounds to an integer
-  const Floats n_biased = clamped * 1.44269504088896341f + kRound;  // its low bits: round(x/ln2) + 127
+  // n_biased's low mantissa bits hold round(x / ln2) + 127
+  const Floats n_biased = clamped * 1.44269504088896341f + kRound;
   const Floats n = n_biased - kRound;
   const Floats r = clamped - n * 0.693359375f - n * -2.12194440e-4f;  // x - n ln2
   Floats poly = splat(1.9875691500e-4f);  // exp(r) ~ 1 + r (1 + r (1/2 + r/6 + ...)), Cephes' fit

@@ -132,7 +132,8 @@ TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][t
     REQUIRE(worst <= 1.2e-7);
     // The edges of ops/cpu_simd.h: 0 below -87.68 and at -inf, a subnormal just above, NaN kept,
     // exp(88) past 88 (eight entries: the 8-lane body, then one more for the tail)
-    std::vector<float> edges = {-87.69f, -1000.0f, -inf, std::nanf(""), -87.5f, 89.0f, inf, 88.0f, -inf};
+    std::vector<float> edges = {-87.69f, -1000.0f, -inf, std::nanf(""), -87.5f,
+                                89.0f,   inf,      88.0f, -inf};
     impl.exp_shifted_row(edges.data(), static_cast<int64_t>(edges.size()), 0.0f);
     REQUIRE(edges[0] == 0.0f);
     REQUIRE(edges[1] == 0.0f);
