@@ -69,6 +69,10 @@ struct AttentionProblem {
   // output before its heads are split, read and written in place (no copy to split or merge
   // heads). The log-sum-exp is [N, Sq] either way. Only the CPU kernel takes H > 0.
   int64_t interleaved_heads = 0;
+  // With H > 0: the distance between rows of q, k, v and of their gradients, when they are the
+  // slices of one packed [B, S, 3, H, width] projection (packed_self_attention): 3 H width. 0,
+  // the default: H width, as for the output and its gradient.
+  int64_t qkv_row_stride = 0;
   // Block-sparse layout and ALiBi (ops/attention_layout.h): tiles no query of a tile may see are
   // skipped, forward and backward. sparsity_random is bigbird_random_blocks' table (host memory).
   SparsityLayout sparsity;

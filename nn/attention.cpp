@@ -105,6 +105,29 @@ std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, c
   return {matmul(weights, v), weights};
 }
 
+// Whether forward may project q, k, v with one GEMM and hand the packed result to the fused
+// kernel (packed_self_attention): self-attention (one tensor as query, key and value) on the CPU
+// with the fused path, plain f32 projections with or without bias alike (not int8, no
+// calibration observer), and no rotation of q and k or low-rank attention in between. The
+// result is the same attention as on three projections, with one GEMM (and one of each in
+// backward, with no sum of three input gradients) in place of three.
+bool MultiHeadAttention::packs_projections(const Tensor& query, const Tensor& key,
+                                           const Tensor& value, bool need_weights) const {
+  if (!use_fused || need_weights || !query.same(key) || !key.same(value) ||
+      query.device().type != DeviceType::cpu || spec.position == PositionKind::rope ||
+      spec.kind == AttentionKind::linformer || spec.kind == AttentionKind::performer) {
+    return false;
+  }
+  for (const auto& projection : {q_proj, k_proj, v_proj}) {
+    if (projection->quantization() != QuantMode::none || projection->input_observer ||
+        projection->bias.defined() != q_proj->bias.defined() ||
+        projection->weight.dtype() != q_proj->weight.dtype()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key,
                                             const Tensor& value, const Tensor& mask,
                                             bool need_weights, bool is_causal) const {
@@ -117,6 +140,16 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   Tensor head_mask = mask;
   if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
   const double dropout_p = is_training() ? dropout : 0.0;
+  if (packs_projections(query, key, value, need_weights)) {
+    // Self-attention on the CPU: q, k, v from one GEMM against [Wq; Wk; Wv], attended in place
+    const std::vector<Tensor> biases = q_proj->bias.defined()
+                                           ? std::vector<Tensor>{q_proj->bias, k_proj->bias, v_proj->bias}
+                                           : std::vector<Tensor>{};
+    const Tensor qkv = stacked_linear(query, {q_proj->weight, k_proj->weight, v_proj->weight}, biases);
+    const Tensor context = packed_self_attention(qkv, heads, head_mask, is_causal, dropout_p, {},
+                                                 spec.sparsity(), spec.position == PositionKind::alibi);
+    return {o_proj->forward(merge_heads(context)), Tensor()};
+  }
 
   Tensor q = split_heads(q_proj->forward(query));  // [B, heads, Sq, head_dim]
   Tensor k = split_heads(k_proj->forward(key));    // [B, heads, Sk, head_dim]

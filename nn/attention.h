@@ -44,6 +44,10 @@ class MultiHeadAttention : public Module {
   double dropout;
   AttentionSpec spec;
   bool use_fused = true;  // false: always the explicit path (the readable reference)
+
+ private:
+  bool packs_projections(const Tensor& query, const Tensor& key, const Tensor& value,
+                         bool need_weights) const;
 };
 
 // The variants as modules of their own, named as the papers' reference code names them: each is

@@ -123,6 +123,13 @@ std::vector<GradcheckCase> nn_gradcheck_cases() {
         return scaled_dot_product_attention(x[0], x[1], x[2], nn::padding_mask({5, 3}, 5), true, 0.25);
       }));
 
+  cases.push_back(make_case("packed_attention/causal+padding+dropout", "qkv [2, 5, 12], 2 heads",
+      [] { return leaves({{2, 5, 12}}); },
+      [](const Inputs& x) {
+        set_rng_state({7, 0});
+        return packed_self_attention(x[0], 2, nn::padding_mask({5, 3}, 5), true, 0.25);
+      }));
+
   // The sparse layouts and ALiBi on the fused kernel: 70 positions span two query tiles of the
   // CPU kernel and two key tiles of the CUDA one, so skipped tiles are part of what is checked
   // (tests/ops/test_attention.cpp compares longer sequences with the explicit path).

@@ -32,6 +32,18 @@ bool heads_interleaved(const Tensor& t) {
   return t.dim() == 4 && t.detach().transpose(1, 2).is_contiguous();
 }
 
+// q, k, v of a contiguous [B, S, 3 hidden] tensor as [B, H, S, head_dim] views, rows 3 hidden
+// apart (taped like any view when `qkv` is).
+std::vector<Tensor> qkv_slices(const Tensor& qkv, int64_t heads) {
+  const int64_t batch = qkv.size(0), seq = qkv.size(1), head_dim = qkv.size(2) / (3 * heads);
+  const Tensor split = qkv.view({batch, seq, 3, heads, head_dim});
+  std::vector<Tensor> slices;
+  for (int64_t which = 0; which < 3; ++which) {
+    slices.push_back(split.narrow(2, which, 1).squeeze(2).transpose(1, 2));
+  }
+  return slices;
+}
+
 // A layout's sizes: positive windows, and products that stay far from int64's limit.
 void check_sparsity(const char* op, const SparsityLayout& s) {
   if (s.kind == SparsityKind::full) return;
@@ -73,13 +85,15 @@ Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype, Device dev
   return from_values(bias, {heads, sq, sk}, dtype, device);
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                    const Tensor& mask, bool is_causal, double dropout_p,
-                                    std::optional<double> scale, const SparsityLayout& sparsity,
-                                    bool alibi) {
-  const char* op = "scaled_dot_product_attention";
-  // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32.
-  const Tensor q = autocast_to_half(q_in), k = autocast_to_half(k_in), v = autocast_to_half(v_in);
+namespace {
+
+// The body of both ops. q, k, v: [..., S, width], already cast under autocast. `packed`, when
+// defined, is the [B, S, 3 hidden] tensor whose [B, H, S, head_dim] slices q, k, v are
+// (packed_self_attention): the kernel reads them in place, 3 hidden floats a row, and the tape
+// records `packed` as the one input, whose gradient the backward writes as one tensor.
+Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& packed, const Tensor& mask, bool is_causal, double dropout_p,
+                 std::optional<double> scale, const SparsityLayout& sparsity, bool alibi) {
   TG_CHECK(q.defined() && k.defined() && v.defined(), "op '", op, "': undefined tensor");
   TG_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "op '", op,
            "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
@@ -104,11 +118,13 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   // Heads split from a projection ([B, H, S, width] views of [B, S, H, width]) go to the CPU
   // kernel as they are, and the output and gradients come back in that layout: splitting and
   // merging heads then copies nothing. Anything else (and the CUDA kernels) gets [N, S, width].
-  const bool interleaved = q.device().type == DeviceType::cpu && heads_interleaved(q) &&
-                           heads_interleaved(k) && heads_interleaved(v);
+  const bool interleaved = packed.defined() || (q.device().type == DeviceType::cpu &&
+                                                 heads_interleaved(q) && heads_interleaved(k) &&
+                                                 heads_interleaved(v));
   if (interleaved) {
     problem.interleaved_heads = q.size(1);
-    problem.q = q.detach().transpose(1, 2);  // [B, Sq, H, head_dim], contiguous
+    if (packed.defined()) problem.qkv_row_stride = packed.size(2);
+    problem.q = q.detach().transpose(1, 2);  // [B, Sq, H, head_dim], rows ld apart
     problem.k = k.detach().transpose(1, 2);
     problem.v = v.detach().transpose(1, 2);
   } else {
@@ -150,6 +166,26 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 
   // Backward recomputes the probabilities from q, k, v and the row log-sum-exp:
   // dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q
+  if (packed.defined()) {
+    record(op, {packed}, result, std::move(saved),
+           [settings, shape = packed.shape()](const Tensor& g, const Node& node) {
+             AttentionProblem problem = settings;
+             problem.mask = node.saved[5];
+             // One zeroed [B, S, 3 hidden] gradient; the kernel adds into its three slices
+             const Tensor grad = zeros(shape, g.dtype(), g.device());
+             const std::vector<Tensor> slices = qkv_slices(grad, problem.interleaved_heads);
+             problem.q = node.saved[0];
+             problem.k = node.saved[1];
+             problem.v = node.saved[2];
+             kernels(g.device()).attention_backward(problem, node.saved[3], node.saved[4],
+                                                    g.transpose(1, 2).contiguous(),
+                                                    slices[0].transpose(1, 2),
+                                                    slices[1].transpose(1, 2),
+                                                    slices[2].transpose(1, 2));
+             return Grads{grad};
+           });
+    return result;
+  }
   record(op, {q, k, v}, result, std::move(saved),
          [settings, q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape()](
              const Tensor& g, const Node& node) {
@@ -174,6 +210,37 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
            return Grads{grad_q.view(q_shape), grad_k.view(k_shape), grad_v.view(v_shape)};
          });
   return result;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const Tensor& mask, bool is_causal, double dropout_p,
+                                    std::optional<double> scale, const SparsityLayout& sparsity,
+                                    bool alibi) {
+  // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32.
+  return attention("scaled_dot_product_attention", autocast_to_half(q_in), autocast_to_half(k_in),
+                   autocast_to_half(v_in), Tensor(), mask, is_causal, dropout_p, scale, sparsity,
+                   alibi);
+}
+
+Tensor packed_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& mask,
+                             bool is_causal, double dropout_p, std::optional<double> scale,
+                             const SparsityLayout& sparsity, bool alibi) {
+  const char* op = "packed_self_attention";
+  const Tensor qkv = autocast_to_half(qkv_in);
+  TG_CHECK(qkv.defined() && qkv.dim() == 3 && heads >= 1 && qkv.size(2) % (3 * heads) == 0,
+           "op '", op, "': qkv ", qkv.defined() ? shape_str(qkv.shape()) : "undefined", " with ",
+           heads, " heads (expected [B, S, 3 hidden], hidden a multiple of the heads)");
+  if (qkv.device().type != DeviceType::cpu) {  // CUDA kernels take [N, S, width]: taped slices
+    const std::vector<Tensor> slices = qkv_slices(qkv.contiguous(), heads);
+    return scaled_dot_product_attention(slices[0], slices[1], slices[2], mask, is_causal,
+                                        dropout_p, scale, sparsity, alibi);
+  }
+  const Tensor packed = qkv.contiguous();
+  const std::vector<Tensor> slices = qkv_slices(packed.detach(), heads);
+  return attention(op, slices[0], slices[1], slices[2], packed, mask, is_causal, dropout_p, scale,
+                   sparsity, alibi);
 }
 
 }  // namespace tg

@@ -20,6 +20,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p = 0.0, std::optional<double> scale = {},
                                     const SparsityLayout& sparsity = {}, bool alibi = false);
 
+// Self-attention on one packed projection: qkv [B, S, 3 hidden] holds q, k and v side by side in
+// its last dim (x [Wq; Wk; Wv]^T, one GEMM), each hidden = heads x head_dim; the result is the
+// [B, heads, S, head_dim] of scaled_dot_product_attention on the three slices, with the same
+// options (mask broadcastable to [B, heads, S, S]). On the CPU the kernel reads the slices in
+// place and the gradient comes back as one [B, S, 3 hidden] tensor, so that the projection's
+// backward is one GEMM each for dx and dW; elsewhere it runs on the slices.
+Tensor packed_self_attention(const Tensor& qkv, int64_t heads, const Tensor& mask = Tensor(),
+                             bool is_causal = false, double dropout_p = 0.0,
+                             std::optional<double> scale = {}, const SparsityLayout& sparsity = {},
+                             bool alibi = false);
+
 // The dense equivalents, for the explicit path and the tests: the layout as a bool mask [Sq, Sk]
 // (true = may attend), and ALiBi's bias [H, Sq, Sk] (add it to the scores).
 Tensor sparsity_mask(const SparsityLayout& sparsity, int64_t sq, int64_t sk,

@@ -14,7 +14,7 @@
 //
 // Sizes: q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim]; gradients are d_q, d_k,
 // d_v, d_out. With interleaved heads every operand but the log-sum-exp is [B, S, H, width]
-// instead (AttentionProblem), so rows are ld_qk or ld_v apart (item_rows). On a CPU with AVX2
+// instead (AttentionProblem), so rows are ld_qk, ld_v or ld_out apart (item_rows). On a CPU with AVX2
 // and FMA, f32 tiles up to head_dim 128 run on the kernels of ops/cpu_attention_tiles.h: products
 // (a BLAS call costs more than the arithmetic of a 32 x 32 x 16 tile) and the row helpers (exp,
 // max); their operands are laid out for L1 first (KeysOperand, Rows, kTileLd), and causal tiles
@@ -178,14 +178,19 @@ struct Rows {
   const T* row(int64_t r) const { return data + r * ld; }
 };
 
-// Where item n's rows of an operand start, and the distance between its rows: [N, S, width], or
-// [B, S, H, width] when heads interleave (AttentionProblem::interleaved_heads = H).
+// Where item n's rows of an operand start: [N, S, width], or [B, S, H, width] when heads
+// interleave (AttentionProblem::interleaved_heads = H), with rows `ld` apart (row_stride: H width
+// for the output and its gradient; q, k, v and theirs may be packed wider, input_row_stride).
 template <typename T>
-T* item_rows(T* base, int64_t n, int64_t rows, int64_t width, int64_t heads) {
+T* item_rows(T* base, int64_t n, int64_t rows, int64_t width, int64_t heads, int64_t ld) {
   if (heads == 0) return base + n * rows * width;
-  return base + (n / heads) * rows * heads * width + (n % heads) * width;
+  return base + (n / heads) * rows * ld + (n % heads) * width;
 }
 int64_t row_stride(int64_t width, int64_t heads) { return heads == 0 ? width : heads * width; }
+int64_t input_row_stride(const AttentionProblem& p, int64_t width) {
+  return p.interleaved_heads > 0 && p.qkv_row_stride > 0 ? p.qkv_row_stride
+                                                         : row_stride(width, p.interleaved_heads);
+}
 
 // a . b over n entries, in four interleaved partial sums (which the compiler keeps in one vector):
 // one running sum would be a chain of n dependent additions.
@@ -318,11 +323,12 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   const AttentionProblem& p = item.p;
   const int64_t heads = p.interleaved_heads, n = item.n, sq = item.sq;
   const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
-  const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
+  const int64_t ld_qk = input_row_stride(p, head_dim), ld_out = row_stride(value_dim, heads);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = std::min(kQueryTile, sq - i0);
-  const Rows<T> q_i(kQueryRows, item_rows(p.q.data_as<T>(), n, sq, head_dim, heads) + i0 * ld_qk,
-                    ld_qk, rows, head_dim);
+  const Rows<T> q_i(kQueryRows,
+                    item_rows(p.q.data_as<T>(), n, sq, head_dim, heads, ld_qk) + i0 * ld_qk, ld_qk,
+                    rows, head_dim);
   T* scores = scratch<T>(kScores, rows * kKeyTile);
   T* acc = scratch<T>(kAccumulator, rows * value_dim);
   T* row_max = scratch<T>(kRowMax, rows);
@@ -370,12 +376,12 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
               values.row(j0), values.ld, T(1), acc + r0 * value_dim, value_dim);
     }
   }
-  T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads) + i0 * ld_v;
+  T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads, ld_out) + i0 * ld_out;
   T* lse = lse_tensor.data_as<T>() + n * sq + i0;
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
     for (int64_t c = 0; c < value_dim; ++c) {
-      out[r * ld_v + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
+      out[r * ld_out + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
     }
     lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
   }
@@ -386,7 +392,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
   const int64_t heads = p.interleaved_heads;
   const int64_t batch = p.q.size(0) * (heads > 0 ? heads : 1), sq = p.q.size(1), sk = p.k.size(1);
   const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
-  const int64_t ld_qk = row_stride(head_dim, heads);
+  const int64_t ld_qk = input_row_stride(p, head_dim), ld_v = input_row_stride(p, value_dim);
   const int64_t tiles = (sq + kQueryTile - 1) / kQueryTile;
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   if (batch == 0 || tiles == 0) return;
@@ -400,10 +406,11 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const int64_t first_tile = part * tiles / parts, past_tile = (part + 1) * tiles / parts;
     const Item item(p, n, sq, sk, mask);
     const int64_t last_i0 = (past_tile - 1) * kQueryTile;  // it reads the most keys
-    const KeysOperand<T> keys(kKeysT, item_rows(p.k.data_as<T>(), n, sk, head_dim, heads), ld_qk,
-                              item.key_end(last_i0, std::min(kQueryTile, sq - last_i0)), head_dim);
-    const Rows<T> values(kValueRows, item_rows(p.v.data_as<T>(), n, sk, value_dim, heads),
-                         row_stride(value_dim, heads), keys.count, value_dim);
+    const KeysOperand<T> keys(kKeysT, item_rows(p.k.data_as<T>(), n, sk, head_dim, heads, ld_qk),
+                              ld_qk, item.key_end(last_i0, std::min(kQueryTile, sq - last_i0)),
+                              head_dim);
+    const Rows<T> values(kValueRows, item_rows(p.v.data_as<T>(), n, sk, value_dim, heads, ld_v),
+                         ld_v, keys.count, value_dim);
     for (int64_t tile = first_tile; tile < past_tile; ++tile) {
       forward_tile(item, tile * kQueryTile, keys, values, out_tensor, lse_tensor);
     }
@@ -417,21 +424,22 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
   const int64_t heads = p.interleaved_heads;
   const int64_t batch = p.q.size(0) * (heads > 0 ? heads : 1), sq = p.q.size(1), sk = p.k.size(1);
   const int64_t head_dim = p.q.size(-1), value_dim = p.v.size(-1);
-  const int64_t ld_qk = row_stride(head_dim, heads), ld_v = row_stride(value_dim, heads);
+  const int64_t ld_qk = input_row_stride(p, head_dim), ld_v = input_row_stride(p, value_dim);
+  const int64_t ld_out = row_stride(value_dim, heads);
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
   parallel_for(batch, [&](int64_t n) {  // items are independent; tiles of one item share dK, dV
     const Item item(p, n, sq, sk, mask);
-    const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads);
-    const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads);
-    const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads);
-    const T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads);
+    const T* q = item_rows(p.q.data_as<T>(), n, sq, head_dim, heads, ld_qk);
+    const T* k = item_rows(p.k.data_as<T>(), n, sk, head_dim, heads, ld_qk);
+    const T* v = item_rows(p.v.data_as<T>(), n, sk, value_dim, heads, ld_v);
+    const T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads, ld_out);
     const T* lse = lse_tensor.data_as<T>() + n * sq;
-    const T* d_out = item_rows(grad_out.data_as<T>(), n, sq, value_dim, heads);
-    T* d_q = item_rows(grad_q.data_as<T>(), n, sq, head_dim, heads);
-    T* d_k = item_rows(grad_k.data_as<T>(), n, sk, head_dim, heads);
-    T* d_v = item_rows(grad_v.data_as<T>(), n, sk, value_dim, heads);
+    const T* d_out = item_rows(grad_out.data_as<T>(), n, sq, value_dim, heads, ld_out);
+    T* d_q = item_rows(grad_q.data_as<T>(), n, sq, head_dim, heads, ld_qk);
+    T* d_k = item_rows(grad_k.data_as<T>(), n, sk, head_dim, heads, ld_qk);
+    T* d_v = item_rows(grad_v.data_as<T>(), n, sk, value_dim, heads, ld_v);
     const int64_t keys_read = item.key_end(0, sq);  // by the item's last query tile
     const KeysOperand<T> keys(kKeysT, k, ld_qk, keys_read, head_dim);
     const KeysOperand<T> values(kValuesT, v, ld_v, keys_read, value_dim);
@@ -447,9 +455,9 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     for (int64_t i0 = 0; i0 < sq; i0 += kQueryTile) {
       const int64_t rows = std::min(kQueryTile, sq - i0);
       const Rows<T> q_i(kQueryRows, q + i0 * ld_qk, ld_qk, rows, head_dim);
-      const Rows<T> d_out_i(kDOutRows, d_out + i0 * ld_v, ld_v, rows, value_dim);
+      const Rows<T> d_out_i(kDOutRows, d_out + i0 * ld_out, ld_out, rows, value_dim);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
-        const int64_t row = (i0 + r) * ld_v;
+        const int64_t row = (i0 + r) * ld_out;
         row_dot[r] = dot(d_out + row, out + row, value_dim);
       }
       const int64_t key_end = item.key_end(i0, rows);
@@ -541,6 +549,7 @@ AttentionProblem f32_problem(Kernels& kernels, const AttentionProblem& problem) 
   converted.q = f32_copy(kernels, problem.q);
   converted.k = f32_copy(kernels, problem.k);
   converted.v = f32_copy(kernels, problem.v);
+  converted.qkv_row_stride = 0;  // the copies are contiguous [B, S, H, width]
   return converted;
 }
 

@@ -98,6 +98,10 @@ std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
                      [](const Inputs& x) { return matmul(x[0], x[1]); }));
   add_case(on_leaves("linear/bias", {{5, 4}, {3, 4}, {3}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }));
   add_case(on_leaves("linear/3d-input-no-bias", {{2, 3, 4}, {2, 4}}, [](const Inputs& x) { return linear(x[0], x[1]); }));
+  add_case(on_leaves("stacked_linear/bias", {{5, 4}, {3, 4}, {2, 4}, {3}, {2}},
+                     [](const Inputs& x) { return stacked_linear(x[0], {x[1], x[2]}, {x[3], x[4]}); }));
+  add_case(on_leaves("stacked_linear/3d-input-no-bias", {{2, 3, 4}, {2, 4}, {1, 4}, {3, 4}},
+                     [](const Inputs& x) { return stacked_linear(x[0], {x[1], x[2], x[3]}); }));
   return cases;
 }
 

@@ -145,4 +145,65 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return out;
 }
 
+Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
+                      const std::vector<Tensor>& biases_in) {
+  const size_t n = weights_in.size();
+  TG_CHECK(n > 0 && (biases_in.empty() || biases_in.size() == n), "op 'stacked_linear': ", n,
+           " weights and ", biases_in.size(), " biases (expected one or more weights, and no bias or one each)");
+  // Under autocast the operands are cast on the tape, as linear's, so gradients reach the f32 ones
+  const Tensor x = autocast_to_half(x_in);
+  std::vector<Tensor> weights, biases, detached_weights, detached_biases;
+  std::vector<int64_t> rows;  // out features of each linear
+  for (size_t i = 0; i < n; ++i) {
+    weights.push_back(autocast_to_half(weights_in[i]));
+    TG_CHECK(weights[i].defined() && weights[i].dim() == 2, "op 'stacked_linear': weight ", i,
+             " must be 2-D (out, in)");
+    detached_weights.push_back(weights[i].detach());
+    rows.push_back(weights[i].size(0));
+    if (!biases_in.empty()) {
+      biases.push_back(autocast_to_half(biases_in[i]));
+      TG_CHECK(biases[i].defined(), "op 'stacked_linear': bias ", i, " is undefined");
+      detached_biases.push_back(biases[i].detach());
+    }
+  }
+  Tensor out;
+  {
+    NoGrad no_grad;  // cat's checks give each mismatch its error; linear checks x against them
+    const Tensor bias = biases.empty() ? Tensor() : cat(detached_biases, 0);
+    out = linear(x.detach(), cat(detached_weights, 0), bias);
+  }
+  std::vector<Tensor> inputs{x}, saved{x};
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
+  saved.insert(saved.end(), weights.begin(), weights.end());
+  const int64_t in = x.size(-1), out_features = out.size(-1);
+  // y = x W^T + b with W, b stacked:  dx = G W,  dW = G^T x,  db = sum of G over rows; dW_i and
+  // db_i are the rows of dW and db where W_i and b_i went
+  record("stacked_linear", inputs, out, std::move(saved),
+         [n, rows, in, out_features, with_bias = !biases.empty()](const Tensor& g,
+                                                                   const Node& node) {
+           const Tensor g_rows = g.reshape({-1, out_features});
+           Grads grads(node.saved.size() + (with_bias ? n : 0));
+           if (node.needs_grad(0)) {
+             const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
+             grads[0] = matmul(g_rows, cat(stacked, 0)).view(node.saved[0].shape());
+           }
+           bool weight_grads = false;
+           for (size_t i = 0; i < n; ++i) weight_grads |= node.needs_grad(1 + i);
+           const Tensor x_rows = node.saved[0].reshape({-1, in});
+           const Tensor dw = weight_grads ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor();
+           const Tensor db = with_bias ? sum(g_rows, {0}) : Tensor();
+           int64_t start = 0;
+           for (size_t i = 0; i < n; ++i) {
+             if (node.needs_grad(1 + i)) grads[1 + i] = dw.narrow(0, start, rows[i]);
+             if (with_bias && node.needs_grad(1 + n + i)) {
+               grads[1 + n + i] = db.narrow(0, start, rows[i]);
+             }
+             start += rows[i];
+           }
+           return grads;
+         });
+  return out;
+}
+
 }  // namespace tg

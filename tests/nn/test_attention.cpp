@@ -10,6 +10,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
@@ -150,4 +151,57 @@ TEST_CASE("LinformerAttention and PerformerAttention: the variants as modules", 
   REQUIRE(performer.projection_matrix.to_host_f64() == drawn);
   REQUIRE(performer.forward(x).output.to_host_f64() == out);
   REQUIRE_THROWS_AS(linformer.redraw_features(1), Error);
+}
+
+TEST_CASE("MultiHeadAttention: self-attention on one packed projection equals three projections",
+          "[mha-variants][packed]") {
+  // query, key and value the same tensor: one stacked GEMM and packed_self_attention (on the
+  // CPU); an equal copy as key and value: three linears and scaled_dot_product_attention.
+  {
+    for (bool causal : {false, true}) {
+      INFO("causal " << causal);
+      manual_seed(6);
+      MultiHeadAttention mha(16, 4, 0.0, DType::f64);
+      const Tensor values = uniform({2, 70, 16}, -1, 1, DType::f64);
+      const Tensor probe = uniform({2, 70, 16}, -1, 1, DType::f64);
+      const Tensor mask = padding_mask({70, 41}, 70);
+      const auto run = [&](bool packed) {
+        Tensor x = values.detach().contiguous().requires_grad_();
+        const Tensor other = x * 1.0;  // the same values, another tensor
+        const Tensor out = packed ? mha.forward(x, x, x, mask, false, causal).output
+                                  : mha.forward(x, other, other, mask, false, causal).output;
+        for (const Tensor& p : mha.parameters()) p.zero_grad();
+        sum(out * probe).backward();
+        std::vector<std::vector<double>> results{out.to_host_f64(), x.grad().to_host_f64()};
+        for (const Tensor& p : mha.parameters()) results.push_back(p.grad().to_host_f64());
+        return results;
+      };
+      const auto packed = run(true), separate = run(false);
+      REQUIRE(packed.size() == separate.size());
+      for (size_t t = 0; t < packed.size(); ++t) {
+        INFO("result " << t << " (output, dx, then each parameter's gradient)");
+        REQUIRE(packed[t].size() == separate[t].size());
+        for (size_t e = 0; e < packed[t].size(); ++e) REQUIRE(packed[t][e] == Approx(separate[t][e]).margin(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("MultiHeadAttention: the packed projection is what self-attention records", "[mha-variants][packed]") {
+  MultiHeadAttention mha(8, 2);
+  const Tensor x = uniform({1, 5, 8}, -1, 1).requires_grad_();
+  const Tensor out = mha.forward(x, Tensor(), true).output;
+  std::vector<std::string> ops;  // every node behind out, once
+  std::vector<const Node*> pending{out.grad_fn().get()}, seen;
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (!node || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    seen.push_back(node);
+    ops.push_back(node->op);
+    for (const Edge& edge : node->inputs) pending.push_back(edge.node.get());
+  }
+  REQUIRE(std::count(ops.begin(), ops.end(), "stacked_linear") == 1);
+  REQUIRE(std::count(ops.begin(), ops.end(), "packed_self_attention") == 1);
+  REQUIRE(std::count(ops.begin(), ops.end(), "linear") == 1);  // o_proj
 }

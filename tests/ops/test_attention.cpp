@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
@@ -234,4 +235,84 @@ TEST_CASE("fused attention rejects a bad layout or ALiBi without heads", "[atten
                                                  Tensor(), false, 0.0, {}, {}, true),
                     Error);
   REQUIRE_NOTHROW(scaled_dot_product_attention(three_d, three_d, three_d, Tensor(), false, 0.0, {}, {}, true));
+}
+
+namespace {
+
+// packed_self_attention on one leaf qkv [B, S, 3 H d] against the explicit path on its three
+// slices (taped views of a second leaf with the same values): output and the gradient of qkv.
+void require_packed_agrees(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                           const Tensor& mask, bool causal, double dropout_p, DType dtype,
+                           const SparsityLayout& layout = {}, bool alibi = false) {
+  INFO("B " << batch << ", S " << seq << ", H " << heads << ", d " << head_dim << ", causal " << causal
+            << ", dropout " << dropout_p << ", " << dtype_name(dtype));
+  manual_seed(11);
+  const int64_t hidden = heads * head_dim;
+  const Tensor values = uniform({batch, seq, 3 * hidden}, -1, 1, dtype);
+  const Tensor probe = uniform({batch, heads, seq, head_dim}, -1, 1, dtype);
+  const auto slices = [&](const Tensor& qkv) {
+    const Tensor split = qkv.view({batch, seq, 3, heads, head_dim});
+    std::array<Tensor, 3> out;
+    for (int64_t i = 0; i < 3; ++i) out[i] = split.narrow(2, i, 1).squeeze(2).transpose(1, 2);
+    return out;
+  };
+  Tensor packed = values.detach().contiguous().requires_grad_();
+  set_rng_state({5, 0});
+  const Tensor fused = packed_self_attention(packed, heads, mask, causal, dropout_p, {}, layout, alibi);
+  sum(fused * probe).backward();
+
+  Tensor reference = values.detach().contiguous().requires_grad_();
+  const auto [q, k, v] = slices(reference);
+  Tensor allowed = mask;
+  if (layout.kind != SparsityKind::full) {
+    const Tensor pattern = sparsity_mask(layout, seq, seq);
+    allowed = mask.defined() ? nn::combine_masks(mask, pattern) : pattern;
+  }
+  const Tensor bias = alibi ? alibi_bias(heads, seq, seq, dtype) : Tensor();
+  set_rng_state({5, 0});
+  const Tensor expected = nn::explicit_attention(q, k, v, allowed, causal, dropout_p, bias).first;
+  sum(expected * probe).backward();
+
+  const double tolerance = dtype == DType::f64 ? 1e-10 : 1e-5;
+  require_close(fused.to_host_f64(), expected.to_host_f64(), tolerance);
+  require_close(packed.grad().to_host_f64(), reference.grad().to_host_f64(), tolerance);
+  REQUIRE(packed.grad().shape() == Shape{batch, seq, 3 * hidden});
+}
+
+}  // namespace
+
+TEST_CASE("packed self-attention agrees with the explicit path on its slices", "[attention][packed]") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    require_packed_agrees(2, 5, 3, 4, Tensor(), false, 0.0, dtype);
+    require_packed_agrees(2, 70, 2, 8, Tensor(), true, 0.0, dtype);  // two query tiles, causal bands
+    require_packed_agrees(3, 9, 2, 5, nn::padding_mask({9, 4, 6}, 9), false, 0.0, dtype);
+    require_packed_agrees(2, 7, 2, 3, nn::padding_mask({7, 5}, 7), true, 0.3, dtype);
+    require_packed_agrees(1, 70, 2, 4, Tensor(), true, 0.0, dtype,
+                          {.kind = SparsityKind::local, .window = 9}, /*alibi=*/true);
+  }
+}
+
+TEST_CASE("packed self-attention in bf16 and under autocast: close to f32", "[attention][packed]") {
+  manual_seed(3);
+  const Tensor values = uniform({2, 6, 12}, -1, 1);
+  const Tensor f32 = packed_self_attention(values, 2, Tensor(), true);
+  const Tensor bf16 = packed_self_attention(values.to(DType::bf16), 2, Tensor(), true);
+  REQUIRE(bf16.dtype() == DType::bf16);
+  require_close(bf16.to_host_f64(), f32.to_host_f64(), 2e-2);
+  Tensor leaf = values.detach().contiguous().requires_grad_();
+  {
+    const Autocast autocast(DType::bf16);
+    sum(packed_self_attention(leaf, 2, Tensor(), true).to(DType::f32)).backward();
+  }
+  REQUIRE(leaf.grad().dtype() == DType::f32);
+  REQUIRE(leaf.grad().shape() == Shape{2, 6, 12});
+}
+
+TEST_CASE("packed self-attention rejects a qkv that does not split into heads", "[attention][packed]") {
+  const Tensor qkv = zeros({2, 5, 12});
+  REQUIRE_THROWS_WITH(packed_self_attention(qkv, 5), Catch::Contains("packed_self_attention") &&
+                                                         Catch::Contains("[2, 5, 12]"));
+  REQUIRE_THROWS_AS(packed_self_attention(zeros({2, 12}), 2), Error);
+  REQUIRE_THROWS_AS(packed_self_attention(qkv, 0), Error);
+  REQUIRE_THROWS_AS(packed_self_attention(Tensor(), 2), Error);
 }

@@ -57,7 +57,9 @@ TEST_CASE("train, eval and sample each task on small data", "[cli]") {
     const CliResult profiled = run_cli("train --task timeseries --data " + dir.file("series.csv") +
                                        " --window 6 --steps 2 --profile" + kTiny, dir);
     REQUIRE(profiled.exit_code == 0);
-    REQUIRE_THAT(profiled.err, Catch::Contains("linear.backward") && Catch::Contains("scaled_dot_product_attention"));
+    // the model's self-attention: q, k, v on one stacked GEMM, attended in place
+    REQUIRE_THAT(profiled.err, Catch::Contains("stacked_linear.backward") &&
+                                   Catch::Contains("packed_self_attention"));
     // 40 rows, window 6, horizon 2: 33 windows.
     REQUIRE(nlohmann::json::parse(evaluated.out)["examples"] == 33);
   }

@@ -81,13 +81,18 @@ TEST_CASE("train --profile-trace writes a Chrome trace of the scheduled steps", 
     REQUIRE(std::any_of(linears.begin(), linears.end(),
                         [&](const json& s) { return s["args"]["input shapes"] == input_projection; }));
     REQUIRE(linears.front()["cat"] == "forward");
-    const std::vector<json> attention = slices_named(trace, "scaled_dot_product_attention");
-    REQUIRE(attention.size() == 3);  // one a step
-    REQUIRE(attention.front()["args"]["input shapes"] == json::parse("[[4, 2, 6, 4], [4, 2, 6, 4], [4, 2, 6, 4]]"));
+    // Self-attention: q, k, v on one stacked GEMM ([3 x 8, 8] weights), attended in place
+    const std::vector<json> projections = slices_named(trace, "stacked_linear");
+    REQUIRE(projections.size() == 3);  // one a step
+    REQUIRE(projections.front()["args"]["input shapes"] ==
+            json::parse("[[4, 6, 8], [8, 8], [8, 8], [8, 8], [8], [8], [8]]"));
+    const std::vector<json> attention = slices_named(trace, "packed_self_attention");
+    REQUIRE(attention.size() == 3);
+    REQUIRE(attention.front()["args"]["input shapes"] == json::parse("[[4, 6, 24]]"));
     const std::vector<json> backward = slices_named(trace, "linear.backward");
     REQUIRE(!backward.empty());
     REQUIRE(backward.front()["cat"] == "backward");
-    REQUIRE(slices_named(trace, "scaled_dot_product_attention.backward").size() == 3);
+    REQUIRE(slices_named(trace, "packed_self_attention.backward").size() == 3);
     for (const json& slice : events_with(trace, "X")) {
       REQUIRE(slice["dur"].get<double>() >= 0);
       REQUIRE(slice["args"]["bytes allocated"].get<int64_t>() >= 0);
