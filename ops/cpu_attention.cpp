@@ -14,11 +14,11 @@
 //
 // Sizes: q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim]; gradients are d_q, d_k,
 // d_v, d_out. With interleaved heads every operand but the log-sum-exp is [B, S, H, width]
-// instead (AttentionProblem), so rows are ld_qk, ld_v or ld_out apart (item_rows). On a CPU with AVX2
-// and FMA, f32 tiles up to head_dim 128 run on the kernels of ops/cpu_attention_tiles.h: products
-// (a BLAS call costs more than the arithmetic of a 32 x 32 x 16 tile) and the row helpers (exp,
-// max); their operands are laid out for L1 first (KeysOperand, Rows, kTileLd), and causal tiles
-// on the diagonal are computed in bands (Item::causal_band). Otherwise, and for f64, products go
+// instead (AttentionProblem), so rows are ld_qk, ld_v or ld_out apart (item_rows). On a CPU
+// with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
+// ops/cpu_attention_tiles.h: products (a BLAS call costs more than the arithmetic of a
+// 32 x 32 x 16 tile) and the row helpers (exp, max); their operands are laid out for L1 first (KeysOperand, Rows, kTileLd), and causal tiles
+// on the diagonal are computed in bands (Item::row_bands). Otherwise, and for f64, products go
 // to blas_gemm (one BLAS thread each) and rows to ops/cpu_simd.h. OpenMP runs over items, or runs
 // of query tiles (autograd/threads.h). Working memory is per thread and kept between calls
 // (scratch), so a tile allocates nothing. docs/attention.md tells what each choice gained.
@@ -56,7 +56,7 @@ double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 128;
 constexpr int64_t kTileLd = kKeyTile + 8;  // the backward's tiles: see there
-// The rows (or keys) of a band of a causal tile on the diagonal (Item::causal_band): two 6-row
+// The rows (or keys) of a band of a causal tile on the diagonal (Item::row_bands): two 6-row
 // blocks of the tile products. Each row of a band computes on average 5.5 scores past the
 // diagonal, against 31.5 for a whole 64-row tile.
 constexpr int64_t kCausalBand = 12;
@@ -276,18 +276,30 @@ struct Item {
   bool tile_visible(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
     return sparsity.tile_visible(i0, i0 + rows, j0, j0 + cols);
   }
-  // Causal tiles that cross the diagonal are computed in bands (causal_band rows, or keys), each
-  // only as far as it is visible, instead of in full and then masked: the band of query rows
-  // [i0 + r0, i0 + r1) sees keys j0 .. j0 + band_cols - 1 of the tile's cols, and key j0 + c is
-  // seen from query row i0 + first_row_seeing on. Elsewhere one band is the whole tile.
+  // Causal tiles that cross the diagonal are computed in bands of kCausalBand query rows (or
+  // keys), each only as far as it is visible, instead of in full and then masked; elsewhere one
+  // band is the whole tile. row_bands calls body(r0, r1, seen) for query rows [i0 + r0, i0 + r1),
+  // which see keys j0 .. j0 + seen - 1 of the tile (seen > 0); key_bands calls body(c0, c1, from)
+  // for keys [j0 + c0, j0 + c1), seen from query row i0 + from on (from < rows).
+  template <typename Body>
+  void row_bands(int64_t i0, int64_t rows, int64_t j0, int64_t cols, Body&& body) const {
+    const int64_t band = causal_band(i0, rows, j0, cols);
+    for (int64_t r0 = 0; r0 < rows; r0 += band) {
+      const int64_t r1 = std::min(rows, r0 + band);
+      const int64_t seen = p.causal ? std::clamp<int64_t>(i0 + r1 - j0, 0, cols) : cols;
+      if (seen > 0) body(r0, r1, seen);
+    }
+  }
+  template <typename Body>
+  void key_bands(int64_t i0, int64_t rows, int64_t j0, int64_t cols, Body&& body) const {
+    const int64_t band = causal_band(i0, rows, j0, cols);
+    for (int64_t c0 = 0; c0 < cols; c0 += band) {
+      const int64_t from = p.causal ? std::max<int64_t>(j0 + c0 - i0, 0) : 0;
+      if (from < rows) body(c0, std::min(cols, c0 + band), from);
+    }
+  }
   int64_t causal_band(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
     return p.causal && i0 + 1 - j0 < cols ? kCausalBand : std::max(rows, cols);
-  }
-  int64_t band_cols(int64_t i0, int64_t r1, int64_t j0, int64_t cols) const {
-    return p.causal ? std::clamp<int64_t>(i0 + r1 - j0, 0, cols) : cols;
-  }
-  int64_t first_row_seeing(int64_t i0, int64_t j0, int64_t c) const {
-    return p.causal ? std::max<int64_t>(j0 + c - i0, 0) : 0;
   }
   // The dropout factors of probabilities (i, j0 .. j0+cols-1): 0 if dropped, else 1 / (1 - p).
   template <typename T>
@@ -342,13 +354,11 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, key_end - j0);
     if (!item.tile_visible(i0, rows, j0, cols)) continue;
-    const int64_t band = item.causal_band(i0, rows, j0, cols);
-    for (int64_t r0 = 0; r0 < rows; r0 += band) {  // S = scale Q K^T, past the diagonal left out
-      const int64_t r1 = std::min(rows, r0 + band), seen = item.band_cols(i0, r1, j0, cols);
-      if (seen == 0) continue;  // mask_row below sets what is not computed to -inf
+    // S = scale Q K^T, past the diagonal left out: mask_row below sets what is not computed to -inf
+    item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
       product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0, T(0),
                         scores + r0 * cols, cols);
-    }
+    });
     for (int64_t r = 0; r < rows; ++r) {
       T* s = scores + r * cols;
       item.mask_row(i0 + r, j0, cols, s);
@@ -369,12 +379,10 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
       }
       row_max[r] = new_max;
     }
-    for (int64_t r0 = 0; r0 < rows; r0 += band) {  // O += P V over the keys each band sees
-      const int64_t r1 = std::min(rows, r0 + band), seen = item.band_cols(i0, r1, j0, cols);
-      if (seen == 0) continue;
+    item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {  // O += P V
       product(false, false, r1 - r0, value_dim, seen, T(1), scores + r0 * cols, cols,
               values.row(j0), values.ld, T(1), acc + r0 * value_dim, value_dim);
-    }
+    });
   }
   T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads, ld_out) + i0 * ld_out;
   T* lse = lse_tensor.data_as<T>() + n * sq + i0;
@@ -464,23 +472,9 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         if (!item.tile_visible(i0, rows, j0, cols)) continue;
-        // Row bands (query rows r0 .. r1 - 1, keys up to `seen`) and key bands (keys c0 .. c1 - 1,
-        // query rows from `from`) of a tile on the causal diagonal (Item::causal_band); one band
-        // elsewhere. Scores past a row band's `seen` are not computed: mask_row sets them to -inf.
-        const int64_t band = item.causal_band(i0, rows, j0, cols);
-        const auto row_bands = [&](auto&& body) {
-          for (int64_t r0 = 0; r0 < rows; r0 += band) {
-            const int64_t r1 = std::min(rows, r0 + band), seen = item.band_cols(i0, r1, j0, cols);
-            if (seen > 0) body(r0, r1, seen);
-          }
-        };
-        const auto key_bands = [&](auto&& body) {
-          for (int64_t c0 = 0; c0 < cols; c0 += band) {
-            const int64_t c1 = std::min(cols, c0 + band), from = item.first_row_seeing(i0, j0, c0);
-            if (from < rows) body(c0, c1, from);
-          }
-        };
-        row_bands([&](int64_t r0, int64_t r1, int64_t seen) {  // S = scale Q K^T
+        // Row and key bands of a tile on the causal diagonal (Item::row_bands); one band elsewhere.
+        // S = scale Q K^T: scores past a row band's `seen` are not computed, mask_row sets them -inf
+        item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
           product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0,
                             T(0), probs + r0 * kTileLd, kTileLd);
         });
@@ -500,12 +494,12 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
         const T* kept_probs = p.dropout_p > 0 ? dropped : probs;
-        key_bands([&](int64_t c0, int64_t c1, int64_t from) {
+        item.key_bands(i0, rows, j0, cols, [&](int64_t c0, int64_t c1, int64_t from) {
           product(true, false, c1 - c0, value_dim, rows - from, T(1),
                   kept_probs + from * kTileLd + c0, kTileLd, d_out_i.row(from), d_out_i.ld, T(1),
                   d_v + (j0 + c0) * ld_v, ld_v);
         });
-        row_bands([&](int64_t r0, int64_t r1, int64_t seen) {
+        item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
           product_with_keys(r1 - r0, seen, value_dim, T(1), d_out_i.row(r0), d_out_i.ld, values, j0,
                             T(0), d_probs + r0 * kTileLd, kTileLd);
           for (int64_t r = r0; r < r1; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
@@ -521,7 +515,7 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
                   kTileLd, key_rows.row(j0), key_rows.ld, T(1), d_q + (i0 + r0) * ld_qk, ld_qk);
         });
         // dK_j += scale dS^T Q_i
-        key_bands([&](int64_t c0, int64_t c1, int64_t from) {
+        item.key_bands(i0, rows, j0, cols, [&](int64_t c0, int64_t c1, int64_t from) {
           product(true, false, c1 - c0, head_dim, rows - from, T(p.scale),
                   d_probs + from * kTileLd + c0, kTileLd, q_i.row(from), q_i.ld, T(1),
                   d_k + (j0 + c0) * ld_qk, ld_qk);

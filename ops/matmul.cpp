@@ -188,11 +188,14 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
              const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
              grads[0] = matmul(g_rows, cat(stacked, 0)).view(node.saved[0].shape());
            }
-           bool weight_grads = false;
-           for (size_t i = 0; i < n; ++i) weight_grads |= node.needs_grad(1 + i);
+           bool weight_grads = false, bias_grads = false;
+           for (size_t i = 0; i < n; ++i) {
+             weight_grads |= node.needs_grad(1 + i);
+             bias_grads |= with_bias && node.needs_grad(1 + n + i);
+           }
            const Tensor x_rows = node.saved[0].reshape({-1, in});
            const Tensor dw = weight_grads ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor();
-           const Tensor db = with_bias ? sum(g_rows, {0}) : Tensor();
+           const Tensor db = bias_grads ? sum(g_rows, {0}) : Tensor();
            int64_t start = 0;
            for (size_t i = 0; i < n; ++i) {
              if (node.needs_grad(1 + i)) grads[1 + i] = dw.narrow(0, start, rows[i]);
