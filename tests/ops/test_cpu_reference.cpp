@@ -322,6 +322,17 @@ TEST_CASE("fused attention matches the reference: one tile, no mask", "[cpu-refe
   for (DType dtype : {DType::f32, DType::f64}) check_attention({2, 5, 7, 3, 4}, dtype);
 }
 
+// Enough items that each thread takes several at a time and prefetches the next one's rows
+// (unit_group in ops/cpu_attention.cpp): 40 items are groups of 5 at two threads.
+TEST_CASE("fused attention matches the reference on many small items (grouped work units)", "[cpu-reference][attention]") {
+  manual_seed(30);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check_attention({40, 20, 24, 16, 16}, dtype);
+    check_attention({40, 20, 24, 16, 16, true, MaskKind::random}, dtype);
+    check_attention({40, 70, 70, 8, 5, false, MaskKind::key_holes}, dtype);
+  }
+}
+
 TEST_CASE("fused attention matches the reference: ragged query and key tiles", "[cpu-reference][attention]") {
   manual_seed(24);
   // Sq 70 = 64 + 6 queries, Sk 150 = 128 + 22 keys; head_dim 7 and value_dim 5 (not lane multiples)
