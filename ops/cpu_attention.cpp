@@ -206,6 +206,12 @@ T dot(const T* a, const T* b, int64_t n) {
   return (partial[0] + partial[1]) + (partial[2] + partial[3]);
 }
 
+// Whether the n entries from `row` are all zero (a NaN is not).
+template <typename T>
+bool all_zero(const T* row, int64_t n) {
+  return std::all_of(row, row + n, [](T x) { return x == T(0); });
+}
+
 // What one batch item needs: sizes, masks, the sparse layout, ALiBi and dropout, shared by forward
 // and backward.
 struct Item {
@@ -541,8 +547,16 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     T* d_probs = scratch<T>(kDProbs, kQueryTile * kTileLd);
     T* row_dot = scratch<T>(kRowDot, kQueryTile);
     T* keep = scratch<T>(kKeep, kQueryTile * kTileLd);
-    for (int64_t i0 = 0; i0 < sq; i0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, sq - i0);
+    for (int64_t tile_start = 0; tile_start < sq; tile_start += kQueryTile) {
+      // A query whose output gradient is zero adds nothing to dQ, dK or dV: dP = dO V^T and
+      // D = dO . O vanish with dO, and so does dS. So the tile shrinks to its rows from the first
+      // to the last with a nonzero dO, and a tile of none is skipped: padded queries, whose outputs
+      // a model ignores, or the positions a forecaster does not read, cost nothing here.
+      int64_t first = 0, past = std::min(kQueryTile, sq - tile_start);
+      while (first < past && all_zero(d_out + (tile_start + first) * ld_out, value_dim)) ++first;
+      while (past > first && all_zero(d_out + (tile_start + past - 1) * ld_out, value_dim)) --past;
+      if (first == past) continue;
+      const int64_t i0 = tile_start + first, rows = past - first;
       const Rows<T> q_i(kQueryRows, q + i0 * ld_qk, ld_qk, rows, head_dim);
       const Rows<T> d_out_i(kDOutRows, d_out + i0 * ld_out, ld_out, rows, value_dim);
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i

@@ -140,7 +140,15 @@ struct AttentionCase {
   double dropout_p = 0.0;
   SparsityLayout sparsity = {};
   int64_t alibi_heads = 0;
+  // Most output gradient rows zero, as when a loss reads only some positions: the kernel leaves
+  // those queries out of its backward. Query i of item n keeps its gradient when it is the last,
+  // in [5, 30) of an even item, or a multiple of 11 past 63 in every third item.
+  bool sparse_grad = false;
 };
+
+bool keeps_gradient(const AttentionCase& c, int64_t n, int64_t i) {
+  return i == c.sq - 1 || (n % 2 == 0 && i >= 5 && i < 30) || (n % 3 == 1 && i >= 64 && i % 11 == 0);
+}
 
 AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
   AttentionProblem p;
@@ -191,7 +199,17 @@ void check_attention(const AttentionCase& c, DType dtype) {
             << ", value_dim " << c.value_dim << ", causal " << c.causal << ", mask "
             << static_cast<int>(c.mask) << ", dropout " << c.dropout_p << ", " << dtype_name(dtype));
   const AttentionProblem p = make_problem(c, dtype);
-  const Tensor grad_out = random({c.items, c.sq, c.value_dim}, dtype);
+  Tensor grad_out = random({c.items, c.sq, c.value_dim}, dtype);
+  if (c.sparse_grad) {
+    std::vector<double> values = grad_out.to_host_f64();
+    for (int64_t n = 0; n < c.items; ++n) {
+      for (int64_t i = 0; i < c.sq; ++i) {
+        if (keeps_gradient(c, n, i)) continue;
+        std::fill_n(values.begin() + (n * c.sq + i) * c.value_dim, c.value_dim, 0.0);
+      }
+    }
+    grad_out = from_values(values, grad_out.shape(), dtype, kCPU);
+  }
   const double relative = 16.0 * (c.sq + c.sk + c.head_dim + c.value_dim) * unit_roundoff(dtype);
 
   const Tensor out = empty({c.items, c.sq, c.value_dim}, dtype, kCPU);
@@ -330,6 +348,26 @@ TEST_CASE("fused attention matches the reference on many small items (grouped wo
     check_attention({40, 20, 24, 16, 16}, dtype);
     check_attention({40, 20, 24, 16, 16, true, MaskKind::random}, dtype);
     check_attention({40, 70, 70, 8, 5, false, MaskKind::key_holes}, dtype);
+  }
+}
+
+// Zero rows of dO: the backward trims each query tile to its rows from the first to the last with
+// a gradient, and skips tiles with none; the result must not change.
+TEST_CASE("fused attention matches the reference when most output gradient rows are zero", "[cpu-reference][attention]") {
+  manual_seed(31);
+  for (bool baseline : {false, true}) {
+    INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
+    std::optional<cpu::FastPathsOff> plain;
+    if (baseline) plain.emplace();
+    for (DType dtype : {DType::f32, DType::f64}) {
+      check_attention({.items = 6, .sq = 150, .sk = 140, .head_dim = 16, .value_dim = 8, .sparse_grad = true}, dtype);
+      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                       .mask = MaskKind::random, .sparse_grad = true}, dtype);
+      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                       .dropout_p = 0.3, .sparse_grad = true}, dtype);
+      check_attention({.items = 6, .sq = 70, .sk = 200, .head_dim = 5, .value_dim = 3,
+                       .mask = MaskKind::padding, .sparse_grad = true}, dtype);
+    }
   }
 }
 
