@@ -22,8 +22,9 @@
 #   TORCH2_PYTHON=/path/to/python: an interpreter that has torch 2.x, instead of bench/.venv
 #   SKIP_TORCH2=1: PyTorch 1.13 only (the 2.x columns say n/a)
 #
-# Timings are medians over STEPS steps; with REPEAT=n each configuration runs n times (fresh
-# processes) and the fastest median counts. On a shared machine,
+# Timings are medians over STEPS steps; with REPEAT=n the whole sweep runs n times (every
+# configuration once a round, in fresh processes) and each configuration's fastest median counts.
+# On a shared machine,
 # check the load average printed at the end: other processes on the 2 cores make both
 # frameworks slower, unevenly, and multi-threaded runs far slower.
 set -euo pipefail
@@ -65,42 +66,62 @@ fi
 
 results="$(mktemp)"
 sgemm="$(mktemp)"
-trap 'rm -f "$results" "$sgemm"' EXIT
+raw="$(mktemp)"
+trap 'rm -f "$results" "$sgemm" "$raw"' EXIT
 
-# The fastest of $repeat runs of a command printing one JSON line.
+# One run of a command printing one JSON line, kept under a key (configuration/threads/framework).
+measure() {
+  local key="$1"
+  shift
+  "$@" | jq -c --arg key "$key" '{key: $key, run: .}' >> "$raw"
+}
+torch2_measure() {  # the same for torch 2.x, unless it is skipped
+  if [ -n "$torch2" ]; then measure "$1" "$torch2" "$here/torch_ref.py" "${@:2}"; fi
+}
+# The fastest run kept under a key, or null.
 fastest() {
-  for _ in $(seq "$repeat"); do "$@"; done | jq -c -s 'min_by(.ms_per_step)'
+  jq -c -s --arg key "$1" '[.[] | select(.key == $key) | .run] | if length == 0 then null else min_by(.ms_per_step) end' "$raw"
 }
 
-# torch 2.x's fastest run, or null when it is skipped.
-torch2_fastest() {
-  if [ -n "$torch2" ]; then fastest "$torch2" "$here/torch_ref.py" "$@"; else echo null; fi
-}
-
-for threads in $threads_list; do  # sgemm, n=1024: tapegrad's, OpenBLAS through torch 1.13, MKL through 2.x
-  args=(--workload sgemm --threads "$threads" --steps "$steps" --warmup "$warmup" --json)
-  own="$(fastest "$tapegrad" bench "${args[@]}")"
-  ob="$(fastest "$python" "$here/torch_ref.py" "${args[@]}")"
-  mkl="$(torch2_fastest "${args[@]}")"
-  jq -c -n --argjson own "$own" --argjson ob "$ob" --argjson mkl "$mkl" \
-    '{threads: $ob.threads, tapegrad: $own, openblas: $ob, mkl: $mkl}' >> "$sgemm"
+# REPEAT rounds, each running every configuration once: the repeats of one configuration are
+# minutes apart, so a burst of load from another tenant of the machine slows one of them, not all.
+for _ in $(seq "$repeat"); do
+  for threads in $threads_list; do  # sgemm, n=1024: tapegrad's, OpenBLAS through torch 1.13, MKL through 2.x
+    args=(--workload sgemm --threads "$threads" --steps "$steps" --warmup "$warmup" --json)
+    measure "sgemm/$threads/tapegrad" "$tapegrad" bench "${args[@]}"
+    measure "sgemm/$threads/openblas" "$python" "$here/torch_ref.py" "${args[@]}"
+    torch2_measure "sgemm/$threads/mkl" "${args[@]}"
+  done
+  for workload in $workloads; do
+    for threads in $threads_list; do
+      n="$steps"
+      [ "$workload" = attn-long ] && n="$long_steps"
+      args=(--workload "$workload" --threads "$threads" --steps "$n" --warmup "$warmup" --json)
+      key="$workload/$threads"
+      measure "$key/tg" "$tapegrad" bench "${args[@]}"
+      measure "$key/th" "$python" "$here/torch_ref.py" "${args[@]}"
+      measure "$key/tu" "$python" "$here/torch_ref.py" "${args[@]}" --blas-threads 0
+      torch2_measure "$key/t2" "${args[@]}"
+      if [ "$workload" = attn-long ]; then  # fused vs SDPA, and the explicit paths (1.13 has no SDPA)
+        torch2_measure "$key/sdpa" "${args[@]}" --attention sdpa
+        measure "$key/tg-explicit" "$tapegrad" bench "${args[@]}" --path explicit
+      fi
+    done
+  done
 done
 
+for threads in $threads_list; do
+  jq -c -n --argjson own "$(fastest "sgemm/$threads/tapegrad")" --argjson ob "$(fastest "sgemm/$threads/openblas")" \
+    --argjson mkl "$(fastest "sgemm/$threads/mkl")" '{threads: $ob.threads, tapegrad: $own, openblas: $ob, mkl: $mkl}' >> "$sgemm"
+done
 for workload in $workloads; do
   for threads in $threads_list; do
-    n="$steps"
-    [ "$workload" = attn-long ] && n="$long_steps"
-    args=(--workload "$workload" --threads "$threads" --steps "$n" --warmup "$warmup" --json)
-    tg="$(fastest "$tapegrad" bench "${args[@]}")"
-    th="$(fastest "$python" "$here/torch_ref.py" "${args[@]}")"
-    tu="$(fastest "$python" "$here/torch_ref.py" "${args[@]}" --blas-threads 0)"
-    t2="$(torch2_fastest "${args[@]}")"
-    if [ "$workload" = attn-long ]; then  # fused vs SDPA, and the explicit paths (1.13 has no SDPA)
-      sdpa="$(torch2_fastest "${args[@]}" --attention sdpa)"
-      jq -c -n --argjson tg "$tg" --argjson th "$th" --argjson tu "$tu" --argjson t2 "$sdpa" \
+    key="$workload/$threads"
+    tg="$(fastest "$key/tg")" th="$(fastest "$key/th")" tu="$(fastest "$key/tu")" t2="$(fastest "$key/t2")"
+    if [ "$workload" = attn-long ]; then
+      jq -c -n --argjson tg "$tg" --argjson th "$th" --argjson tu "$tu" --argjson t2 "$(fastest "$key/sdpa")" \
         '{name: $tg.workload, tg: $tg, th: $th, tu: $tu, t2: $t2}' >> "$results"
-      tg="$(fastest "$tapegrad" bench "${args[@]}" --path explicit)"
-      jq -c -n --argjson tg "$tg" --argjson th "$th" --argjson tu "$tu" --argjson t2 "$t2" \
+      jq -c -n --argjson tg "$(fastest "$key/tg-explicit")" --argjson th "$th" --argjson tu "$tu" --argjson t2 "$t2" \
         '{name: "attn-long (explicit)", tg: $tg, th: $th, tu: $tu, t2: $t2}' >> "$results"
     else
       jq -c -n --argjson tg "$tg" --argjson th "$th" --argjson tu "$tu" --argjson t2 "$t2" \
