@@ -367,6 +367,12 @@ TEST_CASE("fused attention matches the reference when most output gradient rows 
                        .dropout_p = 0.3, .sparse_grad = true}, dtype);
       check_attention({.items = 6, .sq = 70, .sk = 200, .head_dim = 5, .value_dim = 3,
                        .mask = MaskKind::padding, .sparse_grad = true}, dtype);
+      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8,
+                       .sparsity = {.kind = SparsityKind::local, .window = 20}, .sparse_grad = true}, dtype);
+      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                       .sparsity = {.kind = SparsityKind::bigbird, .window = 7, .random_blocks = 2,
+                                    .global_tokens = 4, .seed = 9},
+                       .alibi_heads = 3, .sparse_grad = true}, dtype);
     }
   }
 }
