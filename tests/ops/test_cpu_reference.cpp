@@ -238,6 +238,17 @@ void check_attention(const AttentionCase& c, DType dtype) {
   });
 }
 
+// One case on both f32 paths, the AVX2 tile kernels (where the CPU has them) and the baseline
+// (BLAS products, SSE2 rows), and in f64 beside each.
+void check_attention_on_both_paths(const AttentionCase& c) {
+  for (bool baseline : {false, true}) {
+    INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
+    std::optional<cpu::FastPathsOff> plain;
+    if (baseline) plain.emplace();
+    for (DType dtype : {DType::f32, DType::f64}) check_attention(c, dtype);
+  }
+}
+
 // ---- Softmax -------------------------------------------------------------------------------------
 
 void check_softmax(DimSplit s, DType dtype) {
@@ -355,26 +366,19 @@ TEST_CASE("fused attention matches the reference on many small items (grouped wo
 // a gradient, and skips tiles with none; the result must not change.
 TEST_CASE("fused attention matches the reference when most output gradient rows are zero", "[cpu-reference][attention]") {
   manual_seed(31);
-  for (bool baseline : {false, true}) {
-    INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
-    std::optional<cpu::FastPathsOff> plain;
-    if (baseline) plain.emplace();
-    for (DType dtype : {DType::f32, DType::f64}) {
-      check_attention({.items = 6, .sq = 150, .sk = 140, .head_dim = 16, .value_dim = 8, .sparse_grad = true}, dtype);
-      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
-                       .mask = MaskKind::random, .sparse_grad = true}, dtype);
-      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
-                       .dropout_p = 0.3, .sparse_grad = true}, dtype);
-      check_attention({.items = 6, .sq = 70, .sk = 200, .head_dim = 5, .value_dim = 3,
-                       .mask = MaskKind::padding, .sparse_grad = true}, dtype);
-      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8,
-                       .sparsity = {.kind = SparsityKind::local, .window = 20}, .sparse_grad = true}, dtype);
-      check_attention({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
-                       .sparsity = {.kind = SparsityKind::bigbird, .window = 7, .random_blocks = 2,
-                                    .global_tokens = 4, .seed = 9},
-                       .alibi_heads = 3, .sparse_grad = true}, dtype);
-    }
-  }
+  check_attention_on_both_paths({.items = 6, .sq = 150, .sk = 140, .head_dim = 16, .value_dim = 8, .sparse_grad = true});
+  check_attention_on_both_paths({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                                 .mask = MaskKind::random, .sparse_grad = true});
+  check_attention_on_both_paths({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                                 .dropout_p = 0.3, .sparse_grad = true});
+  check_attention_on_both_paths({.items = 6, .sq = 70, .sk = 200, .head_dim = 5, .value_dim = 3,
+                                 .mask = MaskKind::padding, .sparse_grad = true});
+  check_attention_on_both_paths({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8,
+                                 .sparsity = {.kind = SparsityKind::local, .window = 20}, .sparse_grad = true});
+  check_attention_on_both_paths({.items = 6, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                                 .sparsity = {.kind = SparsityKind::bigbird, .window = 7, .random_blocks = 2,
+                                              .global_tokens = 4, .seed = 9},
+                                 .alibi_heads = 3, .sparse_grad = true});
 }
 
 TEST_CASE("fused attention matches the reference: ragged query and key tiles", "[cpu-reference][attention]") {
@@ -416,19 +420,13 @@ TEST_CASE("fused attention matches the reference: sparse layouts and ALiBi, both
   const SparsityLayout band{.kind = SparsityKind::band, .window = 5, .dilation = 11};
   const SparsityLayout bigbird{.kind = SparsityKind::bigbird, .window = 7, .random_blocks = 2,
                                .global_tokens = 4, .seed = 9};
-  for (bool baseline : {false, true}) {
-    INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
-    std::optional<cpu::FastPathsOff> plain;
-    if (baseline) plain.emplace();
-    for (DType dtype : {DType::f32, DType::f64}) {
-      check_attention({.items = 2, .sq = 300, .sk = 300, .head_dim = 8, .value_dim = 8, .sparsity = local}, dtype);
-      check_attention({.items = 2, .sq = 300, .sk = 260, .head_dim = 8, .value_dim = 5, .causal = true, .sparsity = band}, dtype);
-      check_attention({.items = 2, .sq = 200, .sk = 300, .head_dim = 8, .value_dim = 8,
-                       .mask = MaskKind::padding, .sparsity = bigbird}, dtype);
-      check_attention({.items = 4, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
-                       .dropout_p = 0.2, .sparsity = local, .alibi_heads = 2}, dtype);
-    }
-  }
+  check_attention_on_both_paths({.items = 2, .sq = 300, .sk = 300, .head_dim = 8, .value_dim = 8, .sparsity = local});
+  check_attention_on_both_paths({.items = 2, .sq = 300, .sk = 260, .head_dim = 8, .value_dim = 5, .causal = true,
+                                 .sparsity = band});
+  check_attention_on_both_paths({.items = 2, .sq = 200, .sk = 300, .head_dim = 8, .value_dim = 8,
+                                 .mask = MaskKind::padding, .sparsity = bigbird});
+  check_attention_on_both_paths({.items = 4, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8, .causal = true,
+                                 .dropout_p = 0.2, .sparsity = local, .alibi_heads = 2});
 }
 
 // Small problems on both paths of f32: the AVX2 + FMA tile kernels of ops/cpu_attention_tiles.h
