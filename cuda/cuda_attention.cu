@@ -221,7 +221,7 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
   C* scratch = kept + threads;
 
   // D_i = dO_i . O_i (= sum_j P_ij dP_ij), and the rows of q and dO this block reuses.
-  C partial = 0;
+  C partial = 0, nonzero = 0;
   for (int64_t c = tid; c < a.d; c += threads) {
     q_row[c] = convert<C>(a.q[row * a.d + c]);
     dq_acc[c] = 0;
@@ -229,7 +229,11 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
   for (int64_t c = tid; c < a.dv; c += threads) {
     d_out_row[c] = convert<C>(grad_out[row * a.dv + c]);
     partial += d_out_row[c] * convert<C>(out[row * a.dv + c]);
+    if (d_out_row[c] != C(0)) nonzero = 1;  // a NaN counts
   }
+  // A row whose dO is zero adds nothing (dP, D and dS vanish with it), as on the CPU: skipped, so
+  // that non-finite scores of a query the loss never read do not reach dK and dV either.
+  if (block_reduce(nonzero, scratch, Plus{}, C(0)) == C(0)) return;
   // (its barrier also publishes q_row, d_out_row)
   const C row_dot = block_reduce(partial, scratch, Plus{}, C(0));
 

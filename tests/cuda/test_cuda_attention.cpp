@@ -5,8 +5,10 @@
 // Sizes stay small: the emulated device runs every GPU thread as an OS thread.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -39,7 +41,13 @@ struct Case {
   uint64_t seed = 1234, offset = 17;
   SparsityLayout sparsity = {};
   int64_t alibi_heads = 0;
+  // Zero rows of dO, which both backwards skip: all but the last query and every fifth one from 2.
+  // With inf_in_unread_query, also an infinity in q at item 0, query 0, one of those rows.
+  bool sparse_grad = false;
+  bool inf_in_unread_query = false;
 };
+
+bool keeps_gradient(const Case& c, int64_t i) { return i == c.sq - 1 || i % 5 == 2; }
 
 struct Tolerance {
   double rtol, atol;
@@ -119,10 +127,22 @@ struct Results {
 // Forward then backward on one device. The gradients start from the same nonzero values on both
 // devices (the kernels accumulate into them).
 Results run(const Case& c, bool cuda) {
-  const Tensor q = random_tensor({c.n, c.sq, c.d}, c.dtype, 0x5eed + 1, -1.5, 1.5);
+  Tensor q = random_tensor({c.n, c.sq, c.d}, c.dtype, 0x5eed + 1, -1.5, 1.5);
   const Tensor k = random_tensor({c.n, c.sk, c.d}, c.dtype, 0x5eed + 2, -1.5, 1.5);
   const Tensor v = random_tensor({c.n, c.sk, c.dv}, c.dtype, 0x5eed + 3, -1.5, 1.5);
-  const Tensor grad_out = random_tensor({c.n, c.sq, c.dv}, c.dtype, 0x5eed + 4, -1.5, 1.5);
+  Tensor grad_out = random_tensor({c.n, c.sq, c.dv}, c.dtype, 0x5eed + 4, -1.5, 1.5);
+  if (c.sparse_grad) {
+    std::vector<double> values = grad_out.to_host_f64();
+    for (int64_t row = 0; row < c.n * c.sq; ++row) {
+      if (!keeps_gradient(c, row % c.sq)) std::fill_n(values.begin() + row * c.dv, c.dv, 0.0);
+    }
+    grad_out = from_values(values, grad_out.shape(), c.dtype, kCPU);
+  }
+  if (c.inf_in_unread_query) {
+    std::vector<double> values = q.to_host_f64();
+    values[0] = std::numeric_limits<double>::infinity();
+    q = from_values(values, q.shape(), c.dtype, kCPU);
+  }
   const AttentionProblem p = problem_on(c, q, k, v, cuda);
   const Device device = cuda ? kCuda : kCPU;
   Kernels& kernels = tg::kernels(device);
@@ -305,6 +325,31 @@ TEST_CASE("cuda attention matches the cpu in f16 and bf16", "[cuda]") {
     require_match({.n = 1, .sq = 5, .sk = 70, .d = 4, .dv = 4, .dtype = dtype,
                    .mask = shared_mask(1, 5, 70, 0.7, 8)});
   }
+}
+
+TEST_CASE("cuda attention matches the cpu when most output gradient rows are zero", "[cuda]") {
+  for (DType dtype : kExact) {
+    require_match({.n = 3, .sq = 23, .sk = 19, .d = 6, .dv = 5, .dtype = dtype, .sparse_grad = true});
+    require_match({.n = 2, .sq = 23, .sk = 23, .d = 6, .dv = 5, .dtype = dtype, .causal = true,
+                   .dropout_p = 0.3, .sparse_grad = true});
+  }
+}
+
+// Both backwards leave out a query whose dO row is zero. An infinity in it makes its scores
+// infinite and its probabilities NaN; no loss reads its output, and the NaN reaches neither dK nor
+// dV, on either device (computed in full, 0 * NaN would spread it there).
+TEST_CASE("cuda and cpu attention keep an unread query's NaN out of dK and dV", "[cuda]") {
+  const Case c{.n = 2, .sq = 11, .sk = 11, .d = 4, .dv = 4, .dtype = DType::f32, .sparse_grad = true,
+               .inf_in_unread_query = true};
+  REQUIRE_FALSE(keeps_gradient(c, 0));
+  const Results cpu = run(c, false), cuda = run(c, true);
+  const Tolerance tol = tolerance_for(c.dtype);
+  require_finite(cpu.dk);
+  require_finite(cpu.dv);
+  require_close(cuda.dk, cpu.dk, tol.rtol, tol.atol);
+  require_close(cuda.dv, cpu.dv, tol.rtol, tol.atol);
+  REQUIRE_FALSE(std::isfinite(cpu.out.to_host_f64()[0]));  // the query's own output
+  REQUIRE_FALSE(std::isfinite(on_cpu(cuda.out).to_host_f64()[0]));
 }
 
 TEST_CASE("cuda attention with no keys gives zero output", "[cuda]") {
