@@ -381,6 +381,39 @@ TEST_CASE("fused attention matches the reference when most output gradient rows 
                                  .alibi_heads = 3, .sparse_grad = true});
 }
 
+// A query whose dO row is zero is left out of the backward: an infinity in it (infinite scores,
+// NaN probabilities) must not reach dK or dV, which come out exactly as with that query finite.
+TEST_CASE("fused attention backward keeps an unread query's non-finite scores out of dK and dV", "[cpu-reference][attention]") {
+  manual_seed(32);
+  const AttentionCase c{.items = 2, .sq = 70, .sk = 50, .head_dim = 8, .value_dim = 8, .sparse_grad = true};
+  REQUIRE_FALSE(keeps_gradient(c, 0, 0));
+  AttentionProblem p = make_problem(c, DType::f32);
+  Tensor grad_out = random({c.items, c.sq, c.value_dim}, DType::f32);
+  std::vector<double> g = grad_out.to_host_f64();
+  for (int64_t i = 0; i < c.sq; ++i) {  // item 0, query 0 has no gradient
+    if (!keeps_gradient(c, 0, i)) std::fill_n(g.begin() + i * c.value_dim, c.value_dim, 0.0);
+  }
+  grad_out = from_values(g, grad_out.shape(), DType::f32, kCPU);
+  const auto gradients = [&](double q00) {
+    std::vector<double> q = p.q.to_host_f64();
+    q[0] = q00;
+    p.q = from_values(q, p.q.shape(), DType::f32, kCPU);
+    const Tensor out = empty({c.items, c.sq, c.value_dim}, DType::f32, kCPU);
+    const Tensor lse = empty({c.items, c.sq}, DType::f32, kCPU);
+    kernels(kCPU).attention_forward(p, out, lse);
+    std::vector<Tensor> grads{zeros(p.q.shape(), DType::f32, kCPU), zeros(p.k.shape(), DType::f32, kCPU),
+                              zeros(p.v.shape(), DType::f32, kCPU), out};
+    kernels(kCPU).attention_backward(p, out, lse, grad_out, grads[0], grads[1], grads[2]);
+    return grads;
+  };
+  at_thread_counts([&] {
+    const std::vector<Tensor> finite = gradients(0.5), infinite = gradients(kInf);
+    REQUIRE_FALSE(std::isfinite(infinite[3].to_host_f64()[0]));  // the unread query's own output
+    REQUIRE(infinite[1].to_host_f64() == finite[1].to_host_f64());  // dK
+    REQUIRE(infinite[2].to_host_f64() == finite[2].to_host_f64());  // dV
+  });
+}
+
 TEST_CASE("fused attention matches the reference: ragged query and key tiles", "[cpu-reference][attention]") {
   manual_seed(24);
   // Sq 70 = 64 + 6 queries, Sk 150 = 128 + 22 keys; head_dim 7 and value_dim 5 (not lane multiples)
