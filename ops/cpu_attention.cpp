@@ -5,7 +5,7 @@
 // Forward, per tile of queries: walk the key tiles, S = scale Q K^T on one GEMM, keep a running
 // row max m and row sum l (online softmax), rescale the accumulator when m grows, add P V with a
 // second GEMM. Causal tiles entirely above the diagonal, and tiles the sparse layout rules out
-// (Item::tile_visible), are never visited. Only out and the
+// (Item::tile_visible, ops/cpu_attention_item.h), are never visited. Only out and the
 // per-row log-sum-exp (m + log l) are kept: O(S) statistics instead of the O(S^2) weights.
 //
 // Backward recomputes P = exp(S - lse) tile by tile and applies, with D_i = dO_i . O_i,
@@ -17,8 +17,9 @@
 // instead (AttentionProblem), so rows are ld_qk, ld_v or ld_out apart (item_rows). On a CPU
 // with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
 // ops/cpu_attention_tiles.h: products (a BLAS call costs more than the arithmetic of a
-// 32 x 32 x 16 tile) and the row helpers (exp, max); their operands are laid out for L1 first (KeysOperand, Rows, kTileLd), and causal tiles
-// on the diagonal are computed in bands (Item::row_bands). Otherwise, and for f64, products go
+// 32 x 32 x 16 tile) and the row helpers (exp, max); their operands are laid out for L1 first
+// (KeysOperand, Rows, kTileLd), and causal tiles on the diagonal are computed in bands
+// (Item::row_bands). Otherwise, and for f64, products go
 // to blas_gemm (one BLAS thread each) and rows to ops/cpu_simd.h. OpenMP runs over items, or runs
 // of query tiles (autograd/threads.h). Working memory is per thread and kept between calls
 // (scratch), so a tile allocates nothing. docs/attention.md tells what each choice gained.
@@ -29,8 +30,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/ops/cpu_attention_item.h"
 #include "tapegrad/ops/cpu_attention_tiles.h"
 #include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_kernels.h"
@@ -54,13 +55,10 @@ float row_max_of(const float* row, int64_t cols) {
 }
 double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row, cols); }
 
-constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyTile = 128;
+using attention::Item;
+using attention::kKeyTile;
+using attention::kQueryTile;
 constexpr int64_t kTileLd = kKeyTile + 8;  // the backward's tiles: see there
-// The rows (or keys) of a band of a causal tile on the diagonal (Item::row_bands): two 6-row
-// blocks of the tile products. Each row of a band computes on average 5.5 scores past the
-// diagonal, against 31.5 for a whole 64-row tile.
-constexpr int64_t kCausalBand = 12;
 
 // With AVX2, f32 products of at most this many multiply-adds run on the micro-kernels of
 // ops/cpu_attention_tiles.h, larger ones on BLAS: whole 64 x 128 tiles up to head_dim and value_dim
@@ -187,6 +185,10 @@ T* item_rows(T* base, int64_t n, int64_t rows, int64_t width, int64_t heads, int
   if (heads == 0) return base + n * rows * width;
   return base + (n / heads) * rows * ld + (n % heads) * width;
 }
+template <typename T>  // the same in an operand's data
+T* item_rows(const Tensor& operand, int64_t n, int64_t rows, int64_t width, int64_t heads, int64_t ld) {
+  return item_rows(operand.data_as<T>(), n, rows, width, heads, ld);
+}
 int64_t row_stride(int64_t width, int64_t heads) { return heads == 0 ? width : heads * width; }
 int64_t input_row_stride(const AttentionProblem& p, int64_t width) {
   return p.interleaved_heads > 0 && p.qkv_row_stride > 0 ? p.qkv_row_stride
@@ -211,120 +213,6 @@ template <typename T>
 bool all_zero(const T* row, int64_t n) {
   return std::all_of(row, row + n, [](T x) { return x == T(0); });
 }
-
-// What one batch item needs: sizes, masks, the sparse layout, ALiBi and dropout, shared by forward
-// and backward.
-struct Item {
-  const AttentionProblem& p;
-  int64_t n, sq, sk;
-  const bool* mask;
-  SparsityView sparsity;
-  double alibi_slope = 0;  // 0: no ALiBi
-  // A padding mask (one row for every query) that is true up to its last visible key hides
-  // nothing of what the key loop reads (key_end stops there), so mask_row skips it.
-  bool mask_hides_nothing = false;
-
-  Item(const AttentionProblem& problem, int64_t item, int64_t sq, int64_t sk, const bool* mask)
-      : p(problem), n(item), sq(sq), sk(sk), mask(mask),
-        sparsity(sparsity_view(p.sparsity, p.sparsity_random, sq)) {
-    if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads);
-    if (mask && p.mask_row_stride == 0) {
-      const bool* allowed = mask + p.mask_offsets[n];
-      const int64_t end = padding_end(sk);
-      mask_hides_nothing = true;
-      for (int64_t j = 0; j < end; ++j) mask_hides_nothing &= allowed[j * p.mask_col_stride];
-    }
-  }
-  // With a padding mask (row stride 0): `end` moved down past the keys the mask hides there.
-  int64_t padding_end(int64_t end) const {
-    const bool* allowed = mask + p.mask_offsets[n];
-    while (end > 0 && !allowed[(end - 1) * p.mask_col_stride]) --end;
-    return end;
-  }
-
-  // The scores of query i against keys j0 .. j0+cols-1 as the softmax takes them: ALiBi's bias
-  // -slope |i - j| added, then -inf where i may not attend j: past the diagonal when causal,
-  // outside the sparse layout, or false in the mask.
-  template <typename T>
-  void mask_row(int64_t i, int64_t j0, int64_t cols, T* row) const {
-    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-    if (alibi_slope != 0) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const int64_t j = j0 + c;
-        row[c] -= T(alibi_slope * static_cast<double>(i > j ? i - j : j - i));
-      }
-    }
-    if (p.causal) {
-      for (int64_t c = std::max<int64_t>(i + 1 - j0, 0); c < cols; ++c) row[c] = kNegInf;
-    }
-    if (sparsity.layout.kind == SparsityKind::local) {  // a window: two ranges, no test per key
-      const int64_t first = std::clamp<int64_t>(i - sparsity.layout.window + 1 - j0, 0, cols);
-      const int64_t past = std::clamp<int64_t>(i + sparsity.layout.window - j0, 0, cols);
-      std::fill(row, row + first, kNegInf);
-      std::fill(row + past, row + cols, kNegInf);
-    } else if (!sparsity.full()) {
-      for (int64_t c = 0; c < cols; ++c) {
-        if (!sparsity.visible(i, j0 + c)) row[c] = kNegInf;
-      }
-    }
-    if (mask && !mask_hides_nothing) {
-      const bool* allowed = mask + p.mask_offsets[n] + i * p.mask_row_stride + j0 * p.mask_col_stride;
-      if (p.mask_col_stride == 1) {  // the usual layout: a select the compiler vectorises
-        for (int64_t c = 0; c < cols; ++c) row[c] = allowed[c] ? row[c] : kNegInf;
-      } else {
-        for (int64_t c = 0; c < cols; ++c) {
-          if (!allowed[c * p.mask_col_stride]) row[c] = kNegInf;
-        }
-      }
-    }
-  }
-  // Whether the tile of query rows [i0, i0 + rows) and keys [j0, j0 + cols) has a key some query
-  // may see under the sparse layout: the kernels skip the others, so local attention costs O(S W).
-  bool tile_visible(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
-    return sparsity.tile_visible(i0, i0 + rows, j0, j0 + cols);
-  }
-  // Causal tiles that cross the diagonal are computed in bands of kCausalBand query rows (or
-  // keys), each only as far as it is visible, instead of in full and then masked; elsewhere one
-  // band is the whole tile. row_bands calls body(r0, r1, seen) for query rows [i0 + r0, i0 + r1),
-  // which see keys j0 .. j0 + seen - 1 of the tile (seen > 0); key_bands calls body(c0, c1, from)
-  // for keys [j0 + c0, j0 + c1), seen from query row i0 + from on (from < rows).
-  template <typename Body>
-  void row_bands(int64_t i0, int64_t rows, int64_t j0, int64_t cols, Body&& body) const {
-    const int64_t band = causal_band(i0, rows, j0, cols);
-    for (int64_t r0 = 0; r0 < rows; r0 += band) {
-      const int64_t r1 = std::min(rows, r0 + band);
-      const int64_t seen = p.causal ? std::clamp<int64_t>(i0 + r1 - j0, 0, cols) : cols;
-      if (seen > 0) body(r0, r1, seen);
-    }
-  }
-  template <typename Body>
-  void key_bands(int64_t i0, int64_t rows, int64_t j0, int64_t cols, Body&& body) const {
-    const int64_t band = causal_band(i0, rows, j0, cols);
-    for (int64_t c0 = 0; c0 < cols; c0 += band) {
-      const int64_t from = p.causal ? std::max<int64_t>(j0 + c0 - i0, 0) : 0;
-      if (from < rows) body(c0, std::min(cols, c0 + band), from);
-    }
-  }
-  int64_t causal_band(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
-    return p.causal && i0 + 1 - j0 < cols ? kCausalBand : std::max(rows, cols);
-  }
-  // The dropout factors of probabilities (i, j0 .. j0+cols-1): 0 if dropped, else 1 / (1 - p).
-  template <typename T>
-  void keep_row(int64_t i, int64_t j0, int64_t cols, T* factors) const {
-    float uniforms[kKeyTile];
-    philox_uniform_fill(p.seed, p.offset, (n * sq + i) * sk + j0, cols, uniforms);
-    const T kept = T(1.0 / (1.0 - p.dropout_p));
-    for (int64_t c = 0; c < cols; ++c) factors[c] = uniforms[c] >= p.dropout_p ? kept : T(0);
-  }
-  // The keys that query rows [i0, i0 + rows) can see at all end here: at the diagonal when causal,
-  // and after the last visible key of a mask that is the same for every query (a padding mask,
-  // row stride 0), so that the padding at the end of a short sequence costs nothing. Keys past it
-  // would only add probabilities of 0.
-  int64_t key_end(int64_t i0, int64_t rows) const {
-    const int64_t end = p.causal ? std::min(sk, i0 + rows) : sk;
-    return mask && p.mask_row_stride == 0 ? padding_end(end) : end;
-  }
-};
 
 // Runs body(index, next) for index < count (batch items, or runs of an item's query tiles) on
 // OpenMP's threads; each body's GEMMs run on its own thread (OpenBLAS is single-threaded). A
@@ -390,8 +278,7 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   const int64_t ld_qk = input_row_stride(p, head_dim), ld_out = row_stride(value_dim, heads);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t rows = std::min(kQueryTile, sq - i0);
-  const Rows<T> q_i(kQueryRows,
-                    item_rows(p.q.data_as<T>(), n, sq, head_dim, heads, ld_qk) + i0 * ld_qk, ld_qk,
+  const Rows<T> q_i(kQueryRows, item_rows<T>(p.q, n, sq, head_dim, heads, ld_qk) + i0 * ld_qk, ld_qk,
                     rows, head_dim);
   T* scores = scratch<T>(kScores, rows * kKeyTile);
   T* acc = scratch<T>(kAccumulator, rows * value_dim);
@@ -436,7 +323,7 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
               values.row(j0), values.ld, T(1), acc + r0 * value_dim, value_dim);
     });
   }
-  T* out = item_rows(out_tensor.data_as<T>(), n, sq, value_dim, heads, ld_out) + i0 * ld_out;
+  T* out = item_rows<T>(out_tensor, n, sq, value_dim, heads, ld_out) + i0 * ld_out;
   T* lse = lse_tensor.data_as<T>() + n * sq + i0;
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
@@ -474,23 +361,23 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     return Unit{item, first_tile * kQueryTile, std::min(past_tile * kQueryTile, sq),
                 item.key_end(last_i0, std::min(kQueryTile, sq - last_i0))};
   };
-  const auto operand = [&](const Tensor& t, int64_t n, int64_t rows, int64_t width, int64_t ld) {
-    return item_rows(t.data_as<T>(), n, rows, width, heads, ld);  // where item n's rows start
-  };
   parallel_for(batch * parts, unit_group(batch * parts), [&](int64_t work, int64_t next_work) {
     if (next_work >= 0) {
       const Unit next = unit(next_work);
       const int64_t n = next.item.n, rows = next.past_row - next.first_row;
-      prefetch<T>({{operand(p.q, n, sq, head_dim, ld_qk) + next.first_row * ld_qk, rows, head_dim, ld_qk},
-                   {operand(p.k, n, sk, head_dim, ld_qk), next.keys, head_dim, ld_qk},
-                   {operand(p.v, n, sk, value_dim, ld_v), next.keys, value_dim, ld_v}},
-                  {{operand(out_tensor, n, sq, value_dim, ld_out) + next.first_row * ld_out, rows,
-                    value_dim, ld_out}});
+      const T* q = item_rows<T>(p.q, n, sq, head_dim, heads, ld_qk) + next.first_row * ld_qk;
+      const T* out = item_rows<T>(out_tensor, n, sq, value_dim, heads, ld_out) + next.first_row * ld_out;
+      prefetch<T>({{q, rows, head_dim, ld_qk},
+                   {item_rows<T>(p.k, n, sk, head_dim, heads, ld_qk), next.keys, head_dim, ld_qk},
+                   {item_rows<T>(p.v, n, sk, value_dim, heads, ld_v), next.keys, value_dim, ld_v}},
+                  {{out, rows, value_dim, ld_out}});
     }
     const Unit u = unit(work);
     const int64_t n = u.item.n;
-    const KeysOperand<T> keys(kKeysT, operand(p.k, n, sk, head_dim, ld_qk), ld_qk, u.keys, head_dim);
-    const Rows<T> values(kValueRows, operand(p.v, n, sk, value_dim, ld_v), ld_v, keys.count, value_dim);
+    const KeysOperand<T> keys(kKeysT, item_rows<T>(p.k, n, sk, head_dim, heads, ld_qk), ld_qk, u.keys,
+                              head_dim);
+    const Rows<T> values(kValueRows, item_rows<T>(p.v, n, sk, value_dim, heads, ld_v), ld_v, keys.count,
+                         value_dim);
     for (int64_t i0 = u.first_row; i0 < u.past_row; i0 += kQueryTile) {
       forward_tile(u.item, i0, keys, values, out_tensor, lse_tensor);
     }
@@ -509,32 +396,29 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
   const bool* mask = p.mask.defined() ? p.mask.data_as<bool>() : nullptr;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-  const auto operand = [&](const Tensor& t, int64_t n, int64_t rows, int64_t width, int64_t ld) {
-    return item_rows(t.data_as<T>(), n, rows, width, heads, ld);  // where item n's rows start
-  };
   // Items are independent; tiles of one item share dK and dV.
   parallel_for(batch, unit_group(batch), [&](int64_t n, int64_t next) {
     if (next >= 0) {
       const int64_t keys = Item(p, next, sq, sk, mask).key_end(0, sq);
-      prefetch<T>({{operand(p.q, next, sq, head_dim, ld_qk), sq, head_dim, ld_qk},
-                   {operand(p.k, next, sk, head_dim, ld_qk), keys, head_dim, ld_qk},
-                   {operand(p.v, next, sk, value_dim, ld_v), keys, value_dim, ld_v},
-                   {operand(out_tensor, next, sq, value_dim, ld_out), sq, value_dim, ld_out},
-                   {operand(grad_out, next, sq, value_dim, ld_out), sq, value_dim, ld_out}},
-                  {{operand(grad_q, next, sq, head_dim, ld_qk), sq, head_dim, ld_qk},
-                   {operand(grad_k, next, sk, head_dim, ld_qk), keys, head_dim, ld_qk},
-                   {operand(grad_v, next, sk, value_dim, ld_v), keys, value_dim, ld_v}});
+      prefetch<T>({{item_rows<T>(p.q, next, sq, head_dim, heads, ld_qk), sq, head_dim, ld_qk},
+                   {item_rows<T>(p.k, next, sk, head_dim, heads, ld_qk), keys, head_dim, ld_qk},
+                   {item_rows<T>(p.v, next, sk, value_dim, heads, ld_v), keys, value_dim, ld_v},
+                   {item_rows<T>(out_tensor, next, sq, value_dim, heads, ld_out), sq, value_dim, ld_out},
+                   {item_rows<T>(grad_out, next, sq, value_dim, heads, ld_out), sq, value_dim, ld_out}},
+                  {{item_rows<T>(grad_q, next, sq, head_dim, heads, ld_qk), sq, head_dim, ld_qk},
+                   {item_rows<T>(grad_k, next, sk, head_dim, heads, ld_qk), keys, head_dim, ld_qk},
+                   {item_rows<T>(grad_v, next, sk, value_dim, heads, ld_v), keys, value_dim, ld_v}});
     }
     const Item item(p, n, sq, sk, mask);
-    const T* q = operand(p.q, n, sq, head_dim, ld_qk);
-    const T* k = operand(p.k, n, sk, head_dim, ld_qk);
-    const T* v = operand(p.v, n, sk, value_dim, ld_v);
-    const T* out = operand(out_tensor, n, sq, value_dim, ld_out);
+    const T* q = item_rows<T>(p.q, n, sq, head_dim, heads, ld_qk);
+    const T* k = item_rows<T>(p.k, n, sk, head_dim, heads, ld_qk);
+    const T* v = item_rows<T>(p.v, n, sk, value_dim, heads, ld_v);
+    const T* out = item_rows<T>(out_tensor, n, sq, value_dim, heads, ld_out);
     const T* lse = lse_tensor.data_as<T>() + n * sq;
-    const T* d_out = operand(grad_out, n, sq, value_dim, ld_out);
-    T* d_q = operand(grad_q, n, sq, head_dim, ld_qk);
-    T* d_k = operand(grad_k, n, sk, head_dim, ld_qk);
-    T* d_v = operand(grad_v, n, sk, value_dim, ld_v);
+    const T* d_out = item_rows<T>(grad_out, n, sq, value_dim, heads, ld_out);
+    T* d_q = item_rows<T>(grad_q, n, sq, head_dim, heads, ld_qk);
+    T* d_k = item_rows<T>(grad_k, n, sk, head_dim, heads, ld_qk);
+    T* d_v = item_rows<T>(grad_v, n, sk, value_dim, heads, ld_v);
     const int64_t keys_read = item.key_end(0, sq);  // by the item's last query tile
     const KeysOperand<T> keys(kKeysT, k, ld_qk, keys_read, head_dim);
     const KeysOperand<T> values(kValuesT, v, ld_v, keys_read, value_dim);
