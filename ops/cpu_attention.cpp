@@ -55,6 +55,36 @@ float row_max_of(const float* row, int64_t cols) {
 }
 double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row, cols); }
 
+// One step of the online softmax over a tile of scores (rows x cols, contiguous), a row at a
+// time: with m the row's running max and m' = max(m, the row's max), the row becomes
+// exp(s - m'), its sum l becomes l exp(m - m') + the row's new sum, and correction[r] = exp(m - m')
+// is what the caller rescales the row's accumulator by. A row with nothing visible yet (m' = -inf)
+// becomes 0 and keeps m and l. The correction is 1 there, and also on a row's first visible tile
+// (m = -inf): until then its l and accumulator are sums of zero probabilities, 0 (or NaN from
+// 0 * NaN in V), which exp(-inf) = 0 would leave as they are. f32 with AVX2:
+// tiles::online_softmax_avx2, the same step with all the rows' maxima first.
+template <typename T>
+void online_softmax(T* scores, int64_t rows, int64_t cols, T* row_max, T* row_sum, T* correction) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (fast_paths_enabled()) return tiles::online_softmax_avx2(scores, rows, cols, row_max, row_sum, correction);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    T* s = scores + r * cols;
+    const T new_max = std::max(row_max[r], row_max_of(s, cols));
+    correction[r] = T(1);
+    if (new_max == -std::numeric_limits<T>::infinity()) {  // nothing visible in this row yet
+      std::fill(s, s + cols, T(0));
+      continue;
+    }
+    // 1 when the max stays, or on the first visible tile (above)
+    if (new_max != row_max[r] && row_max[r] != -std::numeric_limits<T>::infinity()) {
+      correction[r] = std::exp(row_max[r] - new_max);
+    }
+    row_sum[r] = row_sum[r] * correction[r] + exp_shifted_row(s, cols, new_max);
+    row_max[r] = new_max;
+  }
+}
+
 using attention::Item;
 using attention::kKeyTile;
 using attention::kQueryTile;
@@ -71,8 +101,8 @@ constexpr int64_t kSmallProduct = kQueryTile * kKeyTile * 128;
 // the next call: the tiles of scores, probabilities and their gradients, the accumulators and row
 // statistics. Contents are garbage on entry.
 enum Slot {
-  kScores, kAccumulator, kRowMax, kRowSum, kKeep, kDropped, kDProbs, kRowDot, kKeysT, kValuesT,
-  kKeyRows, kValueRows, kQueryRows, kDOutRows, kSlots
+  kScores, kAccumulator, kRowMax, kRowSum, kCorrection, kKeep, kDropped, kDProbs, kRowDot, kKeysT,
+  kValuesT, kKeyRows, kValueRows, kQueryRows, kDOutRows, kSlots
 };
 
 template <typename T>
@@ -167,8 +197,8 @@ struct Rows {
     if constexpr (std::is_same_v<T, float>) {
       if (ld_rows == width || !on_tiles(kQueryTile, kKeyTile, width)) return;
       float* packed = scratch<float>(slot, count * width);
-      for (int64_t r = 0; r < count; ++r) {
-        std::copy(rows + r * ld_rows, rows + r * ld_rows + width, packed + r * width);
+      for (int64_t r = 0; r < count; ++r) {  // not std::copy: a memmove call a row costs more
+        for (int64_t c = 0; c < width; ++c) packed[r * width + c] = rows[r * ld_rows + c];
       }
       data = packed;
       ld = width;
@@ -284,6 +314,7 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   T* acc = scratch<T>(kAccumulator, rows * value_dim);
   T* row_max = scratch<T>(kRowMax, rows);
   T* row_sum = scratch<T>(kRowSum, rows);
+  T* correction = scratch<T>(kCorrection, rows);
   T* keep = scratch<T>(kKeep, kKeyTile);
   std::fill(acc, acc + rows * value_dim, T(0));
   std::fill(row_max, row_max + rows, kNegInf);
@@ -298,25 +329,17 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
       product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0, T(0),
                         scores + r0 * cols, cols);
     });
+    for (int64_t r = 0; r < rows; ++r) item.mask_row(i0 + r, j0, cols, scores + r * cols);
+    online_softmax(scores, rows, cols, row_max, row_sum, correction);
     for (int64_t r = 0; r < rows; ++r) {
-      T* s = scores + r * cols;
-      item.mask_row(i0 + r, j0, cols, s);
-      const T new_max = std::max(row_max[r], row_max_of(s, cols));
-      if (new_max == kNegInf) {  // nothing visible in this row yet
-        std::fill(s, s + cols, T(0));
-        continue;
+      if (correction[r] != T(1)) {
+        for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction[r];
       }
-      if (new_max != row_max[r]) {  // else the correction is exp(0) = 1: nothing to rescale
-        const T correction = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
-        row_sum[r] *= correction;
-        for (int64_t c = 0; c < value_dim; ++c) acc[r * value_dim + c] *= correction;
-      }
-      row_sum[r] += exp_shifted_row(s, cols, new_max);
       if (p.dropout_p > 0) {  // the normaliser above counts every probability; out drops some
+        T* s = scores + r * cols;
         item.keep_row(i0 + r, j0, cols, keep);
         for (int64_t c = 0; c < cols; ++c) s[c] *= keep[c];
       }
-      row_max[r] = new_max;
     }
     item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {  // O += P V
       product(false, false, r1 - r0, value_dim, seen, T(1), scores + r0 * cols, cols,
@@ -327,8 +350,9 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   T* lse = lse_tensor.data_as<T>() + n * sq + i0;
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = row_sum[r] == T(0);  // a fully masked row: output 0, gradient 0
+    const T inverse_sum = T(1) / row_sum[r];  // one division a row, not value_dim
     for (int64_t c = 0; c < value_dim; ++c) {
-      out[r * ld_out + c] = empty ? T(0) : acc[r * value_dim + c] / row_sum[r];
+      out[r * ld_out + c] = empty ? T(0) : acc[r * value_dim + c] * inverse_sum;
     }
     lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // The AVX2 + FMA tile kernels of the fused attention kernel (ops/cpu_attention.cpp), in f32: small
-// matrix products, the transposes they need, and exp / max over a row of scores.
+// matrix products, the transposes they need, exp / max over a row of scores, and the online
+// softmax step of a tile.
 //
 // On short sequences and heads (a 32 x 32 tile of scores from head_dim 16) a product is a few
 // thousand multiply-adds, less than what a BLAS call spends on checking, dispatching and packing.
@@ -37,5 +38,15 @@ void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, 
 // simd::row_max_of (ops/cpu_simd.h), whose accuracy and edge cases they share.
 float exp_shifted_row_avx2(float* row, int64_t cols, float shift);
 float row_max_avx2(const float* row, int64_t cols);
+
+// One step of the forward's online softmax over a tile of scores (rows x cols, contiguous), for
+// every row r: the new running max m' = max(row_max[r], the row's max); the row becomes
+// exp(s - m'), row_sum[r] becomes row_sum[r] * exp(m - m') + the row's new sum, row_max[r] m', and
+// correction[r] = exp(m - m'), by which the caller rescales the row's accumulator. A row whose m'
+// is -inf (nothing visible yet) becomes 0 and keeps its statistics, with correction 1. As the
+// plain loop online_softmax in ops/cpu_attention.cpp, which runs a row at a time; here all rows'
+// maxima come first and then all exps, so that rows overlap in the pipeline.
+void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_max, float* row_sum,
+                         float* correction);
 
 }  // namespace tg::cpu::tiles

@@ -7,7 +7,9 @@
 //  - transposes (8 x 8 blocks and what they leave) exactly, padding untouched;
 //  - exp over rows against std::exp within 1.2e-7 relative (the bound of ops/cpu_simd.h), the
 //    masked (-inf) entries exactly 0, and the row max, NaNs skipped; beside them the SSE2 row
-//    helpers of ops/cpu_simd.h, which the kernel uses without AVX2, on the same rows.
+//    helpers of ops/cpu_simd.h, which the kernel uses without AVX2, on the same rows;
+//  - the online softmax step of a tile against the same step in double, on rows with nothing
+//    visible, a first visible tile, a max that stays and one that grows.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -171,5 +173,62 @@ TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][t
     }
     std::vector<float> masked(9, -inf);  // a fully masked row: max -inf
     REQUIRE(impl.row_max(masked.data(), 9) == -inf);
+  }
+}
+
+TEST_CASE("attention tile rows: the online softmax step on AVX2 against double", "[attention][tiles]") {
+  if (!tg::cpu::cpu_has_avx2_fma()) return;  // the SSE2 path runs it a row at a time, in the kernel
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-6, 6);
+  for (int64_t cols : {1, 7, 8, 13, 16, 64}) {
+    const int64_t rows = 9;
+    INFO("cols " << cols);
+    std::vector<float> scores(rows * cols), row_max(rows), row_sum(rows), correction(rows, kSentinel);
+    for (float& s : scores) s = dist(gen);
+    // Row 0: nothing visible, before and now. Row 1: its first visible entries (m = -inf). Row 2:
+    // the max stays (every score below it). Row 3: the max grows. Row 4: masked entries among
+    // visible ones. Row 5: all masked now, visible before. Others: earlier statistics at random.
+    for (int64_t c = 0; c < cols; ++c) scores[c] = -inf;
+    for (int64_t c = 0; c < cols; ++c) scores[5 * cols + c] = -inf;
+    for (int64_t c = 0; c < cols; c += 2) scores[4 * cols + c] = -inf;
+    for (int64_t r = 0; r < rows; ++r) {
+      row_max[r] = dist(gen);
+      row_sum[r] = 1.0f + std::abs(dist(gen));
+    }
+    row_max[0] = row_max[1] = -inf;
+    row_sum[0] = row_sum[1] = 0.0f;
+    row_max[2] = 7.0f;    // above every score
+    row_max[3] = -10.0f;  // below every score
+    const std::vector<float> before = scores, max_before = row_max, sum_before = row_sum;
+    tiles::online_softmax_avx2(scores.data(), rows, cols, row_max.data(), row_sum.data(), correction.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      INFO("row " << r);
+      double tile_max = -inf;
+      for (int64_t c = 0; c < cols; ++c) tile_max = std::max<double>(tile_max, before[r * cols + c]);
+      const double new_max = std::max<double>(max_before[r], tile_max);
+      if (new_max == -inf) {  // rows 0 and 4 with one column: zeros, statistics kept, correction 1
+        for (int64_t c = 0; c < cols; ++c) REQUIRE(scores[r * cols + c] == 0.0f);
+        REQUIRE(row_max[r] == max_before[r]);
+        REQUIRE(row_sum[r] == sum_before[r]);
+        REQUIRE(correction[r] == 1.0f);
+        continue;
+      }
+      // m - m' rounded to f32 as the kernel has it, then exp (within 1.2e-7)
+      const float max_step = max_before[r] - static_cast<float>(new_max);
+      const double expected_correction = max_before[r] == -inf ? 1.0 : std::exp(static_cast<double>(max_step));
+      REQUIRE(std::abs(correction[r] - expected_correction) <= 1.2e-7 * expected_correction);
+      double new_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double expected = std::exp(static_cast<double>(before[r * cols + c]) - new_max);
+        new_sum += expected;
+        if (expected == 0) REQUIRE(scores[r * cols + c] == 0.0f);
+        else REQUIRE(std::abs(scores[r * cols + c] - expected) <= 6e-7 * expected);
+      }
+      REQUIRE(row_max[r] == static_cast<float>(new_max));
+      const double expected_sum = sum_before[r] * expected_correction + new_sum;
+      REQUIRE(std::abs(row_sum[r] - expected_sum) <= 1e-6 * expected_sum);
+      if (r == 2) REQUIRE(correction[r] == 1.0f);  // the max stayed: exactly 1
+    }
   }
 }
