@@ -66,7 +66,9 @@ double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row
 template <typename T>
 void online_softmax(T* scores, int64_t rows, int64_t cols, T* row_max, T* row_sum, T* correction) {
   if constexpr (std::is_same_v<T, float>) {
-    if (fast_paths_enabled()) return tiles::online_softmax_avx2(scores, rows, cols, row_max, row_sum, correction);
+    if (fast_paths_enabled()) {
+      return tiles::online_softmax_avx2(scores, rows, cols, row_max, row_sum, correction);
+    }
   }
   for (int64_t r = 0; r < rows; ++r) {
     T* s = scores + r * cols;
@@ -89,6 +91,34 @@ using attention::Item;
 using attention::kKeyTile;
 using attention::kQueryTile;
 constexpr int64_t kTileLd = kKeyTile + 8;  // the backward's tiles: see there
+
+// The backward's row passes over a tile of kTileLd-apart rows: P = exp(S - lse) in every row whose
+// lse is finite (the others, fully masked, are zero already), and dS = P * (dP - D) in place of
+// dP. f32 with AVX2: tiles::exp_rows_avx2 and tiles::softmax_backward_rows_avx2, the same loops.
+template <typename T>
+void probabilities(T* scores, int64_t rows, int64_t cols, const T* lse) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (fast_paths_enabled()) return tiles::exp_rows_avx2(scores, rows, cols, kTileLd, lse);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (lse[r] == -std::numeric_limits<T>::infinity()) continue;
+    exp_shifted_row(scores + r * kTileLd, cols, lse[r]);
+  }
+}
+
+template <typename T>
+void softmax_backward(T* d_probs, const T* probs, int64_t rows, int64_t cols, const T* dot) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (fast_paths_enabled()) {
+      return tiles::softmax_backward_rows_avx2(d_probs, probs, rows, cols, kTileLd, dot);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      d_probs[r * kTileLd + c] = probs[r * kTileLd + c] * (d_probs[r * kTileLd + c] - dot[r]);
+    }
+  }
+}
 
 // With AVX2, f32 products of at most this many multiply-adds run on the micro-kernels of
 // ops/cpu_attention_tiles.h, larger ones on BLAS: whole 64 x 128 tiles up to head_dim and value_dim
@@ -487,12 +517,14 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
             std::fill(prob, prob + cols, T(0));
           } else {
             item.mask_row(i0 + r, j0, cols, prob);
-            exp_shifted_row(prob, cols, lse[i0 + r]);
           }
-          if (p.dropout_p > 0) {
-            T* factors = keep + r * kTileLd;
-            item.keep_row(i0 + r, j0, cols, factors);
-            for (int64_t c = 0; c < cols; ++c) dropped[r * kTileLd + c] = prob[c] * factors[c];
+        }
+        probabilities(probs, rows, cols, lse + i0);  // P = exp(S - lse)
+        for (int64_t r = 0; r < rows && p.dropout_p > 0; ++r) {
+          T* factors = keep + r * kTileLd;
+          item.keep_row(i0 + r, j0, cols, factors);
+          for (int64_t c = 0; c < cols; ++c) {
+            dropped[r * kTileLd + c] = probs[r * kTileLd + c] * factors[c];
           }
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
@@ -505,13 +537,14 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
         item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
           product_with_keys(r1 - r0, seen, value_dim, T(1), d_out_i.row(r0), d_out_i.ld, values, j0,
                             T(0), d_probs + r0 * kTileLd, kTileLd);
-          for (int64_t r = r0; r < r1; ++r) {  // dS = P * (dP - D), dP = dP~ * Z / (1 - p)
-            T* d_prob = d_probs + r * kTileLd;
-            for (int64_t c = 0; c < seen; ++c) {
-              const T kept = p.dropout_p > 0 ? d_prob[c] * keep[r * kTileLd + c] : d_prob[c];
-              d_prob[c] = probs[r * kTileLd + c] * (kept - row_dot[r]);
+          if (p.dropout_p > 0) {  // dP = dP~ * Z / (1 - p)
+            for (int64_t r = r0; r < r1; ++r) {
+              for (int64_t c = 0; c < seen; ++c) d_probs[r * kTileLd + c] *= keep[r * kTileLd + c];
             }
-            std::fill(d_prob + seen, d_prob + cols, T(0));  // past the diagonal (P = 0 there)
+          }
+          softmax_backward(d_probs + r0 * kTileLd, probs + r0 * kTileLd, r1 - r0, seen, row_dot + r0);
+          for (int64_t r = r0; r < r1; ++r) {  // past the diagonal (P = 0 there)
+            std::fill(d_probs + r * kTileLd + seen, d_probs + r * kTileLd + cols, T(0));
           }
           // dQ_i += scale dS K_j
           product(false, false, r1 - r0, head_dim, seen, T(p.scale), d_probs + r0 * kTileLd,

@@ -49,4 +49,11 @@ float row_max_avx2(const float* row, int64_t cols);
 void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_max, float* row_sum,
                          float* correction);
 
+// The backward's two row passes over a tile (rows x cols, rows ld apart): the probabilities
+// p = exp(s - lse[r]), every row at once (rows whose lse is -inf are left alone: the caller zeroed
+// them), and the softmax gradient ds = p * (dp - dot[r]) in place of dp.
+void exp_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse);
+void softmax_backward_rows_avx2(float* d_probs, const float* probs, int64_t rows, int64_t cols,
+                                int64_t ld, const float* dot);
+
 }  // namespace tg::cpu::tiles

@@ -219,11 +219,33 @@ void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_m
       continue;
     }
     // 1 when the max stays, or on the first visible tile (see online_softmax)
+    const __m256 step = _mm256_set1_ps(old_max - new_max);
     correction[r] = old_max == new_max || old_max == neg_inf
                         ? 1.0f
-                        : _mm_cvtss_f32(_mm256_castps256_ps128(exp_lanes(_mm256_set1_ps(old_max - new_max))));
+                        : _mm_cvtss_f32(_mm256_castps256_ps128(exp_lanes(step)));
     row_sum[r] = row_sum[r] * correction[r] + exp_shifted(row, cols, new_max);
     row_max_of_rows[r] = new_max;
+  }
+}
+
+void exp_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (lse[r] != -__builtin_inff()) exp_shifted(scores + r * ld, cols, lse[r]);
+  }
+}
+
+void softmax_backward_rows_avx2(float* d_probs, const float* probs, int64_t rows, int64_t cols,
+                                int64_t ld, const float* dot) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = d_probs + r * ld;
+    const float* p = probs + r * ld;
+    const __m256 dot_r = _mm256_set1_ps(dot[r]);
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m256 grad = _mm256_sub_ps(_mm256_loadu_ps(d + c), dot_r);
+      _mm256_storeu_ps(d + c, _mm256_mul_ps(_mm256_loadu_ps(p + c), grad));
+    }
+    for (; c < cols; ++c) d[c] = p[c] * (d[c] - dot[r]);
   }
 }
 

@@ -9,7 +9,8 @@
 //    masked (-inf) entries exactly 0, and the row max, NaNs skipped; beside them the SSE2 row
 //    helpers of ops/cpu_simd.h, which the kernel uses without AVX2, on the same rows;
 //  - the online softmax step of a tile against the same step in double, on rows with nothing
-//    visible, a first visible tile, a max that stays and one that grows.
+//    visible, a first visible tile, a max that stays and one that grows; and the backward's two
+//    row passes (P = exp(S - lse), dS = P (dP - D)), a fully masked row and the padding untouched.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -229,6 +230,46 @@ TEST_CASE("attention tile rows: the online softmax step on AVX2 against double",
       const double expected_sum = sum_before[r] * expected_correction + new_sum;
       REQUIRE(std::abs(row_sum[r] - expected_sum) <= 1e-6 * expected_sum);
       if (r == 2) REQUIRE(correction[r] == 1.0f);  // the max stayed: exactly 1
+    }
+  }
+}
+
+TEST_CASE("attention tile rows: the backward's exp and softmax gradient passes on AVX2", "[attention][tiles]") {
+  if (!tg::cpu::cpu_has_avx2_fma()) return;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 gen(13);
+  std::uniform_real_distribution<float> dist(-4, 4);
+  for (int64_t cols : {1, 7, 8, 13, 16, 64}) {
+    INFO("cols " << cols);
+    const int64_t rows = 5, ld = cols + 3;  // the padding of each row must stay untouched
+    std::vector<float> scores(rows * ld, kSentinel), lse(rows), d_probs(rows * ld, kSentinel), dot(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      lse[r] = dist(gen);
+      dot[r] = dist(gen);
+      for (int64_t c = 0; c < cols; ++c) {
+        scores[r * ld + c] = c % 4 == 3 ? -inf : dist(gen);
+        d_probs[r * ld + c] = dist(gen);
+      }
+    }
+    lse[2] = -inf;  // a fully masked row: left as it is
+    const std::vector<float> scores_before = scores, d_before = d_probs;
+    tiles::exp_rows_avx2(scores.data(), rows, cols, ld, lse.data());
+    tiles::softmax_backward_rows_avx2(d_probs.data(), scores.data(), rows, cols, ld, dot.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < ld; ++c) {
+        const int64_t at = r * ld + c;
+        if (c >= cols || r == 2) {
+          REQUIRE(scores[at] == scores_before[at]);
+          if (c >= cols) REQUIRE(d_probs[at] == kSentinel);
+          continue;
+        }
+        const double p = std::exp(static_cast<double>(scores_before[at]) - lse[r]);
+        if (p == 0) REQUIRE(scores[at] == 0.0f);
+        else REQUIRE(std::abs(scores[at] - p) <= 6e-7 * p);  // exp, x - lse rounded
+        // dS = P (dP - D) on the P just computed: two roundings
+        const double d_s = static_cast<double>(scores[at]) * (static_cast<double>(d_before[at]) - dot[r]);
+        REQUIRE(std::abs(d_probs[at] - d_s) <= 2.4e-7 * std::abs(d_s) + 1e-30);
+      }
     }
   }
 }
