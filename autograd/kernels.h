@@ -137,6 +137,16 @@ struct Kernels {
 
   virtual void gemm(const GemmBatch& batch) = 0;
 
+  // The gradients of y = x W^T + b in one pass over G, where a device has such a kernel: dx = G W,
+  // dW = G^T x, db = the column sums of G; an undefined output is not wanted. All 2-D and
+  // contiguous: g [M, N], x [M, K], weight [N, K]. Returns false where the device has none (the
+  // default), and ops/matmul.cpp computes them with gemm and sum_dim instead.
+  virtual bool linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
+                               const Tensor& dx, const Tensor& dw, const Tensor& db) {
+    (void)g, (void)x, (void)weight, (void)dx, (void)dw, (void)db;
+    return false;
+  }
+
   // out[r, :] = table[index[r], :]   (table contiguous [rows, width])
   virtual void index_select_rows(const Tensor& table, const Tensor& index, const Tensor& out) = 0;
   // table[index[r], :] += src[r, :]  (repeated indices add up)

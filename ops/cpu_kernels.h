@@ -129,6 +129,8 @@ class CpuKernels final : public Kernels {
   void scatter_add_dim(const Tensor& src, DimSplit split, const Tensor& index, const Tensor& out) override;
   void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out) override;
   void gemm(const GemmBatch& batch) override;
+  bool linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& dx,
+                       const Tensor& dw, const Tensor& db) override;  // ops/cpu_linear.cpp
   void index_select_rows(const Tensor& table, const Tensor& index, const Tensor& out) override;
   void index_add_rows(const Tensor& src, const Tensor& index, const Tensor& table) override;
   void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,

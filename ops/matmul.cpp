@@ -65,6 +65,30 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumul
   kernels(out.device()).gemm(g);
 }
 
+// The gradients of y = x W^T + b from g (all as rows: [M, out], [M, in], [out, in]), those that
+// are wanted: dx = g W, dW = g^T x, db = the column sums of g. The device's one-pass kernel where
+// it has one (Kernels::linear_backward), else two products and a sum.
+struct LinearGrads {
+  Tensor dx, dw, db;
+};
+
+LinearGrads linear_grads(const Tensor& g_rows, const Tensor& x_rows, const Tensor& weight,
+                         bool want_dx, bool want_dw, bool want_db) {
+  if (g_rows.is_contiguous() && x_rows.is_contiguous() && weight.is_contiguous()) {
+    const auto like = [&](const Tensor& t, Shape shape) { return empty(shape, t.dtype(), t.device()); };
+    LinearGrads fused;
+    if (want_dx) fused.dx = like(x_rows, x_rows.shape());
+    if (want_dw) fused.dw = like(weight, weight.shape());
+    if (want_db) fused.db = like(g_rows, {g_rows.size(1)});
+    if (kernels(g_rows.device()).linear_backward(g_rows, x_rows, weight, fused.dx, fused.dw, fused.db)) {
+      return fused;
+    }
+  }  // else the unused outputs are freed before the products allocate theirs
+  return {want_dx ? matmul(g_rows, weight) : Tensor(),
+          want_dw ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor(),
+          want_db ? sum(g_rows, {0}) : Tensor()};
+}
+
 Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   TG_CHECK(b.size(-2) == k, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
@@ -136,11 +160,10 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // y = x W^T + b:  dx = G W,  dW = G^T x,  db = sum of G over rows
   record("linear", {x, weight, bias}, out, {x, weight},
          [in, out_features](const Tensor& g, const Node& n) {
-           Tensor g_rows = g.reshape({-1, out_features});
-           Tensor x_rows = n.saved[0].reshape({-1, in});
-           return Grads{n.needs_grad(0) ? matmul(g_rows, n.saved[1]).view(n.saved[0].shape()) : Tensor(),
-                        n.needs_grad(1) ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor(),
-                        n.needs_grad(2) ? sum(g_rows, {0}) : Tensor()};
+           LinearGrads grads = linear_grads(g.reshape({-1, out_features}), n.saved[0].reshape({-1, in}),
+                                            n.saved[1], n.needs_grad(0), n.needs_grad(1), n.needs_grad(2));
+           if (grads.dx.defined()) grads.dx = grads.dx.view(n.saved[0].shape());
+           return Grads{grads.dx, grads.dw, grads.db};
          });
   return out;
 }
@@ -182,20 +205,19 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
   record("stacked_linear", inputs, out, std::move(saved),
          [n, rows, in, out_features, with_bias = !biases.empty()](const Tensor& g,
                                                                    const Node& node) {
-           const Tensor g_rows = g.reshape({-1, out_features});
            Grads grads(node.saved.size() + (with_bias ? n : 0));
-           if (node.needs_grad(0)) {
-             const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
-             grads[0] = matmul(g_rows, cat(stacked, 0)).view(node.saved[0].shape());
-           }
            bool weight_grads = false, bias_grads = false;
            for (size_t i = 0; i < n; ++i) {
              weight_grads |= node.needs_grad(1 + i);
              bias_grads |= with_bias && node.needs_grad(1 + n + i);
            }
-           const Tensor x_rows = node.saved[0].reshape({-1, in});
-           const Tensor dw = weight_grads ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor();
-           const Tensor db = bias_grads ? sum(g_rows, {0}) : Tensor();
+           const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
+           const LinearGrads both = linear_grads(g.reshape({-1, out_features}),
+                                                 node.saved[0].reshape({-1, in}), cat(stacked, 0),
+                                                 node.needs_grad(0), weight_grads, bias_grads);
+           if (node.needs_grad(0)) grads[0] = both.dx.view(node.saved[0].shape());
+           const Tensor& dw = both.dw;
+           const Tensor& db = both.db;
            int64_t start = 0;
            for (size_t i = 0; i < n; ++i) {
              if (node.needs_grad(1 + i)) grads[1 + i] = dw.narrow(0, start, rows[i]);
