@@ -5,7 +5,14 @@
 // projection), and by the time the second starts, the first has pushed the start of G out of
 // L2. Here each thread takes a contiguous share of G's rows and walks it in blocks small enough
 // that a block of G, x and dx stays in L2 while the block's three results are computed: G is read
-// from memory once. The price: each thread past the first sums its share of dW and db into a
+// from memory once.
+//
+// A row of G that is zero adds nothing to dW or db, and its row of dx is zero: so a block goes
+// in runs, zero rows (dx's rows set to 0) and rows with a gradient (the products). Positions a
+// model does not read give such rows: all but the last of a forecaster that predicts from the last
+// position, and padding that a mean over the real positions weighs 0. As with the attention's
+// queries (docs/attention.md), the result is the products' up to the order of the sums, except
+// that a NaN or infinity of x in a row whose gradient is zero no longer reaches dW (0 * inf). The price: each thread past the first sums its share of dW and db into a
 // buffer of its own ((threads - 1) x (N K + N) entries, from the allocator, so the peak counts
 // it), and the buffers are added at the end. So dW's sums run in another order than one product
 // over all rows, and depend on the thread count (within rounding).
@@ -56,15 +63,30 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
     if (my_dw) std::fill(my_dw, my_dw + n * k, T(0));
     if (my_db) std::fill(my_db, my_db + n, T(0));
     const int64_t first = std::min(m, t * share), past = std::min(m, first + share);
-    for (int64_t r0 = first; r0 < past; r0 += block) {
-      const int64_t rows = std::min(block, past - r0);
+    // Rows r0 .. r1 of G, none of them zero: dx's rows, and their terms of dW and db
+    const auto add_rows = [&](int64_t r0, int64_t r1) {
       const T* g_rows = g + r0 * n;
-      if (dx) blas_gemm(false, false, rows, k, n, T(1), g_rows, n, w, k, T(0), dx + r0 * k, k);
-      if (my_dw) blas_gemm(true, false, n, k, rows, T(1), g_rows, n, x + r0 * k, k, T(1), my_dw, k);
+      if (dx) blas_gemm(false, false, r1 - r0, k, n, T(1), g_rows, n, w, k, T(0), dx + r0 * k, k);
+      if (my_dw) blas_gemm(true, false, n, k, r1 - r0, T(1), g_rows, n, x + r0 * k, k, T(1), my_dw, k);
       if (my_db) {
-        for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t r = 0; r < r1 - r0; ++r) {
           for (int64_t j = 0; j < n; ++j) my_db[j] += g_rows[r * n + j];
         }
+      }
+    };
+    const auto zero_row = [&](int64_t r) {
+      return std::all_of(g + r * n, g + (r + 1) * n, [](T v) { return v == T(0); });  // NaN is not
+    };
+    for (int64_t b0 = first; b0 < past; b0 += block) {
+      const int64_t b1 = std::min(past, b0 + block);
+      for (int64_t r = b0; r < b1;) {  // the block in runs: zero rows, then rows with a gradient
+        int64_t run = r;
+        while (run < b1 && zero_row(run)) ++run;
+        if (dx) std::fill(dx + r * k, dx + run * k, T(0));
+        r = run;
+        while (run < b1 && !zero_row(run)) ++run;
+        if (run > r) add_rows(r, run);
+        r = run;
       }
     }
   }

@@ -1,6 +1,8 @@
 // The one-pass linear backward (ops/cpu_linear.cpp) against sums in double: dx = G W, dW = G^T x,
 // db = the column sums of G, for shapes that give each thread several row blocks or none, rows
-// not a multiple of 16, and every subset of the three outputs; at 1, 2 and 3 threads, f32 and f64.
+// not a multiple of 16, every subset of the three outputs, and G with zero rows (isolated rows
+// with a gradient, runs, none); at 1, 2 and 3 threads, f32 and f64. A zero row of G leaves an
+// infinite row of x out of dW.
 // And the op: linear's gradients with the kernel against the same op on its plain path (two
 // products and a sum, FastPathsOff), which takes the same inputs.
 //
@@ -9,7 +11,9 @@
 // tests/ops/test_cpu_reference.cpp), with u the unit roundoff.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -40,10 +44,29 @@ void require_close(const Tensor& fast, const std::vector<double>& exact, const s
   }
 }
 
-void check_kernel(const Shapes& s, DType dtype, bool want_dx, bool want_dw, bool want_db) {
+// Which rows of G are zero (a model that reads some positions only): none, all but every 64th
+// (a forecast from the last of 64 positions), runs of 37 every 100 rows (padding), or all.
+enum class ZeroRows { none, all_but_every_64th, runs, all };
+
+bool is_zero_row(ZeroRows pattern, int64_t r) {
+  switch (pattern) {
+    case ZeroRows::none: return false;
+    case ZeroRows::all_but_every_64th: return r % 64 != 63;
+    case ZeroRows::runs: return r % 100 >= 63;
+    case ZeroRows::all: return true;
+  }
+  return false;
+}
+
+void check_kernel(const Shapes& s, DType dtype, bool want_dx, bool want_dw, bool want_db,
+                  ZeroRows pattern = ZeroRows::none) {
   INFO("m " << s.m << ", n " << s.n << ", k " << s.k << ", " << dtype_name(dtype) << ", dx " << want_dx
-            << ", dW " << want_dw << ", db " << want_db);
-  const Tensor g = uniform({s.m, s.n}, -1, 1, dtype, kCPU);
+            << ", dW " << want_dw << ", db " << want_db << ", zero rows " << static_cast<int>(pattern));
+  std::vector<double> g_values = uniform({s.m, s.n}, -1, 1, dtype, kCPU).to_host_f64();
+  for (int64_t r = 0; r < s.m; ++r) {
+    if (is_zero_row(pattern, r)) std::fill(g_values.begin() + r * s.n, g_values.begin() + (r + 1) * s.n, 0.0);
+  }
+  const Tensor g = from_values(g_values, {s.m, s.n}, dtype, kCPU);
   const Tensor x = uniform({s.m, s.k}, -1, 1, dtype, kCPU);
   const Tensor w = uniform({s.n, s.k}, -1, 1, dtype, kCPU);
   const std::vector<double> gv = g.to_host_f64(), xv = x.to_host_f64(), wv = w.to_host_f64();
@@ -87,6 +110,10 @@ TEST_CASE("linear backward in one pass: dx, dW and db against double sums", "[li
   for (int mask = 0; mask < 7; ++mask) {  // every subset of the outputs, on the blocked shape
     check_kernel({1000, 300, 200}, DType::f32, mask & 1, mask & 2, mask & 4);
   }
+  for (ZeroRows pattern : {ZeroRows::all_but_every_64th, ZeroRows::runs, ZeroRows::all}) {
+    for (DType dtype : {DType::f32, DType::f64}) check_kernel({1000, 300, 200}, dtype, true, true, true, pattern);
+    check_kernel({64, 20, 10}, DType::f32, true, true, true, pattern);
+  }
   // The kernel declines what it does not compute; the op then multiplies (ops/matmul.cpp).
   const Tensor g = ones({4, 3}, DType::f16, kCPU), x = ones({4, 2}, DType::f16, kCPU);
   const Tensor w = ones({3, 2}, DType::f16, kCPU);
@@ -94,6 +121,26 @@ TEST_CASE("linear backward in one pass: dx, dW and db against double sums", "[li
   cpu::FastPathsOff off;
   const Tensor g32 = ones({4, 3}), x32 = ones({4, 2}), w32 = ones({3, 2});
   REQUIRE_FALSE(kernels(kCPU).linear_backward(g32, x32, w32, empty({4, 2}), Tensor(), Tensor()));
+}
+
+TEST_CASE("linear backward in one pass: a row of G that is zero leaves x's row out of dW", "[linear][cpu]") {
+  if (!cpu::fast_paths_enabled()) return;
+  // Row 5 of x is infinite and its gradient zero: dW and db are those of the other rows, dx's row
+  // 5 is 0 (the products would give 0 * inf = NaN in dW). A NaN in a row with a gradient stays.
+  std::vector<double> g_values(8 * 3, 0.5), x_values(8 * 2, 1.0);
+  std::fill(g_values.begin() + 5 * 3, g_values.begin() + 6 * 3, 0.0);
+  x_values[5 * 2] = std::numeric_limits<double>::infinity();
+  const Tensor g = from_values(g_values, {8, 3}, DType::f32, kCPU);
+  const Tensor w = ones({3, 2});
+  const Tensor dx = empty({8, 2}), dw = empty({3, 2}), db = empty({3});
+  REQUIRE(kernels(kCPU).linear_backward(g, from_values(x_values, {8, 2}, DType::f32, kCPU), w, dx, dw, db));
+  for (double v : dw.to_host_f64()) REQUIRE(v == 7 * 0.5);  // seven rows of 0.5 * 1
+  for (double v : db.to_host_f64()) REQUIRE(v == 7 * 0.5);
+  const std::vector<double> dx_values = dx.to_host_f64();
+  for (int64_t r = 0; r < 8; ++r) REQUIRE(dx_values[r * 2] == (r == 5 ? 0.0 : 1.5));
+  x_values[2 * 2] = std::nan("");  // row 2 has a gradient: its NaN reaches dW's first column
+  REQUIRE(kernels(kCPU).linear_backward(g, from_values(x_values, {8, 2}, DType::f32, kCPU), w, dx, dw, db));
+  REQUIRE(std::isnan(dw.to_host_f64()[0]));
 }
 
 TEST_CASE("linear and stacked_linear: gradients with the one-pass kernel and on the plain path agree",
