@@ -5,17 +5,17 @@
 // projection), and by the time the second starts, the first has pushed the start of G out of
 // L2. Here each thread takes a contiguous share of G's rows and walks it in blocks small enough
 // that a block of G, x and dx stays in L2 while the block's three results are computed: G is read
-// from memory once.
+// from memory once. The price: each thread past the first sums its share of dW and db into a
+// buffer of its own ((threads - 1) x (N K + N) entries, from the allocator, so the peak counts
+// it), and the buffers are added at the end. So dW's sums run in another order than one product
+// over all rows, and depend on the thread count (within rounding).
 //
 // A row of G that is zero adds nothing to dW or db, and its row of dx is zero: so a block goes
 // in runs, zero rows (dx's rows set to 0) and rows with a gradient (the products). Positions a
 // model does not read give such rows: all but the last of a forecaster that predicts from the last
 // position, and padding that a mean over the real positions weighs 0. As with the attention's
 // queries (docs/attention.md), the result is the products' up to the order of the sums, except
-// that a NaN or infinity of x in a row whose gradient is zero no longer reaches dW (0 * inf). The price: each thread past the first sums its share of dW and db into a
-// buffer of its own ((threads - 1) x (N K + N) entries, from the allocator, so the peak counts
-// it), and the buffers are added at the end. So dW's sums run in another order than one product
-// over all rows, and depend on the thread count (within rounding).
+// that a NaN or infinity of x in a row whose gradient is zero no longer reaches dW (0 * inf).
 //
 // The plain path is the three products (ops/matmul.cpp), which this kernel leaves to the caller
 // by returning false: for f16 / bf16, and when the fast paths are off (ops/cpu_features.h).
