@@ -139,8 +139,9 @@ struct Kernels {
 
   // The gradients of y = x W^T + b in one pass over G, where a device has such a kernel: dx = G W,
   // dW = G^T x, db = the column sums of G; an undefined output is not wanted. All 2-D and
-  // contiguous: g [M, N], x [M, K], weight [N, K]. Returns false where the device has none (the
-  // default), and ops/matmul.cpp computes them with gemm and sum_dim instead.
+  // contiguous: g [M, N], x [M, K], weight [N, K] (read for dx only: undefined without it).
+  // Returns false where the device has none (the default), and ops/matmul.cpp computes them with
+  // gemm and sum_dim instead.
   virtual bool linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                                const Tensor& dx, const Tensor& dw, const Tensor& db) {
     (void)g, (void)x, (void)weight, (void)dx, (void)dw, (void)db;

@@ -17,10 +17,10 @@
 // instead (AttentionProblem), so rows are ld_qk, ld_v or ld_out apart (item_rows). On a CPU
 // with AVX2 and FMA, f32 tiles up to head_dim 128 run on the kernels of
 // ops/cpu_attention_tiles.h: products (a BLAS call costs more than the arithmetic of a
-// 32 x 32 x 16 tile) and the row helpers (exp, max); their operands are laid out for L1 first
-// (KeysOperand, Rows, kTileLd), and causal tiles on the diagonal are computed in bands
-// (Item::row_bands). Otherwise, and for f64, products go
-// to blas_gemm (one BLAS thread each) and rows to ops/cpu_simd.h. OpenMP runs over items, or runs
+// 32 x 32 x 16 tile) and the softmax row passes (ops/cpu_attention_rows.h); their operands are
+// laid out for L1 first (KeysOperand, Rows, kTileLd), and causal tiles on the diagonal are
+// computed in bands (Item::row_bands). Otherwise, and for f64, products go to blas_gemm (one BLAS
+// thread each) and rows to ops/cpu_simd.h. OpenMP runs over items, or runs
 // of query tiles (autograd/threads.h). Working memory is per thread and kept between calls
 // (scratch), so a tile allocates nothing. docs/attention.md tells what each choice gained.
 #include <algorithm>
@@ -32,6 +32,7 @@
 
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/ops/cpu_attention_item.h"
+#include "tapegrad/ops/cpu_attention_rows.h"
 #include "tapegrad/ops/cpu_attention_tiles.h"
 #include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/cpu_kernels.h"
@@ -40,85 +41,13 @@
 namespace tg::cpu {
 namespace {
 
-// The row helpers: f32 on eight AVX2 lanes where the CPU has them (ops/cpu_attention_tiles.h),
-// else on ops/cpu_simd.h's four SSE2 lanes; f64 on ops/cpu_simd.h's plain loops.
-float exp_shifted_row(float* row, int64_t cols, float shift) {
-  if (fast_paths_enabled()) return tiles::exp_shifted_row_avx2(row, cols, shift);
-  return simd::exp_shifted_row(row, cols, shift);
-}
-double exp_shifted_row(double* row, int64_t cols, double shift) {
-  return simd::exp_shifted_row(row, cols, shift);
-}
-float row_max_of(const float* row, int64_t cols) {
-  if (fast_paths_enabled()) return tiles::row_max_avx2(row, cols);
-  return simd::row_max_of(row, cols);
-}
-double row_max_of(const double* row, int64_t cols) { return simd::row_max_of(row, cols); }
-
-// One step of the online softmax over a tile of scores (rows x cols, contiguous), a row at a
-// time: with m the row's running max and m' = max(m, the row's max), the row becomes
-// exp(s - m'), its sum l becomes l exp(m - m') + the row's new sum, and correction[r] = exp(m - m')
-// is what the caller rescales the row's accumulator by. A row with nothing visible yet (m' = -inf)
-// becomes 0 and keeps m and l. The correction is 1 there, and also on a row's first visible tile
-// (m = -inf): until then its l and accumulator are sums of zero probabilities, 0 (or NaN from
-// 0 * NaN in V), which exp(-inf) = 0 would leave as they are. f32 with AVX2:
-// tiles::online_softmax_avx2, the same step with all the rows' maxima first.
-template <typename T>
-void online_softmax(T* scores, int64_t rows, int64_t cols, T* row_max, T* row_sum, T* correction) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (fast_paths_enabled()) {
-      return tiles::online_softmax_avx2(scores, rows, cols, row_max, row_sum, correction);
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    T* s = scores + r * cols;
-    const T new_max = std::max(row_max[r], row_max_of(s, cols));
-    correction[r] = T(1);
-    if (new_max == -std::numeric_limits<T>::infinity()) {  // nothing visible in this row yet
-      std::fill(s, s + cols, T(0));
-      continue;
-    }
-    // 1 when the max stays, or on the first visible tile (above)
-    if (new_max != row_max[r] && row_max[r] != -std::numeric_limits<T>::infinity()) {
-      correction[r] = std::exp(row_max[r] - new_max);
-    }
-    row_sum[r] = row_sum[r] * correction[r] + exp_shifted_row(s, cols, new_max);
-    row_max[r] = new_max;
-  }
-}
-
 using attention::Item;
+using attention::online_softmax;
+using attention::probabilities;
+using attention::softmax_backward;
 using attention::kKeyTile;
 using attention::kQueryTile;
 constexpr int64_t kTileLd = kKeyTile + 8;  // the backward's tiles: see there
-
-// The backward's row passes over a tile of kTileLd-apart rows: P = exp(S - lse) in every row whose
-// lse is finite (the others, fully masked, are zero already), and dS = P * (dP - D) in place of
-// dP. f32 with AVX2: tiles::exp_rows_avx2 and tiles::softmax_backward_rows_avx2, the same loops.
-template <typename T>
-void probabilities(T* scores, int64_t rows, int64_t cols, const T* lse) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (fast_paths_enabled()) return tiles::exp_rows_avx2(scores, rows, cols, kTileLd, lse);
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    if (lse[r] == -std::numeric_limits<T>::infinity()) continue;
-    exp_shifted_row(scores + r * kTileLd, cols, lse[r]);
-  }
-}
-
-template <typename T>
-void softmax_backward(T* d_probs, const T* probs, int64_t rows, int64_t cols, const T* dot) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (fast_paths_enabled()) {
-      return tiles::softmax_backward_rows_avx2(d_probs, probs, rows, cols, kTileLd, dot);
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      d_probs[r * kTileLd + c] = probs[r * kTileLd + c] * (d_probs[r * kTileLd + c] - dot[r]);
-    }
-  }
-}
 
 // With AVX2, f32 products of at most this many multiply-adds run on the micro-kernels of
 // ops/cpu_attention_tiles.h, larger ones on BLAS: whole 64 x 128 tiles up to head_dim and value_dim
@@ -266,12 +195,6 @@ T dot(const T* a, const T* b, int64_t n) {
   }
   for (; c < n; ++c) partial[0] += a[c] * b[c];
   return (partial[0] + partial[1]) + (partial[2] + partial[3]);
-}
-
-// Whether the n entries from `row` are all zero (a NaN is not).
-template <typename T>
-bool all_zero(const T* row, int64_t n) {
-  return std::all_of(row, row + n, [](T x) { return x == T(0); });
 }
 
 // Runs body(index, next) for index < count (batch items, or runs of an item's query tiles) on
@@ -519,12 +442,12 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
             item.mask_row(i0 + r, j0, cols, prob);
           }
         }
-        probabilities(probs, rows, cols, lse + i0);  // P = exp(S - lse)
-        for (int64_t r = 0; r < rows && p.dropout_p > 0; ++r) {
-          T* factors = keep + r * kTileLd;
-          item.keep_row(i0 + r, j0, cols, factors);
-          for (int64_t c = 0; c < cols; ++c) {
-            dropped[r * kTileLd + c] = probs[r * kTileLd + c] * factors[c];
+        probabilities(probs, rows, cols, kTileLd, lse + i0);  // P = exp(S - lse)
+        if (p.dropout_p > 0) {
+          for (int64_t r = 0; r < rows; ++r) {
+            T* factors = keep + r * kTileLd;
+            item.keep_row(i0 + r, j0, cols, factors);
+            for (int64_t c = 0; c < cols; ++c) dropped[r * kTileLd + c] = probs[r * kTileLd + c] * factors[c];
           }
         }
         // dV_j += P~^T dO_i ; dP~ = dO_i V_j^T  (P~ = P without dropout)
@@ -542,7 +465,8 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
               for (int64_t c = 0; c < seen; ++c) d_probs[r * kTileLd + c] *= keep[r * kTileLd + c];
             }
           }
-          softmax_backward(d_probs + r0 * kTileLd, probs + r0 * kTileLd, r1 - r0, seen, row_dot + r0);
+          softmax_backward(d_probs + r0 * kTileLd, probs + r0 * kTileLd, r1 - r0, seen, kTileLd,
+                           row_dot + r0);
           for (int64_t r = r0; r < r1; ++r) {  // past the diagonal (P = 0 there)
             std::fill(d_probs + r * kTileLd + seen, d_probs + r * kTileLd + cols, T(0));
           }

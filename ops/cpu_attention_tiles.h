@@ -35,7 +35,8 @@ void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, 
 
 // row[c] = exp(row[c] - shift) for c < cols, returning the sum of the new row; and the largest
 // entry of a row (-inf when empty or all -inf, NaNs skipped). As simd::exp_shifted_row and
-// simd::row_max_of (ops/cpu_simd.h), whose accuracy and edge cases they share.
+// simd::row_max_of (ops/cpu_simd.h), whose accuracy and edge cases they share. The tile passes
+// below are made of these; they are declared here so that the tests check them row by row.
 float exp_shifted_row_avx2(float* row, int64_t cols, float shift);
 float row_max_avx2(const float* row, int64_t cols);
 
@@ -44,7 +45,7 @@ float row_max_avx2(const float* row, int64_t cols);
 // exp(s - m'), row_sum[r] becomes row_sum[r] * exp(m - m') + the row's new sum, row_max[r] m', and
 // correction[r] = exp(m - m'), by which the caller rescales the row's accumulator. A row whose m'
 // is -inf (nothing visible yet) becomes 0 and keeps its statistics, with correction 1. As the
-// plain loop online_softmax in ops/cpu_attention.cpp, which runs a row at a time; here all rows'
+// plain loop attention::online_softmax (ops/cpu_attention_rows.h), a row at a time; here all rows'
 // maxima come first and then all exps, so that rows overlap in the pipeline.
 void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_max, float* row_sum,
                          float* correction);

@@ -31,9 +31,6 @@ void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t
 
 namespace {
 
-// Below this many FLOPs a product runs on the calling thread: forking costs more than it saves.
-constexpr double kParallelFlops = 1 << 21;
-
 // One pool (autograd/threads.h): OpenMP splits the work and each piece is one single-threaded
 // BLAS call. The pieces are the batch items, or, for fewer items than threads, each item's C cut
 // into `threads` blocks of rows (columns when C is wide), in multiples of 16 (whole register

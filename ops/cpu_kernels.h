@@ -86,6 +86,17 @@ void for_each_element(const Shape& shape, const std::array<const Shape*, N>& str
   }
 }
 
+// Below this many FLOPs a product runs on the calling thread: forking costs more than it saves
+// (gemm_batch in ops/cpu_blas.cpp, the linear backward in ops/cpu_linear.cpp).
+constexpr double kParallelFlops = 1 << 21;
+
+// Whether the n entries from `row` are all zero (a NaN is not): a row of a gradient that adds
+// nothing (the attention and linear backwards skip them).
+template <typename T>
+bool all_zero(const T* row, int64_t n) {
+  return std::all_of(row, row + n, [](T x) { return x == T(0); });
+}
+
 // Row-by-row kernels over large tensors (copies, fills, broadcast elementwise ops) are split among
 // the threads from this many bytes of output: one thread does not fill the memory bandwidth, and
 // a linear's bias rows or a narrow's zeros run to megabytes.

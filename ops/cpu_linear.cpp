@@ -30,8 +30,6 @@
 namespace tg::cpu {
 namespace {
 
-// Below this many FLOPs the pass runs on the calling thread (as gemm_batch, ops/cpu_blas.cpp).
-constexpr double kParallelFlops = 1 << 21;
 // A block of rows: G's, x's and dx's rows together at most this many bytes (half of a 1 MB L2).
 constexpr int64_t kBlockBytes = 512 << 10;
 
@@ -42,7 +40,7 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
   const int64_t m = g_t.size(0), n = g_t.size(1), k = x_t.size(1);
   const T* g = g_t.data_as<T>();
   const T* x = x_t.data_as<T>();
-  const T* w = w_t.data_as<T>();
+  const T* w = dx_t.defined() ? w_t.data_as<T>() : nullptr;  // read for dx only
   T* dx = dx_t.defined() ? dx_t.data_as<T>() : nullptr;
   T* dw = dw_t.defined() ? dw_t.data_as<T>() : nullptr;
   T* db = db_t.defined() ? db_t.data_as<T>() : nullptr;
@@ -74,17 +72,14 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
         }
       }
     };
-    const auto zero_row = [&](int64_t r) {
-      return std::all_of(g + r * n, g + (r + 1) * n, [](T v) { return v == T(0); });  // NaN is not
-    };
     for (int64_t b0 = first; b0 < past; b0 += block) {
       const int64_t b1 = std::min(past, b0 + block);
       for (int64_t r = b0; r < b1;) {  // the block in runs: zero rows, then rows with a gradient
         int64_t run = r;
-        while (run < b1 && zero_row(run)) ++run;
+        while (run < b1 && all_zero(g + run * n, n)) ++run;
         if (dx) std::fill(dx + r * k, dx + run * k, T(0));
         r = run;
-        while (run < b1 && !zero_row(run)) ++run;
+        while (run < b1 && !all_zero(g + run * n, n)) ++run;
         if (run > r) add_rows(r, run);
         r = run;
       }

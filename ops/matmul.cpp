@@ -66,15 +66,16 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumul
 }
 
 // The gradients of y = x W^T + b from g (all as rows: [M, out], [M, in], [out, in]), those that
-// are wanted: dx = g W, dW = g^T x, db = the column sums of g. The device's one-pass kernel where
-// it has one (Kernels::linear_backward), else two products and a sum.
+// are wanted: dx = g W, dW = g^T x, db = the column sums of g (W is read for dx only, and may be
+// undefined without it). The device's one-pass kernel where it has one (Kernels::linear_backward),
+// else two products and a sum.
 struct LinearGrads {
   Tensor dx, dw, db;
 };
 
 LinearGrads linear_grads(const Tensor& g_rows, const Tensor& x_rows, const Tensor& weight,
                          bool want_dx, bool want_dw, bool want_db) {
-  if (g_rows.is_contiguous() && x_rows.is_contiguous() && weight.is_contiguous()) {
+  if (g_rows.is_contiguous() && x_rows.is_contiguous() && (!want_dx || weight.is_contiguous())) {
     const auto like = [&](const Tensor& t, Shape shape) { return empty(shape, t.dtype(), t.device()); };
     LinearGrads fused;
     if (want_dx) fused.dx = like(x_rows, x_rows.shape());
@@ -212,8 +213,9 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
              bias_grads |= with_bias && node.needs_grad(1 + n + i);
            }
            const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
+           const Tensor weight = node.needs_grad(0) ? cat(stacked, 0) : Tensor();  // for dx only
            const LinearGrads both = linear_grads(g.reshape({-1, out_features}),
-                                                 node.saved[0].reshape({-1, in}), cat(stacked, 0),
+                                                 node.saved[0].reshape({-1, in}), weight,
                                                  node.needs_grad(0), weight_grads, bias_grads);
            if (node.needs_grad(0)) grads[0] = both.dx.view(node.saved[0].shape());
            const Tensor& dw = both.dw;
