@@ -4,11 +4,14 @@
 //
 // Forward, per tile of queries: walk the key tiles, S = scale Q K^T on one GEMM, keep a running
 // row max m and row sum l (online softmax), rescale the accumulator when m grows, add P V with a
-// second GEMM. Causal tiles entirely above the diagonal, and tiles the sparse layout rules out
-// (Item::tile_visible, ops/cpu_attention_item.h), are never visited. Only out and the
-// per-row log-sum-exp (m + log l) are kept: O(S) statistics instead of the O(S^2) weights.
+// second GEMM. S is kept in base-2 units (scale log2(e) Q K^T), so every exponential is an exp2,
+// three fewer FMA-unit instructions than an exp (ops/cpu_attention_item.h, ops/cpu_simd.h).
+// Causal tiles entirely above the diagonal, and tiles the sparse layout rules out
+// (Item::tile_visible, ops/cpu_attention_item.h), are never visited. Only out and the per-row
+// log-sum-exp (natural: (m + log2 l) ln 2) are kept: O(S) statistics instead of the O(S^2)
+// weights.
 //
-// Backward recomputes P = exp(S - lse) tile by tile and applies, with D_i = dO_i . O_i,
+// Backward recomputes P = 2^(S - lse log2(e)) tile by tile and applies, with D_i = dO_i . O_i,
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q
 // (with dropout, P and dP carry the keep mask Z / (1 - p)).
 //
@@ -46,6 +49,8 @@ using attention::online_softmax;
 using attention::probabilities;
 using attention::softmax_backward;
 using attention::kKeyTile;
+using attention::kLn2;
+using attention::kLog2e;
 using attention::kQueryTile;
 constexpr int64_t kTileLd = kKeyTile + 8;  // the backward's tiles: see there
 
@@ -60,8 +65,8 @@ constexpr int64_t kSmallProduct = kQueryTile * kKeyTile * 128;
 // the next call: the tiles of scores, probabilities and their gradients, the accumulators and row
 // statistics. Contents are garbage on entry.
 enum Slot {
-  kScores, kAccumulator, kRowMax, kRowSum, kCorrection, kKeep, kDropped, kDProbs, kRowDot, kKeysT,
-  kValuesT, kKeyRows, kValueRows, kQueryRows, kDOutRows, kSlots
+  kScores, kAccumulator, kRowMax, kRowSum, kCorrection, kKeep, kDropped, kDProbs, kRowDot, kRowLse,
+  kKeysT, kValuesT, kKeyRows, kValueRows, kQueryRows, kDOutRows, kSlots
 };
 
 template <typename T>
@@ -277,9 +282,10 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, key_end - j0);
     if (!item.tile_visible(i0, rows, j0, cols)) continue;
-    // S = scale Q K^T, past the diagonal left out: mask_row below sets what is not computed to -inf
+    // S = scale log2(e) Q K^T, past the diagonal left out: mask_row below sets what is not
+    // computed to -inf
     item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
-      product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0, T(0),
+      product_with_keys(r1 - r0, seen, head_dim, T(p.scale * kLog2e), q_i.row(r0), q_i.ld, keys, j0, T(0),
                         scores + r0 * cols, cols);
     });
     for (int64_t r = 0; r < rows; ++r) item.mask_row(i0 + r, j0, cols, scores + r * cols);
@@ -307,7 +313,7 @@ void forward_tile(const Item& item, int64_t i0, const KeysOperand<T>& keys, cons
     for (int64_t c = 0; c < value_dim; ++c) {
       out[r * ld_out + c] = empty ? T(0) : acc[r * value_dim + c] * inverse_sum;
     }
-    lse[r] = empty ? kNegInf : row_max[r] + std::log(row_sum[r]);
+    lse[r] = empty ? kNegInf : (row_max[r] + std::log2(row_sum[r])) * T(kLn2);
   }
 }
 
@@ -356,6 +362,12 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
     const Rows<T> values(kValueRows, item_rows<T>(p.v, n, sk, value_dim, heads, ld_v), ld_v, keys.count,
                          value_dim);
     for (int64_t i0 = u.first_row; i0 < u.past_row; i0 += kQueryTile) {
+      if (const int64_t next = i0 + kQueryTile; next < u.past_row) {  // as in the backward
+        const int64_t next_rows = std::min(kQueryTile, u.past_row - next);
+        prefetch<T>({{item_rows<T>(p.q, n, sq, head_dim, heads, ld_qk) + next * ld_qk, next_rows, head_dim, ld_qk}},
+                    {{item_rows<T>(out_tensor, n, sq, value_dim, heads, ld_out) + next * ld_out, next_rows,
+                      value_dim, ld_out}});
+      }
       forward_tile(u.item, i0, keys, values, out_tensor, lse_tensor);
     }
   });
@@ -407,8 +419,18 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
     T* dropped = scratch<T>(kDropped, kQueryTile * kTileLd);
     T* d_probs = scratch<T>(kDProbs, kQueryTile * kTileLd);
     T* row_dot = scratch<T>(kRowDot, kQueryTile);
+    T* row_lse = scratch<T>(kRowLse, kQueryTile);  // the tile's log-sum-exps in base 2
     T* keep = scratch<T>(kKeep, kQueryTile * kTileLd);
     for (int64_t tile_start = 0; tile_start < sq; tile_start += kQueryTile) {
+      if (const int64_t next_start = tile_start + kQueryTile; next_start < sq) {
+        // The next tile's rows lie a row stride apart (with interleaved heads, kilobytes), where
+        // the hardware prefetchers do not follow: asked for now, they arrive while this one computes.
+        const int64_t next_rows = std::min(kQueryTile, sq - next_start);
+        prefetch<T>({{q + next_start * ld_qk, next_rows, head_dim, ld_qk},
+                     {d_out + next_start * ld_out, next_rows, value_dim, ld_out},
+                     {out + next_start * ld_out, next_rows, value_dim, ld_out}},
+                    {{d_q + next_start * ld_qk, next_rows, head_dim, ld_qk}});
+      }
       // A query whose output gradient is zero adds nothing to dQ, dK or dV: dP = dO V^T and
       // D = dO . O vanish with dO, and so does dS. So the tile shrinks to its rows from the first
       // to the last with a nonzero dO, and a tile of none is skipped: padded queries, whose outputs
@@ -423,15 +445,17 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
         const int64_t row = (i0 + r) * ld_out;
         row_dot[r] = dot(d_out + row, out + row, value_dim);
+        row_lse[r] = lse[i0 + r] * T(kLog2e);
       }
       const int64_t key_end = item.key_end(i0, rows);
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         if (!item.tile_visible(i0, rows, j0, cols)) continue;
         // Row and key bands of a tile on the causal diagonal (Item::row_bands); one band elsewhere.
-        // S = scale Q K^T: scores past a row band's `seen` are not computed, mask_row sets them -inf
+        // S = scale log2(e) Q K^T: scores past a row band's `seen` are not computed, mask_row sets
+        // them -inf
         item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
-          product_with_keys(r1 - r0, seen, head_dim, T(p.scale), q_i.row(r0), q_i.ld, keys, j0,
+          product_with_keys(r1 - r0, seen, head_dim, T(p.scale * kLog2e), q_i.row(r0), q_i.ld, keys, j0,
                             T(0), probs + r0 * kTileLd, kTileLd);
         });
         for (int64_t r = 0; r < rows; ++r) {
@@ -442,7 +466,7 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
             item.mask_row(i0 + r, j0, cols, prob);
           }
         }
-        probabilities(probs, rows, cols, kTileLd, lse + i0);  // P = exp(S - lse)
+        probabilities(probs, rows, cols, kTileLd, row_lse);  // P = 2^(S - lse log2(e))
         if (p.dropout_p > 0) {
           for (int64_t r = 0; r < rows; ++r) {
             T* factors = keep + r * kTileLd;

@@ -13,6 +13,12 @@
 
 namespace tg::cpu::attention {
 
+// The kernel keeps scores in base-2 units, log2(e) times the softmax's (S = scale log2(e) Q K^T,
+// ALiBi's bias likewise), so that its exponentials are exp2 (ops/cpu_simd.h); the log-sum-exp it
+// stores is natural, as every kernel's.
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+
 constexpr int64_t kQueryTile = 64;  // queries a tile
 constexpr int64_t kKeyTile = 128;   // keys a tile
 // The rows (or keys) of a band of a causal tile on the diagonal (Item::row_bands): two 6-row
@@ -27,7 +33,7 @@ struct Item {
   int64_t n, sq, sk;
   const bool* mask;
   SparsityView sparsity;
-  double alibi_slope = 0;  // 0: no ALiBi
+  double alibi_slope = 0;  // 0: no ALiBi; in the kernel's base-2 units (times log2 e)
   // A padding mask (one row for every query) that is true up to its last visible key hides
   // nothing of what the key loop reads (key_end stops there), so mask_row skips it.
   bool mask_hides_nothing = false;
@@ -35,7 +41,7 @@ struct Item {
   Item(const AttentionProblem& problem, int64_t item, int64_t sq, int64_t sk, const bool* mask)
       : p(problem), n(item), sq(sq), sk(sk), mask(mask),
         sparsity(sparsity_view(p.sparsity, p.sparsity_random, sq)) {
-    if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads);
+    if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads) * kLog2e;
     if (mask && p.mask_row_stride == 0) {
       const bool* allowed = mask + p.mask_offsets[n];
       const int64_t end = padding_end(sk);
@@ -51,7 +57,7 @@ struct Item {
   }
 
   // The scores of query i against keys j0 .. j0+cols-1 as the softmax takes them: ALiBi's bias
-  // -slope |i - j| added, then -inf where i may not attend j: past the diagonal when causal,
+  // -slope |i - j| added (base-2 units), then -inf where i may not attend j: past the diagonal when causal,
   // outside the sparse layout, or false in the mask.
   template <typename T>
   void mask_row(int64_t i, int64_t j0, int64_t cols, T* row) const {

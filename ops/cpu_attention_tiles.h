@@ -1,6 +1,6 @@
 #pragma once
 // The AVX2 + FMA tile kernels of the fused attention kernel (ops/cpu_attention.cpp), in f32: small
-// matrix products, the transposes they need, exp / max over a row of scores, and the online
+// matrix products, the transposes they need, exp2 / max over a row of scores, and the online
 // softmax step of a tile.
 //
 // On short sequences and heads (a 32 x 32 tile of scores from head_dim 16) a product is a few
@@ -18,7 +18,7 @@
 // -mavx2 -mfma, and the attention kernel calls them only where cpu::fast_paths_enabled()
 // (ops/cpu_features.h): elsewhere, or inside a FastPathsOff scope, it runs as on a CPU without
 // AVX2, on BLAS and ops/cpu_simd.h. tests/ops/test_cpu_attention_tiles.cpp checks these
-// against double-precision loops and std::exp; tests/ops/test_cpu_reference.cpp runs the attention
+// against double-precision loops and std::exp2; tests/ops/test_cpu_reference.cpp runs the attention
 // kernel both ways.
 #include <cstdint>
 
@@ -33,17 +33,17 @@ void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
 void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
                     int64_t ld_out);
 
-// row[c] = exp(row[c] - shift) for c < cols, returning the sum of the new row; and the largest
-// entry of a row (-inf when empty or all -inf, NaNs skipped). As simd::exp_shifted_row and
+// row[c] = 2^(row[c] - shift) for c < cols, returning the sum of the new row; and the largest
+// entry of a row (-inf when empty or all -inf, NaNs skipped). As simd::exp2_shifted_row and
 // simd::row_max_of (ops/cpu_simd.h), whose accuracy and edge cases they share. The tile passes
 // below are made of these; they are declared here so that the tests check them row by row.
-float exp_shifted_row_avx2(float* row, int64_t cols, float shift);
+float exp2_shifted_row_avx2(float* row, int64_t cols, float shift);
 float row_max_avx2(const float* row, int64_t cols);
 
-// One step of the forward's online softmax over a tile of scores (rows x cols, contiguous), for
-// every row r: the new running max m' = max(row_max[r], the row's max); the row becomes
-// exp(s - m'), row_sum[r] becomes row_sum[r] * exp(m - m') + the row's new sum, row_max[r] m', and
-// correction[r] = exp(m - m'), by which the caller rescales the row's accumulator. A row whose m'
+// One step of the forward's online softmax over a tile of scores in base-2 units (rows x cols,
+// contiguous), for every row r: the new running max m' = max(row_max[r], the row's max); the row
+// becomes 2^(s - m'), row_sum[r] becomes row_sum[r] * 2^(m - m') + the row's new sum, row_max[r]
+// m', and correction[r] = 2^(m - m'), by which the caller rescales the row's accumulator. A row whose m'
 // is -inf (nothing visible yet) becomes 0 and keeps its statistics, with correction 1. As the
 // plain loop attention::online_softmax (ops/cpu_attention_rows.h), a row at a time; here all rows'
 // maxima come first and then all exps, so that rows overlap in the pipeline.
@@ -51,9 +51,10 @@ void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_m
                          float* correction);
 
 // The backward's two row passes over a tile (rows x cols, rows ld apart): the probabilities
-// p = exp(s - lse[r]), every row at once (rows whose lse is -inf are left alone: the caller zeroed
-// them), and the softmax gradient ds = p * (dp - dot[r]) in place of dp.
-void exp_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse);
+// p = 2^(s - lse[r]) (scores and log-sum-exps in base-2 units), every row at once (rows whose lse
+// is -inf are left alone: the caller zeroed them), and the softmax gradient ds = p * (dp - dot[r])
+// in place of dp.
+void exp2_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse);
 void softmax_backward_rows_avx2(float* d_probs, const float* probs, int64_t rows, int64_t cols,
                                 int64_t ld, const float* dot);
 

@@ -1,5 +1,5 @@
 // The f32 tile kernels of attention (ops/cpu_attention_tiles.h) in AVX2 with FMA: the small
-// products, and exp / max over a row of scores. This file alone is compiled with -mavx2 -mfma
+// products, and exp2 / max over a row of scores. This file alone is compiled with -mavx2 -mfma
 // (CMakeLists.txt), and ops/cpu_attention.cpp calls it only where cpu::fast_paths_enabled().
 //
 // Products: C is cut into blocks of up to 6 rows x 16 columns (two 8-float vectors), each one held in up to
@@ -8,7 +8,7 @@
 // beta C are applied once, when the block is stored. The last vector of a row of blocks may stick
 // out past column n: it is loaded and stored with a lane mask, so nothing outside A, B or C is
 // touched. Their transposed B operands are copied in 8 x 8 blocks, transposed in registers. The
-// row exp is ops/cpu_simd.h's on eight lanes.
+// row exp2 is ops/cpu_simd.h's on eight lanes.
 //
 // Nothing here may be shared with the baseline code: an inline function or template instantiated
 // in this file (std::min, say) would be compiled with AVX2, and the linker could keep that copy
@@ -92,24 +92,23 @@ void block_row(int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
   }
 }
 
-// exp of eight floats: ops/cpu_simd.h's exp_lanes (the same reduction, polynomial, rounding trick
-// and clamping, so the same accuracy and edge cases: within 1.2e-7 relative over [-87.33, 88],
-// exactly 0 below -87.68, NaN kept), with FMA and eight lanes: 14 instructions.
-__m256 exp_lanes(__m256 x) {
+// 2^x of eight floats: ops/cpu_simd.h's exp2_lanes (the same reduction, polynomial, rounding
+// trick and clamping, so the same accuracy and edge cases: within 1.2e-7 relative over [-126, 127],
+// exactly 0 below -126.5, NaN kept), with FMA and eight lanes: 12 instructions.
+__m256 exp2_lanes(__m256 x) {
   // max / min return their second operand when either is NaN: x, so a NaN stays one
-  const __m256 clamped = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-88.0f), x));
+  const __m256 clamped = _mm256_min_ps(_mm256_set1_ps(127.0f), _mm256_max_ps(_mm256_set1_ps(-127.0f), x));
   const __m256 round = _mm256_set1_ps(12583039.0f);  // 1.5 * 2^23 + 127
-  const __m256 n_biased = _mm256_fmadd_ps(clamped, _mm256_set1_ps(1.44269504088896341f), round);
-  const __m256 n = _mm256_sub_ps(n_biased, round);  // round(x / ln2)
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), clamped);  // x - n ln2, ln2 in two
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 poly = _mm256_set1_ps(1.3843654e-3f);
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(8.3741555e-3f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.1668002e-2f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.6666432e-1f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(4.9999994e-1f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
-  poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(1.0f));
+  const __m256 n_biased = _mm256_add_ps(clamped, round);
+  const __m256 n = _mm256_sub_ps(n_biased, round);  // round(x)
+  const __m256 f = _mm256_sub_ps(clamped, n);       // exact
+  __m256 poly = _mm256_set1_ps(1.5353362e-4f);
+  poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(1.3398875e-3f));
+  poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(9.6184369e-3f));
+  poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(5.5503324e-2f));
+  poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(2.4022648e-1f));
+  poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(6.9314718e-1f));
+  poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(1.0f));
   const __m256 two_to_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(n_biased), 23));
   return _mm256_mul_ps(poly, two_to_n);
 }
@@ -154,19 +153,19 @@ void transpose_8x8(const float* in, int64_t ld_in, float* out, int64_t ld_out) {
   }
 }
 
-// row[c] = exp(row[c] - shift) for c < cols; returns the sum of the new row.
-float exp_shifted(float* row, int64_t cols, float shift) {
+// row[c] = 2^(row[c] - shift) for c < cols; returns the sum of the new row.
+float exp2_shifted(float* row, int64_t cols, float shift) {
   const __m256 shift_vec = _mm256_set1_ps(shift);
   __m256 sum = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 8 <= cols; c += 8) {
-    const __m256 e = exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(row + c), shift_vec));
+    const __m256 e = exp2_lanes(_mm256_sub_ps(_mm256_loadu_ps(row + c), shift_vec));
     _mm256_storeu_ps(row + c, e);
     sum = _mm256_add_ps(sum, e);
   }
   if (c < cols) {  // the tail, padded with -inf (which gives 0)
     const __m256 x = load_tail(row + c, cols - c, -__builtin_inff());
-    const __m256 e = exp_lanes(_mm256_sub_ps(x, shift_vec));
+    const __m256 e = exp2_lanes(_mm256_sub_ps(x, shift_vec));
     _mm256_maskstore_ps(row + c, lanes_below(cols - c), e);
     sum = _mm256_add_ps(sum, e);
   }
@@ -197,8 +196,8 @@ void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, 
   }
 }
 
-float exp_shifted_row_avx2(float* row, int64_t cols, float shift) {
-  return exp_shifted(row, cols, shift);
+float exp2_shifted_row_avx2(float* row, int64_t cols, float shift) {
+  return exp2_shifted(row, cols, shift);
 }
 
 float row_max_avx2(const float* row, int64_t cols) { return row_max(row, cols); }
@@ -222,15 +221,15 @@ void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_m
     const __m256 step = _mm256_set1_ps(old_max - new_max);
     correction[r] = old_max == new_max || old_max == neg_inf
                         ? 1.0f
-                        : _mm_cvtss_f32(_mm256_castps256_ps128(exp_lanes(step)));
-    row_sum[r] = row_sum[r] * correction[r] + exp_shifted(row, cols, new_max);
+                        : _mm_cvtss_f32(_mm256_castps256_ps128(exp2_lanes(step)));
+    row_sum[r] = row_sum[r] * correction[r] + exp2_shifted(row, cols, new_max);
     row_max_of_rows[r] = new_max;
   }
 }
 
-void exp_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse) {
+void exp2_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse) {
   for (int64_t r = 0; r < rows; ++r) {
-    if (lse[r] != -__builtin_inff()) exp_shifted(scores + r * ld, cols, lse[r]);
+    if (lse[r] != -__builtin_inff()) exp2_shifted(scores + r * ld, cols, lse[r]);
   }
 }
 
@@ -288,7 +287,7 @@ void gemm_avx2(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
 void transpose_avx2(int64_t, int64_t, const float*, int64_t, float*, int64_t) {
   fail("transpose_avx2: not an x86-64 build");
 }
-float exp_shifted_row_avx2(float*, int64_t, float) { fail("exp_shifted_row_avx2: not an x86-64 build"); }
+float exp2_shifted_row_avx2(float*, int64_t, float) { fail("exp2_shifted_row_avx2: not an x86-64 build"); }
 float row_max_avx2(const float*, int64_t) { fail("row_max_avx2: not an x86-64 build"); }
 }  // namespace tg::cpu::tiles
 #endif

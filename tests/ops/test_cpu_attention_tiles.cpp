@@ -5,12 +5,12 @@
 //    masked lanes). The tolerance is the GEMM bound of tests/ops/test_cpu_reference.cpp:
 //    (k + 4) u (|alpha| sum_p |a_ip||b_pj| + |beta c_ij|);
 //  - transposes (8 x 8 blocks and what they leave) exactly, padding untouched;
-//  - exp over rows against std::exp within 1.2e-7 relative (the bound of ops/cpu_simd.h), the
+//  - exp2 over rows against std::exp2 within 1.2e-7 relative (the bound of ops/cpu_simd.h), the
 //    masked (-inf) entries exactly 0, and the row max, NaNs skipped; beside them the SSE2 row
 //    helpers of ops/cpu_simd.h, which the kernel uses without AVX2, on the same rows;
 //  - the online softmax step of a tile against the same step in double, on rows with nothing
 //    visible, a first visible tile, a max that stays and one that grows; and the backward's two
-//    row passes (P = exp(S - lse), dS = P (dP - D)), a fully masked row and the padding untouched.
+//    row passes (P = 2^(S - lse), dS = P (dP - D)), a fully masked row and the padding untouched.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -112,37 +112,38 @@ TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention]
   }
 }
 
-TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][tiles]") {
+TEST_CASE("attention tile rows: exp2 and max on AVX2 and on SSE2", "[attention][tiles]") {
   struct Rows {
-    float (*exp_shifted_row)(float*, int64_t, float);
+    float (*exp2_shifted_row)(float*, int64_t, float);
     float (*row_max)(const float*, int64_t);
   };
-  std::vector<Rows> implementations = {{tg::cpu::simd::exp_shifted_row, tg::cpu::simd::row_max_of}};
-  if (tg::cpu::cpu_has_avx2_fma()) implementations.push_back({tiles::exp_shifted_row_avx2, tiles::row_max_avx2});
+  std::vector<Rows> implementations = {{tg::cpu::simd::exp2_shifted_row, tg::cpu::simd::row_max_of}};
+  if (tg::cpu::cpu_has_avx2_fma()) implementations.push_back({tiles::exp2_shifted_row_avx2, tiles::row_max_avx2});
   const float inf = std::numeric_limits<float>::infinity();
   for (const Rows& impl : implementations) {
-    // Accuracy over [-87.33, 88] in steps of 2^-10, as the SSE2 exp in tests/ops/test_cpu_simd.cpp.
+    // Accuracy over [-126, 127] in steps of 2^-10, as the SSE2 exp2 in tests/ops/test_cpu_simd.cpp.
     std::vector<float> x;
-    for (double t = -87.33; t <= 88.0; t += 0x1.0p-10) x.push_back(static_cast<float>(t));
+    for (double t = -126.0; t <= 127.0; t += 0x1.0p-10) x.push_back(static_cast<float>(t));
     std::vector<float> y = x;
-    impl.exp_shifted_row(y.data(), static_cast<int64_t>(y.size()), 0.0f);
+    impl.exp2_shifted_row(y.data(), static_cast<int64_t>(y.size()), 0.0f);
     double worst = 0;
     for (size_t e = 0; e < x.size(); ++e) {
-      const double exact = std::exp(static_cast<double>(x[e]));
+      const double exact = std::exp2(static_cast<double>(x[e]));
       worst = std::max(worst, std::abs(y[e] - exact) / exact);
     }
     INFO("worst relative error " << worst);
     REQUIRE(worst <= 1.2e-7);
-    // The edges of ops/cpu_simd.h: 0 below -87.68 and at -inf, a subnormal just above, NaN kept,
-    // exp(88) past 88 (eight entries: the 8-lane body, then one more for the tail)
-    std::vector<float> edges = {-87.69f, -1000.0f, -inf, std::nanf(""), -87.5f,
-                                89.0f,   inf,      88.0f, -inf};
-    impl.exp_shifted_row(edges.data(), static_cast<int64_t>(edges.size()), 0.0f);
+    // The edges of ops/cpu_simd.h: 0 below -126.5 and at -inf, a subnormal just above, NaN kept,
+    // 2^127 past 127 (eight entries: the 8-lane body, then one more for the tail)
+    std::vector<float> edges = {-126.51f, -1000.0f, -inf, std::nanf(""), -126.25f,
+                                128.0f,   inf,      127.0f, -inf};
+    impl.exp2_shifted_row(edges.data(), static_cast<int64_t>(edges.size()), 0.0f);
     REQUIRE(edges[0] == 0.0f);
     REQUIRE(edges[1] == 0.0f);
     REQUIRE(edges[2] == 0.0f);
     REQUIRE(std::isnan(edges[3]));
-    REQUIRE(std::abs(edges[4] - std::exp(-87.5)) <= 0x1.0p-149);
+    REQUIRE(edges[4] > 0.0f);
+    REQUIRE(std::abs(edges[4] - std::exp2(-126.25)) <= 0x1.0p-149);
     REQUIRE(edges[5] == edges[7]);
     REQUIRE(edges[6] == edges[7]);
     REQUIRE(edges[8] == 0.0f);
@@ -163,11 +164,11 @@ TEST_CASE("attention tile rows: exp and max on AVX2 and on SSE2", "[attention][t
       const float shift = 0.5f;
       std::vector<double> expected(cols);
       double expected_sum = 0;
-      for (int64_t c = 0; c < cols; ++c) expected_sum += expected[c] = std::exp(static_cast<double>(row[c]) - shift);
-      const float sum = impl.exp_shifted_row(row.data(), cols, shift);
+      for (int64_t c = 0; c < cols; ++c) expected_sum += expected[c] = std::exp2(static_cast<double>(row[c]) - shift);
+      const float sum = impl.exp2_shifted_row(row.data(), cols, shift);
       for (int64_t c = 0; c < cols; ++c) {
         if (expected[c] == 0) REQUIRE(row[c] == 0.0f);
-        else REQUIRE(std::abs(row[c] - expected[c]) <= 6e-7 * expected[c]);  // exp, x - shift rounded
+        else REQUIRE(std::abs(row[c] - expected[c]) <= 6e-7 * expected[c]);  // exp2, x - shift rounded
       }
       REQUIRE(row[cols] == kSentinel);
       REQUIRE(std::abs(sum - expected_sum) <= 1e-6 * expected_sum + 1e-30);
@@ -215,13 +216,13 @@ TEST_CASE("attention tile rows: the online softmax step on AVX2 against double",
         REQUIRE(correction[r] == 1.0f);
         continue;
       }
-      // m - m' rounded to f32 as the kernel has it, then exp (within 1.2e-7)
+      // m - m' rounded to f32 as the kernel has it, then exp2 (within 1.2e-7)
       const float max_step = max_before[r] - static_cast<float>(new_max);
-      const double expected_correction = max_before[r] == -inf ? 1.0 : std::exp(static_cast<double>(max_step));
+      const double expected_correction = max_before[r] == -inf ? 1.0 : std::exp2(static_cast<double>(max_step));
       REQUIRE(std::abs(correction[r] - expected_correction) <= 1.2e-7 * expected_correction);
       double new_sum = 0;
       for (int64_t c = 0; c < cols; ++c) {
-        const double expected = std::exp(static_cast<double>(before[r * cols + c]) - new_max);
+        const double expected = std::exp2(static_cast<double>(before[r * cols + c]) - new_max);
         new_sum += expected;
         if (expected == 0) REQUIRE(scores[r * cols + c] == 0.0f);
         else REQUIRE(std::abs(scores[r * cols + c] - expected) <= 6e-7 * expected);
@@ -253,7 +254,7 @@ TEST_CASE("attention tile rows: the backward's exp and softmax gradient passes o
     }
     lse[2] = -inf;  // a fully masked row: left as it is
     const std::vector<float> scores_before = scores, d_before = d_probs;
-    tiles::exp_rows_avx2(scores.data(), rows, cols, ld, lse.data());
+    tiles::exp2_rows_avx2(scores.data(), rows, cols, ld, lse.data());
     tiles::softmax_backward_rows_avx2(d_probs.data(), scores.data(), rows, cols, ld, dot.data());
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < ld; ++c) {
@@ -263,9 +264,9 @@ TEST_CASE("attention tile rows: the backward's exp and softmax gradient passes o
           if (c >= cols) REQUIRE(d_probs[at] == kSentinel);
           continue;
         }
-        const double p = std::exp(static_cast<double>(scores_before[at]) - lse[r]);
+        const double p = std::exp2(static_cast<double>(scores_before[at]) - lse[r]);
         if (p == 0) REQUIRE(scores[at] == 0.0f);
-        else REQUIRE(std::abs(scores[at] - p) <= 6e-7 * p);  // exp, x - lse rounded
+        else REQUIRE(std::abs(scores[at] - p) <= 6e-7 * p);  // exp2, x - lse rounded
         // dS = P (dP - D) on the P just computed: two roundings
         const double d_s = static_cast<double>(scores[at]) * (static_cast<double>(d_before[at]) - dot[r]);
         REQUIRE(std::abs(d_probs[at] - d_s) <= 2.4e-7 * std::abs(d_s) + 1e-30);
