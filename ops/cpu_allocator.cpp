@@ -1,6 +1,8 @@
 // The CPU allocator and its cache of freed large blocks (ops/cpu_allocator.h says why).
 #include "tapegrad/ops/cpu_allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -31,6 +33,17 @@ constexpr size_t kMaxBlockBytes = size_t(1) << 47;
 
 size_t round_up(size_t nbytes) { return (nbytes + kAlignment - 1) / kAlignment * kAlignment; }
 
+// A block of `size` bytes (a multiple of kAlignment); from kCpuHugePageBytes on it starts on a
+// huge page boundary and asks for huge pages (ops/cpu_allocator.h says why).
+void* new_block(size_t size) {
+  if (size < kCpuHugePageBytes) return std::aligned_alloc(kAlignment, size);
+  void* ptr = std::aligned_alloc(kCpuHugePageBytes, size);
+#ifdef MADV_HUGEPAGE
+  if (ptr != nullptr) madvise(ptr, size, MADV_HUGEPAGE);  // a hint: where refused, 4 KiB pages
+#endif
+  return ptr;
+}
+
 bool cacheable(size_t size) { return size >= kCpuCachedMinBytes && fast_paths_enabled(); }
 
 }  // namespace
@@ -50,10 +63,10 @@ void* allocate_block(size_t nbytes) {
       return ptr;
     }
   }
-  void* ptr = std::aligned_alloc(kAlignment, size);
+  void* ptr = new_block(size);
   if (ptr == nullptr) {  // give the idle blocks back and try once more
     cpu_empty_cache();
-    ptr = std::aligned_alloc(kAlignment, size);
+    ptr = new_block(size);
   }
   TG_CHECK(ptr != nullptr, "allocate: out of memory asking for ", nbytes, " bytes");
   return ptr;

@@ -1,7 +1,10 @@
 // The CPU allocator's cache of freed large blocks (ops/cpu_allocator.h): a freed block of the same
 // size is handed out again, small blocks and FastPathsOff bypass it, the tensor counters are not
-// changed by it, and empty_cache frees what it holds.
+// changed by it, and empty_cache frees what it holds; blocks from 2 MiB on start on a huge page.
 #include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/storage.h"
@@ -33,6 +36,27 @@ TEST_CASE("CPU allocator: a freed large block is reused for the same size", "[al
   cpu_empty_cache();
   REQUIRE(cpu_cache_stats().idle_blocks == 0);
   REQUIRE(cpu_cache_stats().idle_bytes == 0);
+}
+
+TEST_CASE("CPU allocator: blocks from 2 MiB on start on a 2 MiB boundary, smaller ones on 64 bytes",
+          "[allocator]") {
+  cpu_empty_cache();
+  const auto offset = [](void* ptr, size_t unit) { return reinterpret_cast<uintptr_t>(ptr) % unit; };
+  for (const size_t size : {kCpuHugePageBytes, kCpuHugePageBytes + 64 * 3 + 5, 3 * kCpuHugePageBytes}) {
+    INFO(size << " bytes");
+    void* block = allocate_block(size);
+    REQUIRE(offset(block, kCpuHugePageBytes) == 0);
+    std::memset(block, 0x5a, size);  // every byte of it is there
+    free_block(block, size);
+  }
+  for (const size_t size : {size_t(100), kCpuCachedMinBytes + 1, kCpuHugePageBytes - 64}) {
+    INFO(size << " bytes");
+    void* block = allocate_block(size);
+    REQUIRE(offset(block, 64) == 0);
+    std::memset(block, 0x5a, size);
+    free_block(block, size);
+  }
+  cpu_empty_cache();
 }
 
 TEST_CASE("CPU allocator: small blocks and FastPathsOff bypass the cache", "[allocator]") {
