@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/autograd/autocast.h"
@@ -11,6 +12,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
+#include "tapegrad/ops/cpu_features.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -289,6 +291,19 @@ TEST_CASE("packed self-attention agrees with the explicit path on its slices", "
     require_packed_agrees(2, 7, 2, 3, nn::padding_mask({7, 5}, 7), true, 0.3, dtype);
     require_packed_agrees(1, 70, 2, 4, Tensor(), true, 0.0, dtype,
                           {.kind = SparsityKind::local, .window = 9}, /*alibi=*/true);
+  }
+}
+
+// Long enough that the CPU kernel's backward sums dK, dV (10 query tiles) and dQ (up to 5 key
+// tiles) in scratch and adds them into the strided gradient once (Sums in ops/cpu_attention.cpp);
+// the baseline path (FastPathsOff) adds every tile's product in place.
+TEST_CASE("packed self-attention on long sequences: gradients summed apart agree", "[attention][packed]") {
+  for (bool baseline : {false, true}) {
+    INFO((baseline ? "baseline path" : "fast paths"));
+    std::optional<cpu::FastPathsOff> plain;
+    if (baseline) plain.emplace();
+    require_packed_agrees(1, 600, 2, 32, Tensor(), true, 0.0, DType::f32);
+    require_packed_agrees(2, 520, 3, 16, nn::padding_mask({520, 300}, 520), false, 0.0, DType::f32);
   }
 }
 
