@@ -116,6 +116,9 @@ struct KeysOperand {
   int64_t ld, count, width;
   bool transposed = false;
 
+  // Key tile j0's transposed panel, [width, kKeyTile] (when transposed).
+  const T* panel(int64_t j0) const { return data + j0 / kKeyTile * width * kKeyTile; }
+
   KeysOperand(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width)
       : data(rows), ld(ld_rows), count(count), width(width) {
     if constexpr (std::is_same_v<T, float>) {
@@ -139,10 +142,7 @@ struct KeysOperand {
 template <typename T>
 void product_with_keys(int64_t m, int64_t cols, int64_t k, T alpha, const T* a, int64_t lda,
                        const KeysOperand<T>& keys, int64_t j0, T beta, T* c, int64_t ldc) {
-  if (keys.transposed) {
-    const T* panel = keys.data + j0 / kKeyTile * keys.width * kKeyTile;
-    return product(false, false, m, cols, k, alpha, a, lda, panel, keys.ld, beta, c, ldc);
-  }
+  if (keys.transposed) return product(false, false, m, cols, k, alpha, a, lda, keys.panel(j0), keys.ld, beta, c, ldc);
   product(false, true, m, cols, k, alpha, a, lda, keys.data + j0 * keys.ld, keys.ld, beta, c, ldc);
 }
 
@@ -171,6 +171,36 @@ struct Rows {
   }
   const T* row(int64_t r) const { return data + r * ld; }
 };
+
+// The backward's two products that take the next step along as each block is stored, on the tile
+// kernels (keys transposed, so f32 with AVX2): P = 2^(alpha Q_i K_j^T - shift) for a tile, and
+// dS = P (dO_i V_j^T - D) for rows [r0, r1) against the first `seen` keys of tile j0, a pass over
+// the tile fewer each. They return false, having done nothing, where the tile kernels do not run;
+// the caller then takes the steps one at a time.
+template <typename T>
+bool exp2_product(int64_t rows, int64_t cols, int64_t width, T alpha, const Rows<T>& q_i,
+                  const KeysOperand<T>& keys, int64_t j0, const T* shift, T* probs) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!keys.transposed) return false;
+    tiles::exp2_gemm_avx2(rows, cols, width, alpha, q_i.row(0), q_i.ld, 1, keys.panel(j0), keys.ld,
+                          shift, probs, kTileLd);
+    return true;
+  }
+  return false;
+}
+template <typename T>
+bool softmax_grad_product(int64_t r0, int64_t r1, int64_t seen, const Rows<T>& d_out_i,
+                          const KeysOperand<T>& values, int64_t j0, const T* probs, const T* row_dot,
+                          T* d_probs) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!values.transposed) return false;
+    tiles::softmax_grad_gemm_avx2(r1 - r0, seen, values.width, d_out_i.row(r0), d_out_i.ld, 1,
+                                  values.panel(j0), values.ld, probs + r0 * kTileLd, kTileLd,
+                                  row_dot + r0, d_probs + r0 * kTileLd, kTileLd);
+    return true;
+  }
+  return false;
+}
 
 // The write side of Rows: `count` rows of a gradient, `width` entries each, `ld` apart, that the
 // tile products add into (C += ...) again and again: dK and dV once per query tile, dQ once per
@@ -491,22 +521,27 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         if (!item.tile_visible(i0, rows, j0, cols)) continue;
-        // Row and key bands of a tile on the causal diagonal (Item::row_bands); one band elsewhere.
-        // S = scale log2(e) Q K^T: scores past a row band's `seen` are not computed, mask_row sets
-        // them -inf
-        item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
-          product_with_keys(r1 - r0, seen, head_dim, T(p.scale * kLog2e), q_i.row(r0), q_i.ld, keys, j0,
-                            T(0), probs + r0 * kTileLd, kTileLd);
-        });
-        for (int64_t r = 0; r < rows; ++r) {
-          T* prob = probs + r * kTileLd;
-          if (lse[i0 + r] == kNegInf) {  // a fully masked row: no probabilities, no gradient
-            std::fill(prob, prob + cols, T(0));
-          } else {
-            item.mask_row(i0 + r, j0, cols, prob);
+        // P = 2^(S - lse log2(e)), on the tile kernels each block as it is stored, where nothing in
+        // the tile is masked (and so no row is fully masked): as the three steps below
+        if (!(item.tile_unmasked(i0, j0, cols) &&
+              exp2_product(rows, cols, head_dim, T(p.scale * kLog2e), q_i, keys, j0, row_lse, probs))) {
+          // Row and key bands of a tile on the causal diagonal (Item::row_bands); one band
+          // elsewhere. S = scale log2(e) Q K^T: scores past a row band's `seen` are not computed,
+          // mask_row sets them -inf
+          item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
+            product_with_keys(r1 - r0, seen, head_dim, T(p.scale * kLog2e), q_i.row(r0), q_i.ld, keys,
+                              j0, T(0), probs + r0 * kTileLd, kTileLd);
+          });
+          for (int64_t r = 0; r < rows; ++r) {
+            T* prob = probs + r * kTileLd;
+            if (lse[i0 + r] == kNegInf) {  // a fully masked row: no probabilities, no gradient
+              std::fill(prob, prob + cols, T(0));
+            } else {
+              item.mask_row(i0 + r, j0, cols, prob);
+            }
           }
+          probabilities(probs, rows, cols, kTileLd, row_lse);  // P = 2^(S - lse log2(e))
         }
-        probabilities(probs, rows, cols, kTileLd, row_lse);  // P = 2^(S - lse log2(e))
         if (p.dropout_p > 0) {
           for (int64_t r = 0; r < rows; ++r) {
             T* factors = keep + r * kTileLd;
@@ -522,15 +557,19 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
                   d_v_sums.row(j0 + c0), d_v_sums.ld);
         });
         item.row_bands(i0, rows, j0, cols, [&](int64_t r0, int64_t r1, int64_t seen) {
-          product_with_keys(r1 - r0, seen, value_dim, T(1), d_out_i.row(r0), d_out_i.ld, values, j0,
-                            T(0), d_probs + r0 * kTileLd, kTileLd);
-          if (p.dropout_p > 0) {  // dP = dP~ * Z / (1 - p)
-            for (int64_t r = r0; r < r1; ++r) {
-              for (int64_t c = 0; c < seen; ++c) d_probs[r * kTileLd + c] *= keep[r * kTileLd + c];
+          // dS = P (dO V^T - D): without dropout on the tile kernels, each block as it is stored
+          if (!(p.dropout_p == 0 && softmax_grad_product(r0, r1, seen, d_out_i, values, j0, probs,
+                                                         row_dot, d_probs))) {
+            product_with_keys(r1 - r0, seen, value_dim, T(1), d_out_i.row(r0), d_out_i.ld, values, j0,
+                              T(0), d_probs + r0 * kTileLd, kTileLd);
+            if (p.dropout_p > 0) {  // dP = dP~ * Z / (1 - p)
+              for (int64_t r = r0; r < r1; ++r) {
+                for (int64_t c = 0; c < seen; ++c) d_probs[r * kTileLd + c] *= keep[r * kTileLd + c];
+              }
             }
+            softmax_backward(d_probs + r0 * kTileLd, probs + r0 * kTileLd, r1 - r0, seen, kTileLd,
+                             row_dot + r0);
           }
-          softmax_backward(d_probs + r0 * kTileLd, probs + r0 * kTileLd, r1 - r0, seen, kTileLd,
-                           row_dot + r0);
           for (int64_t r = r0; r < r1; ++r) {  // past the diagonal (P = 0 there)
             std::fill(d_probs + r * kTileLd + seen, d_probs + r * kTileLd + cols, T(0));
           }

@@ -92,6 +92,13 @@ struct Item {
       }
     }
   }
+  // Whether mask_row leaves every score of the tile of query rows i0 .. and keys [j0, j0 + cols)
+  // as it is: no ALiBi, no mask that hides a key the walk reads, no sparse layout, and, when
+  // causal, the tile wholly on or below the diagonal (its first row already sees its last key).
+  bool tile_unmasked(int64_t i0, int64_t j0, int64_t cols) const {
+    return alibi_slope == 0 && (!mask || mask_hides_nothing) && sparsity.full() &&
+           (!p.causal || i0 + 1 - j0 >= cols);
+  }
   // Whether the tile of query rows [i0, i0 + rows) and keys [j0, j0 + cols) has a key some query
   // may see under the sparse layout: the kernels skip the others, so local attention costs O(S W).
   bool tile_visible(int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {

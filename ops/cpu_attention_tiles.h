@@ -28,6 +28,18 @@ namespace tg::cpu::tiles {
 void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// The same product, with what the backward does next to it applied as each block is stored, while
+// the block is still in registers: a pass over the tile fewer. C(i, j) = 2^(alpha (A B)(i, j) -
+// shift[i]) (P from the scores, base 2: as exp2_rows_avx2 below), and C(i, j) = P(i, j)
+// ((A B)(i, j) - dot[i]) (dS from dP = dO V^T: as softmax_backward_rows_avx2), P m x n with rows
+// ld_probs apart.
+void exp2_gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+                    int64_t a_col, const float* b, int64_t ldb, const float* shift, float* c,
+                    int64_t ldc);
+void softmax_grad_gemm_avx2(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row,
+                            int64_t a_col, const float* b, int64_t ldb, const float* probs,
+                            int64_t ld_probs, const float* dot, float* c, int64_t ldc);
+
 // out (cols x rows, leading dimension ld_out) = in (rows x cols, leading dimension ld_in)^T, in
 // 8 x 8 blocks.
 void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,

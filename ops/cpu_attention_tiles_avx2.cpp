@@ -4,8 +4,9 @@
 //
 // Products: C is cut into blocks of up to 6 rows x 16 columns (two 8-float vectors), each one held in up to
 // 12 registers across the whole sum over p (with B's two vectors and the broadcast, 15 of the 16): per p, one or two vectors of B's row p are loaded, each
-// of the block's A(i, p) is broadcast, and one FMA per (row, vector) adds the product. alpha and
-// beta C are applied once, when the block is stored. The last vector of a row of blocks may stick
+// of the block's A(i, p) is broadcast, and one FMA per (row, vector) adds the product. What is
+// stored is a Store's: alpha A B + beta C, or the backward's 2^(S - lse) or P (dP - D), applied
+// once, when the block is stored. The last vector of a row of blocks may stick
 // out past column n: it is loaded and stored with a lane mask, so nothing outside A, B or C is
 // touched. Their transposed B operands are copied in 8 x 8 blocks, transposed in registers. The
 // row exp2 is ops/cpu_simd.h's on eight lanes.
@@ -28,70 +29,6 @@ __m256i lanes_below(int64_t count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane);
 }
 
-// One block of C: kRows rows x kVectors vectors of 8 columns; with kPartial, the last vector
-// covers only the lanes of `last`. The loops over rows and vectors are unrolled (the pragmas), so
-// that acc lives in registers: indexed at run time, it would be stored to the stack on every p.
-template <int kRows, int kVectors, bool kPartial>
-void block(int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
-           int64_t ldb, float beta, float* c, int64_t ldc, __m256i last) {
-  __m256 acc[kRows][kVectors];
-#pragma GCC unroll 6
-  for (int i = 0; i < kRows; ++i) {
-#pragma GCC unroll 2
-    for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_setzero_ps();
-  }
-  for (int64_t p = 0; p < k; ++p) {
-    const float* b_row = b + p * ldb;
-    __m256 b_vec[kVectors];
-#pragma GCC unroll 2
-    for (int v = 0; v < kVectors; ++v) {
-      const bool masked = kPartial && v == kVectors - 1;
-      b_vec[v] = masked ? _mm256_maskload_ps(b_row + 8 * v, last) : _mm256_loadu_ps(b_row + 8 * v);
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < kRows; ++i) {
-      const __m256 a_ip = _mm256_broadcast_ss(a + i * a_row + p * a_col);
-#pragma GCC unroll 2
-      for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_fmadd_ps(a_ip, b_vec[v], acc[i][v]);
-    }
-  }
-  const __m256 alpha_vec = _mm256_set1_ps(alpha), beta_vec = _mm256_set1_ps(beta);
-#pragma GCC unroll 6
-  for (int i = 0; i < kRows; ++i) {
-#pragma GCC unroll 2
-    for (int v = 0; v < kVectors; ++v) {
-      float* out = c + i * ldc + 8 * v;
-      const bool masked = kPartial && v == kVectors - 1;
-      __m256 result = _mm256_mul_ps(alpha_vec, acc[i][v]);
-      if (beta != 0) {
-        const __m256 old = masked ? _mm256_maskload_ps(out, last) : _mm256_loadu_ps(out);
-        result = _mm256_fmadd_ps(beta_vec, old, result);
-      }
-      if (masked) _mm256_maskstore_ps(out, last, result);
-      else _mm256_storeu_ps(out, result);
-    }
-  }
-}
-
-// A row of blocks of kRows rows across the n columns: 16 at a time, then what is left (1..15).
-template <int kRows>
-void block_row(int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  int64_t j = 0;
-  const __m256i all = _mm256_set1_epi32(-1);
-  for (; j + 16 <= n; j += 16) {
-    block<kRows, 2, false>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, all);
-  }
-  const int64_t left = n - j;
-  if (left > 8) {
-    block<kRows, 2, true>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, lanes_below(left - 8));
-  } else if (left == 8) {
-    block<kRows, 1, false>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, all);
-  } else if (left > 0) {
-    block<kRows, 1, true>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc, lanes_below(left));
-  }
-}
-
 // 2^x of eight floats: ops/cpu_simd.h's exp2_lanes (the same reduction, polynomial, rounding
 // trick and clamping, so the same accuracy and edge cases: within 1.2e-7 relative over [-126, 127],
 // exactly 0 below -126.5, NaN kept), with FMA and eight lanes: 12 instructions.
@@ -111,6 +48,126 @@ __m256 exp2_lanes(__m256 x) {
   poly = _mm256_fmadd_ps(poly, f, _mm256_set1_ps(1.0f));
   const __m256 two_to_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(n_biased), 23));
   return _mm256_mul_ps(poly, two_to_n);
+}
+
+// Eight floats at `at`, or only the lanes of `lanes` (the others 0) where `masked`.
+__m256 load(const float* at, bool masked, __m256i lanes) {
+  return masked ? _mm256_maskload_ps(at, lanes) : _mm256_loadu_ps(at);
+}
+
+// What a block stores at C(i, j .. j + 7) for its sum acc = (A B)(i, j .. j + 7); i and j count
+// from the product's first row and column, so that a store can read its row's entries of other
+// arrays. Lanes past `lanes` (where `masked`) are never stored, and are not read from C.
+struct LinearStore {  // C = alpha A B + beta C
+  float alpha, beta;
+  const float* c;
+  int64_t ldc;
+  __m256 operator()(int64_t i, int64_t j, __m256 acc, bool masked, __m256i lanes) const {
+    const __m256 result = _mm256_mul_ps(_mm256_set1_ps(alpha), acc);
+    if (beta == 0) return result;  // C is not read: it may hold anything, NaN included
+    return _mm256_fmadd_ps(_mm256_set1_ps(beta), load(c + i * ldc + j, masked, lanes), result);
+  }
+};
+struct Exp2Store {  // C = 2^(alpha A B - shift[i])
+  float alpha;
+  const float* shift;
+  __m256 operator()(int64_t i, int64_t, __m256 acc, bool, __m256i) const {
+    return exp2_lanes(_mm256_fmsub_ps(_mm256_set1_ps(alpha), acc, _mm256_set1_ps(shift[i])));
+  }
+};
+struct SoftmaxGradStore {  // C = P * (A B - dot[i])
+  const float* probs;
+  int64_t ld_probs;
+  const float* dot;
+  __m256 operator()(int64_t i, int64_t j, __m256 acc, bool masked, __m256i lanes) const {
+    const __m256 p = load(probs + i * ld_probs + j, masked, lanes);
+    return _mm256_mul_ps(p, _mm256_sub_ps(acc, _mm256_set1_ps(dot[i])));
+  }
+};
+
+// One block of C: kRows rows x kVectors vectors of 8 columns, from row i0 and column j0 of the
+// product; with kPartial, the last vector covers only the lanes of `last`. The loops over rows and
+// vectors are unrolled (the pragmas), so that acc lives in registers: indexed at run time, it would
+// be stored to the stack on every p.
+template <int kRows, int kVectors, bool kPartial, typename Store>
+void block(int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
+           int64_t i0, int64_t j0, float* c, int64_t ldc, __m256i last, const Store& store) {
+  __m256 acc[kRows][kVectors];
+#pragma GCC unroll 6
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_setzero_ps();
+  }
+  a += i0 * a_row;
+  b += j0;
+  for (int64_t p = 0; p < k; ++p) {
+    const float* b_row = b + p * ldb;
+    __m256 b_vec[kVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) b_vec[v] = load(b_row + 8 * v, kPartial && v == kVectors - 1, last);
+#pragma GCC unroll 6
+    for (int i = 0; i < kRows; ++i) {
+      const __m256 a_ip = _mm256_broadcast_ss(a + i * a_row + p * a_col);
+#pragma GCC unroll 2
+      for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_fmadd_ps(a_ip, b_vec[v], acc[i][v]);
+    }
+  }
+  const Store local = store;  // a copy the stores to C cannot alias: its fields stay in registers
+#pragma GCC unroll 6
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) {
+      const bool masked = kPartial && v == kVectors - 1;
+      const int64_t row = i0 + i, col = j0 + 8 * v;
+      const __m256 result = local(row, col, acc[i][v], masked, last);
+      float* out = c + row * ldc + col;
+      if (masked) _mm256_maskstore_ps(out, last, result);
+      else _mm256_storeu_ps(out, result);
+    }
+  }
+}
+
+// A row of blocks of kRows rows (from row i0) across the n columns: 16 at a time, then what is
+// left (1..15).
+template <int kRows, typename Store>
+void block_row(int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b,
+               int64_t ldb, int64_t i0, float* c, int64_t ldc, const Store& store) {
+  int64_t j = 0;
+  const __m256i all = _mm256_set1_epi32(-1);
+  for (; j + 16 <= n; j += 16) block<kRows, 2, false>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, all, store);
+  const int64_t left = n - j;
+  if (left > 8) {
+    block<kRows, 2, true>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, lanes_below(left - 8), store);
+  } else if (left == 8) {
+    block<kRows, 1, false>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, all, store);
+  } else if (left > 0) {
+    block<kRows, 1, true>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, lanes_below(left), store);
+  }
+}
+
+// C (m x n) = store(A B): rows of blocks down C. Six rows a block: 12 FMAs for 8 loads, against 8
+// for 6 with four rows; 8-14% faster on the attention tiles' shapes (64 x 128 x 32, 128 x 32 x 64,
+// 64 x 64 x 16: docs/design-notes.md). A block of one or two rows has too few accumulators to
+// keep both FMA units busy (each FMA waits four cycles for its accumulator), so 6 + 1 and 6 + 2
+// rows run as 4 + 3 and 4 + 4.
+template <typename Store>
+void blocks(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col,
+            const float* b, int64_t ldb, float* c, int64_t ldc, const Store& store) {
+  const int64_t left = m % 6 != 0 && m % 6 <= 2 && m > 6 ? m % 6 + 6 : m % 6;
+  int64_t i = 0;
+  for (; i < m - left; i += 6) block_row<6>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store);
+  if (left > 6) {
+    block_row<4>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store);
+    i += 4;
+  }
+  switch (m - i) {  // the last 1..5 rows
+    case 5: block_row<5>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
+    case 4: block_row<4>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
+    case 3: block_row<3>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
+    case 2: block_row<2>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
+    case 1: block_row<1>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
+    default: break;
+  }
 }
 
 // The last `count` (0..7) floats of a row, the lanes past it set to `fill`.
@@ -250,29 +307,19 @@ void softmax_backward_rows_avx2(float* d_probs, const float* probs, int64_t rows
 
 void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  // Six rows a block: 12 FMAs for 8 loads, against 8 for 6 with four rows; 8-14% faster on the
-  // attention tiles' shapes (64 x 128 x 32, 128 x 32 x 64, 64 x 64 x 16: docs/design-notes.md).
-  // A block of one or two rows has too few accumulators to keep both FMA units busy (each FMA
-  // waits four cycles for its accumulator), so 6 + 1 and 6 + 2 rows run as 4 + 3 and 4 + 4.
-  const int64_t left = m % 6 != 0 && m % 6 <= 2 && m > 6 ? m % 6 + 6 : m % 6;
-  int64_t i = 0;
-  for (; i < m - left; i += 6) {
-    block_row<6>(n, k, alpha, a + i * a_row, a_row, a_col, b, ldb, beta, c + i * ldc, ldc);
-  }
-  if (left > 6) {
-    block_row<4>(n, k, alpha, a + i * a_row, a_row, a_col, b, ldb, beta, c + i * ldc, ldc);
-    i += 4;
-  }
-  const float* a_left = a + i * a_row;
-  float* c_left = c + i * ldc;
-  switch (m - i) {  // the last 1..5 rows
-    case 5: block_row<5>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
-    case 4: block_row<4>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
-    case 3: block_row<3>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
-    case 2: block_row<2>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
-    case 1: block_row<1>(n, k, alpha, a_left, a_row, a_col, b, ldb, beta, c_left, ldc); break;
-    default: break;
-  }
+  blocks(m, n, k, a, a_row, a_col, b, ldb, c, ldc, LinearStore{alpha, beta, c, ldc});
+}
+
+void exp2_gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+                    int64_t a_col, const float* b, int64_t ldb, const float* shift, float* c,
+                    int64_t ldc) {
+  blocks(m, n, k, a, a_row, a_col, b, ldb, c, ldc, Exp2Store{alpha, shift});
+}
+
+void softmax_grad_gemm_avx2(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row,
+                            int64_t a_col, const float* b, int64_t ldb, const float* probs,
+                            int64_t ld_probs, const float* dot, float* c, int64_t ldc) {
+  blocks(m, n, k, a, a_row, a_col, b, ldb, c, ldc, SoftmaxGradStore{probs, ld_probs, dot});
 }
 
 }  // namespace tg::cpu::tiles
@@ -284,6 +331,12 @@ void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
 namespace tg::cpu::tiles {
 void gemm_avx2(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
                int64_t, float, float*, int64_t) { fail("gemm_avx2: not an x86-64 build"); }
+void exp2_gemm_avx2(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
+                    int64_t, const float*, float*, int64_t) { fail("exp2_gemm_avx2: not an x86-64 build"); }
+void softmax_grad_gemm_avx2(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                            int64_t, const float*, int64_t, const float*, float*, int64_t) {
+  fail("softmax_grad_gemm_avx2: not an x86-64 build");
+}
 void transpose_avx2(int64_t, int64_t, const float*, int64_t, float*, int64_t) {
   fail("transpose_avx2: not an x86-64 build");
 }

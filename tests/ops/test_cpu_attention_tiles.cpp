@@ -72,6 +72,51 @@ void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta
   }
 }
 
+// The backward's products that apply the next step as each block is stored: P = 2^(alpha A B -
+// shift_i) and dS = P (A B - dot_i), against the product in double and that step in double. A
+// rounding e of the product's sum is e ln 2 relative after 2^x (plus 2^x's own 1.2e-7), and
+// |P| e after the subtraction (plus the subtraction's and the multiplication's roundings).
+void check_fused_products(int64_t m, int64_t n, int64_t k) {
+  INFO("m " << m << ", n " << n << ", k " << k);
+  std::mt19937 gen(static_cast<uint32_t>(m * 7919 + n * 31 + k));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  const int64_t lda = k + 2, ldb = n + 3, ldc = n + 5, ld_probs = n + 1;
+  std::vector<float> a(m * lda), b(k * ldb), shift(m), dot(m), probs(m * ld_probs);
+  for (float& x : a) x = dist(gen);
+  for (float& x : b) x = dist(gen);
+  for (float& x : shift) x = 4 * dist(gen);
+  for (float& x : dot) x = dist(gen);
+  for (float& x : probs) x = std::abs(dist(gen));
+  const float alpha = 1.25f;
+  std::vector<float> p(m * ldc, kSentinel), d_s(m * ldc, kSentinel);
+  tiles::exp2_gemm_avx2(m, n, k, alpha, a.data(), lda, 1, b.data(), ldb, shift.data(), p.data(), ldc);
+  tiles::softmax_grad_gemm_avx2(m, n, k, a.data(), lda, 1, b.data(), ldb, probs.data(), ld_probs,
+                                dot.data(), d_s.data(), ldc);
+  const double u = 0x1.0p-24;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      INFO("C(" << i << ", " << j << ")");
+      if (j >= n) {  // padding: untouched
+        REQUIRE(p[i * ldc + j] == kSentinel);
+        REQUIRE(d_s[i * ldc + j] == kSentinel);
+        continue;
+      }
+      double sum = 0, bound = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        const double term = static_cast<double>(a[i * lda + q]) * b[q * ldb + j];
+        sum += term;
+        bound += std::abs(term);
+      }
+      const double exponent_error = (k + 4) * u * std::abs(alpha) * bound + 2 * u * std::abs(shift[i]);
+      const double expected_p = std::exp2(alpha * sum - shift[i]);
+      REQUIRE(std::abs(p[i * ldc + j] - expected_p) <= (exponent_error * 0.7 + 1.2e-7) * expected_p);
+      const double prob = probs[i * ld_probs + j], expected_d_s = prob * (sum - dot[i]);
+      const double gradient_error = prob * ((k + 4) * u * bound + 4 * u * (std::abs(sum) + std::abs(dot[i])));
+      REQUIRE(std::abs(d_s[i * ldc + j] - expected_d_s) <= gradient_error + 1e-30);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision triple loop", "[attention][tiles]") {
@@ -92,6 +137,17 @@ TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision t
   }
   check_product(64, 128, 32, false, 0.5f);  // a full attention tile
   check_product(128, 32, 64, true, 1.0f);
+}
+
+TEST_CASE("attention tile products with the backward's next step: 2^(alpha A B - shift) and P (A B - dot)",
+          "[attention][tiles]") {
+  if (!tg::cpu::cpu_has_avx2_fma()) return;  // said by the products' test
+  for (int64_t m : {1, 2, 5, 6, 7, 8, 13, 14}) {
+    for (int64_t n : {1, 7, 8, 9, 16, 17, 31}) {
+      for (int64_t k : {1, 16, 17}) check_fused_products(m, n, k);
+    }
+  }
+  check_fused_products(64, 128, 32);  // a full attention tile
 }
 
 TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention][tiles]") {
