@@ -55,23 +55,21 @@ __m256 load(const float* at, bool masked, __m256i lanes) {
   return masked ? _mm256_maskload_ps(at, lanes) : _mm256_loadu_ps(at);
 }
 
-// What a block stores at C(i, j .. j + 7) for its sum acc = (A B)(i, j .. j + 7); i and j count
-// from the product's first row and column, so that a store can read its row's entries of other
-// arrays. Lanes past `lanes` (where `masked`) are never stored, and are not read from C.
+// What a block stores at C(i, j .. j + 7), at `out`, for its sum acc = (A B)(i, j .. j + 7); i and
+// j count from the product's first row and column, so that a store can read its row's entries of
+// other arrays. Lanes past `lanes` (where `masked`) are never stored, and are not read.
 struct LinearStore {  // C = alpha A B + beta C
   float alpha, beta;
-  const float* c;
-  int64_t ldc;
-  __m256 operator()(int64_t i, int64_t j, __m256 acc, bool masked, __m256i lanes) const {
+  __m256 operator()(int64_t, int64_t, __m256 acc, const float* out, bool masked, __m256i lanes) const {
     const __m256 result = _mm256_mul_ps(_mm256_set1_ps(alpha), acc);
     if (beta == 0) return result;  // C is not read: it may hold anything, NaN included
-    return _mm256_fmadd_ps(_mm256_set1_ps(beta), load(c + i * ldc + j, masked, lanes), result);
+    return _mm256_fmadd_ps(_mm256_set1_ps(beta), load(out, masked, lanes), result);
   }
 };
 struct Exp2Store {  // C = 2^(alpha A B - shift[i])
   float alpha;
   const float* shift;
-  __m256 operator()(int64_t i, int64_t, __m256 acc, bool, __m256i) const {
+  __m256 operator()(int64_t i, int64_t, __m256 acc, const float*, bool, __m256i) const {
     return exp2_lanes(_mm256_fmsub_ps(_mm256_set1_ps(alpha), acc, _mm256_set1_ps(shift[i])));
   }
 };
@@ -79,27 +77,26 @@ struct SoftmaxGradStore {  // C = P * (A B - dot[i])
   const float* probs;
   int64_t ld_probs;
   const float* dot;
-  __m256 operator()(int64_t i, int64_t j, __m256 acc, bool masked, __m256i lanes) const {
+  __m256 operator()(int64_t i, int64_t j, __m256 acc, const float*, bool masked, __m256i lanes) const {
     const __m256 p = load(probs + i * ld_probs + j, masked, lanes);
     return _mm256_mul_ps(p, _mm256_sub_ps(acc, _mm256_set1_ps(dot[i])));
   }
 };
 
-// One block of C: kRows rows x kVectors vectors of 8 columns, from row i0 and column j0 of the
-// product; with kPartial, the last vector covers only the lanes of `last`. The loops over rows and
-// vectors are unrolled (the pragmas), so that acc lives in registers: indexed at run time, it would
-// be stored to the stack on every p.
+// One block of C: kRows rows x kVectors vectors of 8 columns, at a, b and c (moved to the block's
+// first row and column, i0 and j0 of the product, which the store is told); with kPartial, the
+// last vector covers only the lanes of `last`. The loops over rows and vectors are unrolled (the
+// pragmas), so that acc lives in registers: indexed at run time, it would be stored to the stack on
+// every p.
 template <int kRows, int kVectors, bool kPartial, typename Store>
 void block(int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
-           int64_t i0, int64_t j0, float* c, int64_t ldc, __m256i last, const Store& store) {
+           float* c, int64_t ldc, __m256i last, int64_t i0, int64_t j0, const Store& store) {
   __m256 acc[kRows][kVectors];
 #pragma GCC unroll 6
   for (int i = 0; i < kRows; ++i) {
 #pragma GCC unroll 2
     for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_setzero_ps();
   }
-  a += i0 * a_row;
-  b += j0;
   for (int64_t p = 0; p < k; ++p) {
     const float* b_row = b + p * ldb;
     __m256 b_vec[kVectors];
@@ -118,30 +115,31 @@ void block(int64_t k, const float* a, int64_t a_row, int64_t a_col, const float*
 #pragma GCC unroll 2
     for (int v = 0; v < kVectors; ++v) {
       const bool masked = kPartial && v == kVectors - 1;
-      const int64_t row = i0 + i, col = j0 + 8 * v;
-      const __m256 result = local(row, col, acc[i][v], masked, last);
-      float* out = c + row * ldc + col;
+      float* out = c + i * ldc + 8 * v;
+      const __m256 result = local(i0 + i, j0 + 8 * v, acc[i][v], out, masked, last);
       if (masked) _mm256_maskstore_ps(out, last, result);
       else _mm256_storeu_ps(out, result);
     }
   }
 }
 
-// A row of blocks of kRows rows (from row i0) across the n columns: 16 at a time, then what is
-// left (1..15).
+// A row of blocks of kRows rows (row i0 of the product on, at a and c) across the n columns: 16 at
+// a time, then what is left (1..15).
 template <int kRows, typename Store>
 void block_row(int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b,
-               int64_t ldb, int64_t i0, float* c, int64_t ldc, const Store& store) {
+               int64_t ldb, float* c, int64_t ldc, int64_t i0, const Store& store) {
   int64_t j = 0;
   const __m256i all = _mm256_set1_epi32(-1);
-  for (; j + 16 <= n; j += 16) block<kRows, 2, false>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, all, store);
+  for (; j + 16 <= n; j += 16) {
+    block<kRows, 2, false>(k, a, a_row, a_col, b + j, ldb, c + j, ldc, all, i0, j, store);
+  }
   const int64_t left = n - j;
   if (left > 8) {
-    block<kRows, 2, true>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, lanes_below(left - 8), store);
+    block<kRows, 2, true>(k, a, a_row, a_col, b + j, ldb, c + j, ldc, lanes_below(left - 8), i0, j, store);
   } else if (left == 8) {
-    block<kRows, 1, false>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, all, store);
+    block<kRows, 1, false>(k, a, a_row, a_col, b + j, ldb, c + j, ldc, all, i0, j, store);
   } else if (left > 0) {
-    block<kRows, 1, true>(k, a, a_row, a_col, b, ldb, i0, j, c, ldc, lanes_below(left), store);
+    block<kRows, 1, true>(k, a, a_row, a_col, b + j, ldb, c + j, ldc, lanes_below(left), i0, j, store);
   }
 }
 
@@ -155,17 +153,19 @@ void blocks(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int6
             const float* b, int64_t ldb, float* c, int64_t ldc, const Store& store) {
   const int64_t left = m % 6 != 0 && m % 6 <= 2 && m > 6 ? m % 6 + 6 : m % 6;
   int64_t i = 0;
-  for (; i < m - left; i += 6) block_row<6>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store);
+  for (; i < m - left; i += 6) block_row<6>(n, k, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, i, store);
   if (left > 6) {
-    block_row<4>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store);
+    block_row<4>(n, k, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, i, store);
     i += 4;
   }
+  const float* a_left = a + i * a_row;
+  float* c_left = c + i * ldc;
   switch (m - i) {  // the last 1..5 rows
-    case 5: block_row<5>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
-    case 4: block_row<4>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
-    case 3: block_row<3>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
-    case 2: block_row<2>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
-    case 1: block_row<1>(n, k, a, a_row, a_col, b, ldb, i, c, ldc, store); break;
+    case 5: block_row<5>(n, k, a_left, a_row, a_col, b, ldb, c_left, ldc, i, store); break;
+    case 4: block_row<4>(n, k, a_left, a_row, a_col, b, ldb, c_left, ldc, i, store); break;
+    case 3: block_row<3>(n, k, a_left, a_row, a_col, b, ldb, c_left, ldc, i, store); break;
+    case 2: block_row<2>(n, k, a_left, a_row, a_col, b, ldb, c_left, ldc, i, store); break;
+    case 1: block_row<1>(n, k, a_left, a_row, a_col, b, ldb, c_left, ldc, i, store); break;
     default: break;
   }
 }
@@ -307,7 +307,7 @@ void softmax_backward_rows_avx2(float* d_probs, const float* probs, int64_t rows
 
 void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  blocks(m, n, k, a, a_row, a_col, b, ldb, c, ldc, LinearStore{alpha, beta, c, ldc});
+  blocks(m, n, k, a, a_row, a_col, b, ldb, c, ldc, LinearStore{alpha, beta});
 }
 
 void exp2_gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
