@@ -37,7 +37,8 @@ size_t round_up(size_t nbytes) { return (nbytes + kAlignment - 1) / kAlignment *
 // huge page boundary and asks for huge pages (ops/cpu_allocator.h says why).
 void* new_block(size_t size) {
   if (size < kCpuHugePageBytes) return std::aligned_alloc(kAlignment, size);
-  void* ptr = std::aligned_alloc(kCpuHugePageBytes, size);
+  void* ptr = nullptr;  // (aligned_alloc wants the size a multiple of the alignment: not here)
+  if (posix_memalign(&ptr, kCpuHugePageBytes, size) != 0) return nullptr;
 #ifdef MADV_HUGEPAGE
   if (ptr != nullptr) madvise(ptr, size, MADV_HUGEPAGE);  // a hint: where refused, 4 KiB pages
 #endif
