@@ -2,14 +2,14 @@
 // products, and exp2 / max over a row of scores. This file alone is compiled with -mavx2 -mfma
 // (CMakeLists.txt), and ops/cpu_attention.cpp calls it only where cpu::fast_paths_enabled().
 //
-// Products: C is cut into blocks of up to 6 rows x 16 columns (two 8-float vectors), each one held in up to
-// 12 registers across the whole sum over p (with B's two vectors and the broadcast, 15 of the 16): per p, one or two vectors of B's row p are loaded, each
-// of the block's A(i, p) is broadcast, and one FMA per (row, vector) adds the product. What is
-// stored is a Store's: alpha A B + beta C, or the backward's 2^(S - lse) or P (dP - D), applied
-// once, when the block is stored. The last vector of a row of blocks may stick
-// out past column n: it is loaded and stored with a lane mask, so nothing outside A, B or C is
-// touched. Their transposed B operands are copied in 8 x 8 blocks, transposed in registers. The
-// row exp2 is ops/cpu_simd.h's on eight lanes.
+// Products: C is cut into blocks of up to 6 rows x 16 columns (two 8-float vectors), each one held
+// in up to 12 registers across the whole sum over p (with B's two vectors and the broadcast, 15 of
+// the 16): per p, one or two vectors of B's row p are loaded, each of the block's A(i, p) is
+// broadcast, and one FMA per (row, vector) adds the product. What is stored is a Store's: alpha A B
+// + beta C, or the backward's 2^(S - lse) or P (dP - D), applied once, when the block is stored.
+// The last vector of a row of blocks may stick out past column n: it is loaded and stored with a
+// lane mask, so nothing outside A, B or C is touched. Their transposed B operands are copied in
+// 8 x 8 blocks, transposed in registers. The row exp2 is ops/cpu_simd.h's on eight lanes.
 //
 // Nothing here may be shared with the baseline code: an inline function or template instantiated
 // in this file (std::min, say) would be compiled with AVX2, and the linker could keep that copy
