@@ -46,9 +46,9 @@ T* scratch(Slot slot, int64_t count) {
 // with AVX2: tiles::gemm_avx2, a transposed A read through its strides. Everything else (f64 for
 // gradcheck, large tiles, CPUs without AVX2, where plain loops would lose to OpenBLAS's SSE kernels
 // by 2x): BLAS. A transposed B (K or V of a key tile) comes through product_with_keys below.
-inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
-             const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-             int64_t ldc) {
+inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                    double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
+                    double beta, double* c, int64_t ldc) {
   blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -56,9 +56,9 @@ inline bool on_tiles(int64_t m, int64_t n, int64_t k) {
   return m * n * k <= kSmallProduct && fast_paths_enabled();
 }
 
-inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-             int64_t ldc) {
+inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    float beta, float* c, int64_t ldc) {
   if (transpose_b || !on_tiles(m, n, k)) {
     return blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
@@ -156,8 +156,8 @@ bool exp2_product(int64_t rows, int64_t cols, int64_t width, T alpha, const Rows
 }
 template <typename T>
 bool softmax_grad_product(int64_t r0, int64_t r1, int64_t seen, const Rows<T>& d_out_i,
-                          const KeysOperand<T>& values, int64_t j0, const T* probs, const T* row_dot,
-                          T* d_probs) {
+                          const KeysOperand<T>& values, int64_t j0, const T* probs,
+                          const T* row_dot, T* d_probs) {
   if constexpr (std::is_same_v<T, float>) {
     if (!values.transposed) return false;
     tiles::softmax_grad_gemm_avx2(r1 - r0, seen, values.width, d_out_i.row(r0), d_out_i.ld, 1,
@@ -185,7 +185,8 @@ struct Sums {
   Sums(Slot slot, T* rows, int64_t ld_rows, int64_t count, int64_t width, int64_t revisits)
       : target(rows), data(rows), ld_target(ld_rows), ld(ld_rows), count(count), width(width) {
     if constexpr (std::is_same_v<T, float>) {
-      if (ld_rows == width || revisits < kRevisits || !on_tiles(kQueryTile, kKeyTile, width)) return;
+      const bool strided = ld_rows != width && on_tiles(kQueryTile, kKeyTile, width);
+      if (!strided || revisits < kRevisits) return;
       data = scratch<float>(slot, count * width);
       std::fill(data, data + count * width, 0.0f);
       ld = width;
