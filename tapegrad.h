@@ -3,7 +3,7 @@
 // optimizers and checkpoints (nn/). Installed as <tapegrad/tapegrad.h>; link tapegrad::tapegrad.
 // Left out: the gradcheck registries (tapegrad/ops/gradcheck_cases.h and
 // tapegrad/nn/gradcheck_cases.h), to include on their own, and the backends' own headers
-// (ops/cpu_kernels.h, cuda/), which are not installed.
+// (cpu/kernels.h, cuda/), which are not installed.
 
 // autograd/: tensors, the tape, devices, dtypes, random numbers, mixed precision, checkpointing
 #include "tapegrad/autograd/attention_layout.h"
@@ -29,7 +29,7 @@
 // int8 quantization
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/attention_spec.h"
-#include "tapegrad/nn/file_io.h"
+#include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linformer.h"
@@ -42,6 +42,6 @@
 #include "tapegrad/nn/positional_encoding.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/nn/rope.h"
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/nn/transformer.h"

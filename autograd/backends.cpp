@@ -7,7 +7,7 @@
 
 #ifdef TAPEGRAD_BUILTIN_CUDA
 namespace tg::cuda {
-Backend cuda_backend();  // cuda/cuda_info.cu
+Backend cuda_backend();  // cuda/info.cu
 }
 #endif
 

@@ -1,13 +1,14 @@
 #pragma once
 // The kernel interface: everything a device must do for the ops in ops/.
 // ops/ never asks which device a tensor is on; it calls kernels(tensor.device()).
-// The CPU implementation is in ops/cpu_*.cpp; ops/cpu_reference.h has the plain-loop reference
+// The CPU implementation is in ops/cpu_*.cpp; cpu/reference.h has the plain-loop reference
 // of its blocked / vectorised kernels (GEMM, softmax, attention).
 //
-// Conventions: tensors passed as outputs are contiguous and already allocated. Inputs may have
-// any strides unless a comment says "contiguous". Floating kernels handle f32 and f64; copy, fill,
-// unary, binary, where, sum_dim, uniform, gemm and attention also f16 and bf16 (mixed precision:
-// computed and accumulated in f32, rounded once on store).
+// Conventions: tensors passed as outputs are contiguous (attention's excepted: see
+// attention_forward) and already allocated. Inputs may have any strides unless a comment says
+// "contiguous". Floating kernels handle f32 and f64; copy, fill, unary, binary, where, sum_dim,
+// uniform, gemm and attention also f16 and bf16 (mixed precision: computed and accumulated in f32,
+// rounded once on store).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,10 +50,12 @@ struct DimSplit {
   int64_t outer = 1, n = 1, inner = 1;
 };
 
-// Scaled dot-product attention over a batch of N independent (query, key, value) problems:
-// q [N, Sq, head_dim], k [N, Sk, head_dim], v [N, Sk, value_dim], all contiguous. Query i may
-// attend key j unless `causal` and j > i, or the mask says false there. Dropout drops
-// probability (n, i, j) when Philox number n*Sq*Sk + i*Sk + j of (seed, offset) is below
+// Scaled dot-product attention over a batch of N = B H independent (query, key, value) problems:
+// q [B, H, Sq, head_dim], k [B, H, Sk, head_dim], v [B, H, Sk, value_dim], item n = b H + h.
+// Their strides on B, H and S are any (the per-head views of a projection's output, or of one
+// packed [B, S, 3, H, head_dim] projection, come as they are, uncopied); the last dim has stride
+// 1. Query i may attend key j unless `causal` and j > i, or the mask says false there. Dropout
+// drops probability (n, i, j) when Philox number n*Sq*Sk + i*Sk + j of (seed, offset) is below
 // dropout_p (the numbering that dropout() on the [N, Sq, Sk] weights uses, so both attention
 // paths drop the same entries).
 struct AttentionProblem {
@@ -64,17 +67,9 @@ struct AttentionProblem {
   int64_t mask_row_stride = 0, mask_col_stride = 0;
   double dropout_p = 0.0;
   uint64_t seed = 0, offset = 0;
-  // The layout of q, k, v, the output and every gradient: 0 (the default), [N, S, width]
-  // contiguous; H > 0, [B, S, H, width] contiguous, item n = b H + h: the layout of a projection's
-  // output before its heads are split, read and written in place (no copy to split or merge
-  // heads). The log-sum-exp is [N, Sq] either way. Only the CPU kernel takes H > 0.
-  int64_t interleaved_heads = 0;
-  // With H > 0: the distance between rows of q, k, v and of their gradients, when they are the
-  // slices of one packed [B, S, 3, H, width] projection (packed_self_attention): 3 H width. 0,
-  // the default: H width, as for the output and its gradient.
-  int64_t qkv_row_stride = 0;
-  // Block-sparse layout and ALiBi (ops/attention_layout.h): tiles no query of a tile may see are
-  // skipped, forward and backward. sparsity_random is bigbird_random_blocks' table (host memory).
+  // Block-sparse layout and ALiBi (autograd/attention_layout.h): tiles no query of a tile may see
+  // are skipped, forward and backward. sparsity_random is bigbird_random_blocks' table (host
+  // memory).
   SparsityLayout sparsity;
   std::vector<int64_t> sparsity_random;
   int64_t alibi_heads = 0;  // H > 0: ALiBi on, item n is head n % H
@@ -93,7 +88,7 @@ struct IndexSummary {
 //          m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
 //          p -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps).
 // Arithmetic in f64, each stored value rounded to the tensor's dtype (the CPU's f32 Adam fast
-// path computes in f32, in this order: ops/cpu_optim_avx2.cpp).
+// path computes in f32, in this order: cpu/fast/optim_avx2.cpp).
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, first_step = false;
@@ -157,9 +152,11 @@ struct Kernels {
   virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                               const Tensor& rstd) = 0;
 
-  // Fused attention: out [N, Sq, value_dim] and the per-row log-sum-exp [N, Sq] (the only
-  // statistics kept for backward, which recomputes the probabilities tile by tile). For f16/bf16
-  // q, k, v the log-sum-exp is f32.
+  // Fused attention: out [B, H, Sq, value_dim] and the per-row log-sum-exp [N, Sq] contiguous (the
+  // only statistics kept for backward, which recomputes the probabilities tile by tile). For
+  // f16/bf16 q, k, v the log-sum-exp is f32. out, grad_out and the gradients are 4-d like q, k, v
+  // (any strides on B, H and S, stride 1 on the last dim), so that an op may pass views: a device
+  // whose kernel wants them contiguous copies them itself (and copies results back).
   virtual void attention_forward(const AttentionProblem& problem, const Tensor& out,
                                  const Tensor& logsumexp) = 0;
   // Accumulates into grad_q, grad_k, grad_v (zero-filled by the caller).
@@ -189,7 +186,7 @@ struct Kernels {
                                       const Tensor& keep) = 0;
 
   // ---- Optimizer steps, clipping and loss scaling (param, grad and state contiguous, one
-  // dtype, f32 or f64; the CPU versions in ops/cpu_optim.cpp are the readable reference) -------
+  // dtype, f32 or f64; the CPU versions in cpu/optim.cpp are the readable reference) -------
   // momentum_buffer is undefined when step.momentum == 0.
   virtual void sgd_step(const SgdStep& step, const Tensor& param, const Tensor& grad,
                         const Tensor& momentum_buffer) = 0;
@@ -203,7 +200,7 @@ struct Kernels {
                                  const Tensor& found_inf) = 0;
 
   // ---- int8 inference (contiguous tensors; ops/quantize.h checks the shapes, and the CPU versions
-  // in ops/cpu_quantize.cpp are the readable reference) ----------------------------------------
+  // in cpu/quantize.cpp are the readable reference) ----------------------------------------
   // Symmetric int8 rows of x [rows, cols] f32: scale[r] = max_c |x[r, c]| / 127 in f32 (1 for a
   // row without a nonzero finite entry), or fixed_scale for every row when fixed_scale > 0;
   // q[r, c] = x[r, c] / scale[r] rounded to nearest (ties to even), clamped to [-127, 127], NaN
@@ -234,7 +231,7 @@ struct Backend {
   std::vector<std::string> (*describe)() = nullptr;  // one line a device, for `tapegrad info`
 };
 void register_backend(DeviceType type, const Backend& backend);
-Backend cpu_backend();  // defined beside the CPU kernels (ops/cpu_memory.cpp)
+Backend cpu_backend();  // defined beside the CPU kernels (cpu/memory.cpp)
 const Backend* find_backend(DeviceType type);  // null when this build has none
 Kernels& kernels(Device device);  // the device's kernels; tg::Error if absent
 

@@ -4,7 +4,7 @@
 // One pool does the parallel work: OpenMP's. set_num_threads(N) gives OpenMP N threads, and the
 // CPU kernels split their own loops over them: elementwise ops, reductions, softmax and the
 // optimizer steps above a size threshold, attention over (batch item, query tile), and GEMM over
-// batch items or blocks of rows or columns of C (ops/cpu_blas.cpp). OpenBLAS always runs
+// batch items or blocks of rows or columns of C (cpu/fast/blas.cpp). OpenBLAS always runs
 // single-threaded: each BLAS call (all of them go through cpu::blas_gemm) computes one block on
 // the thread that makes it, inside an OpenMP region or not.
 //

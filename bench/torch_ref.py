@@ -136,7 +136,7 @@ def linear_flops(rows, n_in, n_out):
     return 2 * rows * n_in * n_out
 
 
-def mha_flops(batch, seq, hidden, causal):  # the same count as train/bench_command.cpp
+def mha_flops(batch, seq, hidden, causal):  # the same count as cli/bench.cpp
     return 4 * linear_flops(batch * seq, hidden, hidden) + 4 * batch * seq * seq * hidden * (0.5 if causal else 1.0)
 
 
@@ -155,7 +155,7 @@ def make_workload(name, attention="explicit", sgemm_n=1024):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         tokens = torch.randint(0, vocab, (batch, seq), generator=gen)
         targets = torch.randint(0, classes, (batch,), generator=gen)
-        lengths = [seq - (7 * b) % max(seq // 2, 1) for b in range(batch)]  # as bench_command.cpp
+        lengths = [seq - (7 * b) % max(seq // 2, 1) for b in range(batch)]  # as cli/bench.cpp
         key_allowed = (torch.arange(seq)[None, :] < torch.tensor(lengths)[:, None]).view(batch, 1, 1, seq)
         pool = torch.zeros(batch, seq, 1)
         for b, n in enumerate(lengths):

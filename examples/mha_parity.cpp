@@ -16,7 +16,7 @@
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;

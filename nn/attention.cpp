@@ -67,6 +67,17 @@ Tensor key_padding_of(const Tensor& mask, int64_t batch, int64_t sk, const char*
   return mask.contiguous().view({batch, sk});
 }
 
+// query [B, Sq, hidden], key and value [B, Sk, hidden], or one error naming all three shapes.
+void check_query_key_value(const Tensor& query, const Tensor& key, const Tensor& value,
+                           int64_t hidden) {
+  TG_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(-1) == hidden &&
+               key.size(-1) == hidden && value.size(-1) == hidden && key.size(0) == query.size(0) &&
+               value.size(0) == query.size(0) && key.size(1) == value.size(1),
+           "MultiHeadAttention(hidden=", hidden, "): query ", shape_str(query.shape()), ", key ",
+           shape_str(key.shape()), ", value ", shape_str(value.shape()),
+           " do not fit [B, Sq, hidden], [B, Sk, hidden], [B, Sk, hidden]");
+}
+
 }  // namespace
 
 void MultiHeadAttention::redraw_features(uint64_t seed) {
@@ -105,12 +116,97 @@ std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, c
   return {matmul(weights, v), weights};
 }
 
-// Whether forward may project q, k, v with one GEMM and hand the packed result to the fused
-// kernel (packed_self_attention): self-attention (one tensor as query, key and value) on the CPU
-// with the fused path, plain f32 projections with or without bias alike (not int8, no
-// calibration observer), and no rotation of q and k or low-rank attention in between. The
-// result is the same attention as on three projections, with one GEMM (and one of each in
-// backward, with no sum of three input gradients) in place of three.
+// The tutorial's multi-head attention: project q, k, v and split heads, attend, merge heads,
+// project the output. Self-attention on the CPU may take forward_packed instead (same result).
+AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key,
+                                            const Tensor& value, const Tensor& mask,
+                                            bool need_weights, bool is_causal) const {
+  check_query_key_value(query, key, value, hidden);
+  Tensor head_mask = mask;
+  if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
+  const double dropout_p = is_training() ? dropout : 0.0;
+  if (packs_projections(query, key, value, need_weights)) {  // the optimisation: forward_packed
+    return forward_packed(query, head_mask, is_causal, dropout_p);
+  }
+
+  // 1. Project query, key and value, and split each into heads.
+  Tensor q = split_heads(q_proj->forward(query));  // [B, heads, Sq, head_dim]
+  Tensor k = split_heads(k_proj->forward(key));    // [B, heads, Sk, head_dim]
+  const Tensor v = split_heads(v_proj->forward(value));  // [B, heads, Sk, head_dim]
+  if (spec.position == PositionKind::rope) {  // rotate q and k by their positions
+    q = apply_rope(q);
+    k = apply_rope(k);
+  }
+  // 2. Attention, every head at once: the fused kernel, the explicit path, or Linformer/Performer.
+  AttentionOutput result;
+  Tensor context;  // [B, heads, Sq, head_dim]
+  if (spec.kind == AttentionKind::linformer || spec.kind == AttentionKind::performer) {
+    context = approximate_attention(q, k, v, head_mask, is_causal, dropout_p);  // no weights
+  } else if (use_fused && !need_weights) {
+    context = scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p, {},
+                                           spec.sparsity(), spec.position == PositionKind::alibi);
+  } else {  // the same attention with the layout as a dense mask and ALiBi as a dense bias
+    std::tie(context, result.weights) = explicit_heads(q, k, v, head_mask, is_causal, dropout_p);
+  }
+  // 3. Merge the heads and project the output.
+  result.output = o_proj->forward(merge_heads(context));  // [B, Sq, hidden]
+  return result;
+}
+
+// Linformer or Performer on projected heads: attention in O(S) that forms no [Sq, Sk] weights, so
+// there are none to return, and the only mask it takes is a key padding mask. Performer has no
+// weights to drop either: dropout in training is an error for it (docs/attention.md, Performer).
+Tensor MultiHeadAttention::approximate_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                 const Tensor& head_mask, bool is_causal,
+                                                 double dropout_p) const {
+  const bool linformer = spec.kind == AttentionKind::linformer;
+  TG_CHECK(linformer || dropout_p == 0, "MultiHeadAttention (performer): dropout ", dropout_p,
+           " cannot be applied in training: FAVOR+ never forms the [Sq, Sk] attention weights "
+           "that dropout drops (use dropout 0 with performer attention)");
+  const Tensor padding = key_padding_of(head_mask, q.size(0), k.size(2),
+                                        linformer ? "linformer" : "performer");
+  return linformer ? linformer_attention(q, k, v, proj_k, proj_v, padding, is_causal, dropout_p)
+                   : performer_attention(q, k, v, projection_matrix, padding, is_causal);
+}
+
+// The explicit path with everything the fused kernel does inside itself made dense: the sparsity
+// layout as a mask [Sq, Sk] and ALiBi as a bias [heads, Sq, Sk]. Returns (context, weights).
+std::pair<Tensor, Tensor> MultiHeadAttention::explicit_heads(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head_mask, bool is_causal,
+    double dropout_p) const {
+  const SparsityLayout layout = spec.sparsity();
+  Tensor allowed = head_mask;
+  if (layout.kind != SparsityKind::full) {
+    const Tensor pattern = sparsity_mask(layout, q.size(2), k.size(2), q.device());
+    allowed = allowed.defined() ? combine_masks(allowed, pattern) : pattern;
+  }
+  const bool alibi = spec.position == PositionKind::alibi;
+  const Tensor bias =
+      alibi ? alibi_bias(heads, q.size(2), k.size(2), q.dtype(), q.device()) : Tensor();
+  return explicit_attention(q, k, v, allowed, is_causal, dropout_p, bias);
+}
+
+// Optimisation: self-attention on one packed projection. Where packs_projections allows it (one
+// tensor as query, key and value, on the CPU, with nothing between the projections and the
+// kernel), q, k and v come from one GEMM against [Wq; Wk; Wv] (stacked_linear, a [B, S, 3 hidden]
+// tensor) and packed_self_attention reads them where that GEMM left them. It saves two of the
+// three projection GEMMs forward, and in backward two GEMMs for dx, two for dW and the sum of
+// three input gradients; memory is that of three linears. It computes the same attention as
+// forward's four projections (tests/nn/test_attention.cpp holds the two to each other).
+AttentionOutput MultiHeadAttention::forward_packed(const Tensor& x, const Tensor& head_mask,
+                                                   bool is_causal, double dropout_p) const {
+  std::vector<Tensor> biases;  // none, or all three
+  if (q_proj->bias.defined()) biases = {q_proj->bias, k_proj->bias, v_proj->bias};
+  const Tensor qkv = stacked_linear(x, {q_proj->weight, k_proj->weight, v_proj->weight}, biases);
+  const bool alibi = spec.position == PositionKind::alibi;
+  const Tensor context = packed_self_attention(qkv, heads, head_mask, is_causal, dropout_p, {},
+                                               spec.sparsity(), alibi);
+  return {o_proj->forward(merge_heads(context)), Tensor()};
+}
+
+// Whether forward may take forward_packed: self-attention (one tensor as query, key and value)
+// on the CPU with the fused path, plain projections of one dtype with or without bias alike (not
+// int8, no calibration observer), and no rotation of q and k or low-rank attention in between.
 bool MultiHeadAttention::packs_projections(const Tensor& query, const Tensor& key,
                                            const Tensor& value, bool need_weights) const {
   if (!use_fused || need_weights || !query.same(key) || !key.same(value) ||
@@ -126,66 +222,6 @@ bool MultiHeadAttention::packs_projections(const Tensor& query, const Tensor& ke
     }
   }
   return true;
-}
-
-AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key,
-                                            const Tensor& value, const Tensor& mask,
-                                            bool need_weights, bool is_causal) const {
-  TG_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(-1) == hidden &&
-               key.size(-1) == hidden && value.size(-1) == hidden && key.size(0) == query.size(0) &&
-               value.size(0) == query.size(0) && key.size(1) == value.size(1),
-           "MultiHeadAttention(hidden=", hidden, "): query ", shape_str(query.shape()), ", key ",
-           shape_str(key.shape()), ", value ", shape_str(value.shape()),
-           " do not fit [B, Sq, hidden], [B, Sk, hidden], [B, Sk, hidden]");
-  Tensor head_mask = mask;
-  if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
-  const double dropout_p = is_training() ? dropout : 0.0;
-  if (packs_projections(query, key, value, need_weights)) {
-    // Self-attention on the CPU: q, k, v from one GEMM against [Wq; Wk; Wv], attended in place
-    const std::vector<Tensor> biases = q_proj->bias.defined()
-                                           ? std::vector<Tensor>{q_proj->bias, k_proj->bias, v_proj->bias}
-                                           : std::vector<Tensor>{};
-    const Tensor qkv = stacked_linear(query, {q_proj->weight, k_proj->weight, v_proj->weight}, biases);
-    const Tensor context = packed_self_attention(qkv, heads, head_mask, is_causal, dropout_p, {},
-                                                 spec.sparsity(), spec.position == PositionKind::alibi);
-    return {o_proj->forward(merge_heads(context)), Tensor()};
-  }
-
-  Tensor q = split_heads(q_proj->forward(query));  // [B, heads, Sq, head_dim]
-  Tensor k = split_heads(k_proj->forward(key));    // [B, heads, Sk, head_dim]
-  const Tensor v = split_heads(v_proj->forward(value));  // [B, heads, Sk, head_dim]
-  if (spec.position == PositionKind::rope) {  // rotate q and k by their positions
-    q = apply_rope(q);
-    k = apply_rope(k);
-  }
-  AttentionOutput result;
-  Tensor context;  // [B, heads, Sq, head_dim]
-  if (spec.kind == AttentionKind::linformer || spec.kind == AttentionKind::performer) {
-    // no [Sq, Sk] weights exist to return: need_weights gives none
-    const bool linformer = spec.kind == AttentionKind::linformer;
-    const Tensor padding = key_padding_of(head_mask, query.size(0), key.size(1),
-                                          linformer ? "linformer" : "performer");
-    context = linformer ? linformer_attention(q, k, v, proj_k, proj_v, padding, is_causal, dropout_p)
-                        : performer_attention(q, k, v, projection_matrix, padding, is_causal);
-    result.output = o_proj->forward(merge_heads(context));
-    return result;
-  }
-  const SparsityLayout layout = spec.sparsity();
-  const bool alibi = spec.position == PositionKind::alibi;
-  if (use_fused && !need_weights) {
-    context = scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p, {}, layout, alibi);
-  } else {  // the same attention with the layout as a dense mask and ALiBi as a dense bias
-    Tensor allowed = head_mask;
-    if (layout.kind != SparsityKind::full) {
-      const Tensor pattern = sparsity_mask(layout, q.size(2), k.size(2), q.device());
-      allowed = allowed.defined() ? combine_masks(allowed, pattern) : pattern;
-    }
-    const Tensor bias = alibi ? alibi_bias(heads, q.size(2), k.size(2), q.dtype(), q.device()) : Tensor();
-    std::tie(context, result.weights) =
-        explicit_attention(q, k, v, allowed, is_causal, dropout_p, bias);
-  }
-  result.output = o_proj->forward(merge_heads(context));  // [B, Sq, hidden]
-  return result;
 }
 
 }  // namespace tg::nn

@@ -16,6 +16,8 @@ class MultiHeadAttention : public Module {
   // `spec` picks the attention (full, a sparse layout, Linformer, Performer) and the position
   // handling inside it (RoPE, ALiBi); its parameters and buffers are registered here:
   // linformer: proj_k, proj_v [max_len, rank]; performer: projection_matrix [features, head_dim].
+  // dropout drops attention weights in training; a performer has none, and forward in training
+  // refuses dropout > 0 for it (a tg::Error; in eval mode dropout plays no part).
   MultiHeadAttention(int64_t hidden, int64_t heads, double dropout = 0.0, DType dtype = DType::f32,
                      const AttentionSpec& spec = {});
 
@@ -46,8 +48,18 @@ class MultiHeadAttention : public Module {
   bool use_fused = true;  // false: always the explicit path (the readable reference)
 
  private:
+  // Optimisation (self-attention on the CPU): q, k, v from one GEMM, attended where it left
+  // them; the same attention as forward's four projections. packs_projections says when.
+  AttentionOutput forward_packed(const Tensor& x, const Tensor& head_mask, bool is_causal,
+                                 double dropout_p) const;
   bool packs_projections(const Tensor& query, const Tensor& key, const Tensor& value,
                          bool need_weights) const;
+  // The steps of forward's attention on projected heads [B, heads, S, head_dim].
+  Tensor approximate_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& head_mask, bool is_causal, double dropout_p) const;
+  std::pair<Tensor, Tensor> explicit_heads(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& head_mask, bool is_causal,
+                                           double dropout_p) const;
 };
 
 // The variants as modules of their own, named as the papers' reference code names them: each is
@@ -64,6 +76,7 @@ class LinformerAttention : public MultiHeadAttention {
 class PerformerAttention : public MultiHeadAttention {
  public:
   // projection_matrix [features, head_dim], drawn from `seed` (redraw_features draws again).
+  // dropout > 0 is an error in training (FAVOR+ forms no attention weights to drop).
   PerformerAttention(int64_t hidden, int64_t heads, int64_t features, uint64_t seed,
                      double dropout = 0.0, DType dtype = DType::f32)
       : MultiHeadAttention(hidden, heads, dropout, dtype,

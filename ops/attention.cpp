@@ -1,4 +1,4 @@
-// The fused attention op: shape checks, then one kernel call each way (ops/cpu_attention.cpp).
+// The fused attention op: shape checks, then one kernel call each way (cpu/fast/attention.cpp).
 #include "tapegrad/ops/attention.h"
 
 #include <algorithm>
@@ -87,19 +87,16 @@ Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype, Device dev
 
 namespace {
 
-// The body of both ops. q, k, v: [..., S, width], already cast under autocast. `packed`, when
-// defined, is the [B, S, 3 hidden] tensor whose [B, H, S, head_dim] slices q, k, v are
-// (packed_self_attention): the kernel reads them in place, 3 hidden floats a row, and the tape
-// records `packed` as the one input, whose gradient the backward writes as one tensor.
-Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const Tensor& packed, const Tensor& mask, bool is_causal, double dropout_p,
-                 std::optional<double> scale, const SparsityLayout& sparsity, bool alibi) {
+// The checks of both ops: q, k, v of shapes [..., Sq, head_dim], [..., Sk, head_dim],
+// [..., Sk, value_dim] on one device in one dtype, dropout_p in [0, 1), and a bool mask.
+void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& mask, double dropout_p) {
   TG_CHECK(q.defined() && k.defined() && v.defined(), "op '", op, "': undefined tensor");
   TG_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "op '", op,
            "': q, k, v of shapes ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
            shape_str(v.shape()), " need the same number of dims (at least 2)");
   const Shape batch(q.shape().begin(), q.shape().end() - 2);
-  const int64_t sq = q.size(-2), head_dim = q.size(-1), sk = k.size(-2), value_dim = v.size(-1);
+  const int64_t head_dim = q.size(-1), sk = k.size(-2);
   TG_CHECK(Shape(k.shape().begin(), k.shape().end() - 2) == batch &&
                Shape(v.shape().begin(), v.shape().end() - 2) == batch && k.size(-1) == head_dim &&
                v.size(-2) == sk,
@@ -112,26 +109,41 @@ Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor&
   TG_CHECK(dropout_p >= 0 && dropout_p < 1, "op '", op, "': dropout_p must be in [0, 1), got ", dropout_p);
   TG_CHECK(!mask.defined() || mask.dtype() == DType::b8, "op '", op, "': mask must be bool, got ",
            mask.defined() ? dtype_name(mask.dtype()) : "");
+}
 
-  const int64_t items = numel(batch);
-  AttentionProblem problem;
-  // Heads split from a projection ([B, H, S, width] views of [B, S, H, width]) go to the CPU
-  // kernel as they are, and the output and gradients come back in that layout: splitting and
-  // merging heads then copies nothing. Anything else (and the CUDA kernels) gets [N, S, width].
+// [B, H, S, width] <-> [B, S, H, width].
+Shape swap_heads(const Shape& shape) { return {shape[0], shape[2], shape[1], shape[3]}; }
+
+// Puts q, k, v into the problem as the kernel takes them, [B, H, S, width], and says whether their
+// heads interleave. Heads split from a projection ([B, H, S, width] views of [B, S, H, width], or
+// of a packed [B, S, 3, H, width]) go to the CPU kernel as they are, and the output and gradients
+// come back in that layout: splitting and merging heads then copies nothing. Anything else (and
+// the CUDA kernels) gets contiguous [N, 1, S, width] copies.
+bool set_operands(AttentionProblem& problem, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& packed) {
   const bool interleaved = packed.defined() || (q.device().type == DeviceType::cpu &&
                                                  heads_interleaved(q) && heads_interleaved(k) &&
                                                  heads_interleaved(v));
   if (interleaved) {
-    problem.interleaved_heads = q.size(1);
-    if (packed.defined()) problem.qkv_row_stride = packed.size(2);
-    problem.q = q.detach().transpose(1, 2);  // [B, Sq, H, head_dim], rows ld apart
-    problem.k = k.detach().transpose(1, 2);
-    problem.v = v.detach().transpose(1, 2);
+    problem.q = q.detach();  // rows H head_dim (packed: 3 H head_dim) apart
+    problem.k = k.detach();
+    problem.v = v.detach();
   } else {
-    problem.q = q.detach().contiguous().view({items, sq, head_dim});
-    problem.k = k.detach().contiguous().view({items, sk, head_dim});
-    problem.v = v.detach().contiguous().view({items, sk, value_dim});
+    const int64_t items = numel(Shape(q.shape().begin(), q.shape().end() - 2));
+    problem.q = q.detach().contiguous().view({items, 1, q.size(-2), q.size(-1)});
+    problem.k = k.detach().contiguous().view({items, 1, k.size(-2), k.size(-1)});
+    problem.v = v.detach().contiguous().view({items, 1, v.size(-2), v.size(-1)});
   }
+  return interleaved;
+}
+
+// The problem's settings: scale (1 / sqrt(head_dim) by default), causal, the mask, dropout (its
+// Philox numbers reserved here), the sparse layout and ALiBi.
+void set_settings(const char* op, AttentionProblem& problem, const Tensor& q, const Tensor& k,
+                  const Tensor& mask, bool is_causal, double dropout_p,
+                  std::optional<double> scale, const SparsityLayout& sparsity, bool alibi) {
+  const Shape batch(q.shape().begin(), q.shape().end() - 2);
+  const int64_t sq = q.size(-2), head_dim = q.size(-1), sk = k.size(-2);
   problem.scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
   problem.causal = is_causal;
   if (mask.defined()) attach_mask(problem, mask, batch, sq, sk);
@@ -146,70 +158,126 @@ Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor&
   }
   if (dropout_p > 0) {
     problem.seed = rng_state().seed;
-    problem.offset = reserve_random(items * sq * sk);
+    problem.offset = reserve_random(numel(batch) * sq * sk);
   }
+}
 
-  Tensor out = interleaved ? empty({q.size(0), sq, q.size(1), value_dim}, q.dtype(), q.device())
-                           : empty({items, sq, value_dim}, q.dtype(), q.device());
+// What the forward kernel wrote: the output [B, H, Sq, value_dim] (heads interleaved in memory
+// when the operands' are), the row log-sum-exp, and the op's result, the output as
+// [..., Sq, value_dim].
+struct Forward {
+  Tensor out, logsumexp, result;
+};
+
+Forward run_forward(const AttentionProblem& problem, const Tensor& q, const Tensor& v,
+                    bool interleaved) {
+  const Shape batch(q.shape().begin(), q.shape().end() - 2);
+  const int64_t sq = q.size(-2), value_dim = v.size(-1), items = numel(batch);
+  const Tensor out =
+      interleaved ? empty(swap_heads({q.size(0), q.size(1), sq, value_dim}), q.dtype(), q.device())
+                        .transpose(1, 2)
+                  : empty({items, 1, sq, value_dim}, q.dtype(), q.device());
   // The row statistics stay f32 for f16/bf16 inputs: log-sum-exp needs the range and precision.
   const DType lse_dtype = is_half(q.dtype()) ? DType::f32 : q.dtype();
   Tensor logsumexp = empty({items, sq}, lse_dtype, q.device());
   kernels(q.device()).attention_forward(problem, out, logsumexp);
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {sq, value_dim});
-  Tensor result = interleaved ? out.transpose(1, 2) : out.view(out_shape);
+  Tensor result = interleaved ? out : out.view(out_shape);
+  return {out, logsumexp, result};
+}
+
+// The output gradient g [B, H, Sq, value_dim] laid out as the interleaved output is, heads
+// interleaved in memory.
+Tensor interleaved_grad_out(const Tensor& g) {
+  return g.transpose(1, 2).contiguous().transpose(1, 2);
+}
+
+// The problem of a backward: the settings with the saved q, k, v (saved[0..2]) and mask
+// (saved[5]).
+AttentionProblem saved_problem(const AttentionProblem& settings, const Node& node) {
+  AttentionProblem problem = settings;
+  problem.q = node.saved[0];
+  problem.k = node.saved[1];
+  problem.v = node.saved[2];
+  problem.mask = node.saved[5];
+  return problem;
+}
+
+// Records packed_self_attention's node: its one input is `packed`, whose gradient is one tensor.
+void record_packed(const char* op, const Tensor& packed, int64_t heads, Tensor& result,
+                   std::vector<Tensor> saved, const AttentionProblem& settings) {
+  record(op, {packed}, result, std::move(saved),
+         [settings, heads, shape = packed.shape()](const Tensor& g, const Node& node) {
+           const AttentionProblem problem = saved_problem(settings, node);
+           // One zeroed [B, S, 3 hidden] gradient; the kernel adds into its three slices
+           const Tensor grad = zeros(shape, g.dtype(), g.device());
+           const std::vector<Tensor> slices = qkv_slices(grad, heads);
+           kernels(g.device()).attention_backward(problem, node.saved[3], node.saved[4],
+                                                  interleaved_grad_out(g), slices[0], slices[1],
+                                                  slices[2]);
+           return Grads{grad};
+         });
+}
+
+// Records scaled_dot_product_attention's node: inputs q, k, v.
+void record_separate(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                     bool interleaved, Tensor& result, std::vector<Tensor> saved,
+                     const AttentionProblem& settings) {
+  record(op, {q, k, v}, result, std::move(saved),
+         [settings, interleaved, q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape()](
+             const Tensor& g, const Node& node) {
+           const AttentionProblem problem = saved_problem(settings, node);
+           const Tensor& out = node.saved[3];
+           if (interleaved) {  // all [B, H, S, width] over [B, S, H, width]; so is g, copied
+             const auto zeros_like_heads = [&](const Tensor& t) {
+               return zeros(swap_heads(t.shape()), g.dtype(), g.device()).transpose(1, 2);
+             };
+             const Tensor grad_q = zeros_like_heads(problem.q);
+             const Tensor grad_k = zeros_like_heads(problem.k);
+             const Tensor grad_v = zeros_like_heads(problem.v);
+             kernels(g.device()).attention_backward(problem, out, node.saved[4],
+                                                    interleaved_grad_out(g), grad_q, grad_k,
+                                                    grad_v);
+             return Grads{grad_q, grad_k, grad_v};
+           }
+           Tensor grad_q = zeros(problem.q.shape(), g.dtype(), g.device());
+           Tensor grad_k = zeros(problem.k.shape(), g.dtype(), g.device());
+           Tensor grad_v = zeros(problem.v.shape(), g.dtype(), g.device());
+           kernels(g.device()).attention_backward(problem, out, node.saved[4],
+                                                  g.contiguous().view(out.shape()), grad_q,
+                                                  grad_k, grad_v);
+           return Grads{grad_q.view(q_shape), grad_k.view(k_shape), grad_v.view(v_shape)};
+         });
+}
+
+// The body of both ops. q, k, v: [..., S, width], already cast under autocast. `packed`, when
+// defined, is the [B, S, 3 hidden] tensor whose [B, H, S, head_dim] slices q, k, v are
+// (packed_self_attention): the kernel reads them in place, 3 hidden floats a row, and the tape
+// records `packed` as the one input, whose gradient the backward writes as one tensor.
+Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& packed, const Tensor& mask, bool is_causal, double dropout_p,
+                 std::optional<double> scale, const SparsityLayout& sparsity, bool alibi) {
+  check_inputs(op, q, k, v, mask, dropout_p);
+  AttentionProblem problem;
+  const bool interleaved = set_operands(problem, q, k, v, packed);
+  set_settings(op, problem, q, k, mask, is_causal, dropout_p, scale, sparsity, alibi);
+  Forward forward = run_forward(problem, q, v, interleaved);
 
   // The tensors are saved on the node (and freed with it); the closure keeps only the settings.
-  std::vector<Tensor> saved{problem.q, problem.k, problem.v, out, logsumexp, problem.mask};
+  std::vector<Tensor> saved{problem.q, problem.k, problem.v, forward.out, forward.logsumexp,
+                            problem.mask};
   AttentionProblem settings = problem;
   settings.q = settings.k = settings.v = settings.mask = Tensor();
 
   // Backward recomputes the probabilities from q, k, v and the row log-sum-exp:
   // dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q
   if (packed.defined()) {
-    record(op, {packed}, result, std::move(saved),
-           [settings, shape = packed.shape()](const Tensor& g, const Node& node) {
-             AttentionProblem problem = settings;
-             problem.mask = node.saved[5];
-             // One zeroed [B, S, 3 hidden] gradient; the kernel adds into its three slices
-             const Tensor grad = zeros(shape, g.dtype(), g.device());
-             const std::vector<Tensor> slices = qkv_slices(grad, problem.interleaved_heads);
-             problem.q = node.saved[0];
-             problem.k = node.saved[1];
-             problem.v = node.saved[2];
-             kernels(g.device()).attention_backward(problem, node.saved[3], node.saved[4],
-                                                    g.transpose(1, 2).contiguous(),
-                                                    slices[0].transpose(1, 2),
-                                                    slices[1].transpose(1, 2),
-                                                    slices[2].transpose(1, 2));
-             return Grads{grad};
-           });
-    return result;
+    record_packed(op, packed, q.size(1), forward.result, std::move(saved), settings);
+  } else {
+    record_separate(op, q, k, v, interleaved, forward.result, std::move(saved), settings);
   }
-  record(op, {q, k, v}, result, std::move(saved),
-         [settings, q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape()](
-             const Tensor& g, const Node& node) {
-           AttentionProblem problem = settings;
-           problem.q = node.saved[0];
-           problem.k = node.saved[1];
-           problem.v = node.saved[2];
-           problem.mask = node.saved[5];
-           const Tensor& out = node.saved[3];
-           Tensor grad_q = zeros(problem.q.shape(), g.dtype(), g.device());
-           Tensor grad_k = zeros(problem.k.shape(), g.dtype(), g.device());
-           Tensor grad_v = zeros(problem.v.shape(), g.dtype(), g.device());
-           if (problem.interleaved_heads > 0) {  // all in [B, S, H, width]; g is [B, H, Sq, dv]
-             kernels(g.device()).attention_backward(problem, out, node.saved[4],
-                                                    g.transpose(1, 2).contiguous(), grad_q,
-                                                    grad_k, grad_v);
-             return Grads{grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2)};
-           }
-           kernels(g.device()).attention_backward(problem, out, node.saved[4],
-                                                  g.contiguous().view(out.shape()), grad_q,
-                                                  grad_k, grad_v);
-           return Grads{grad_q.view(q_shape), grad_k.view(k_shape), grad_v.view(v_shape)};
-         });
-  return result;
+  return forward.result;
 }
 
 }  // namespace

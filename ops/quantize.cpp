@@ -1,5 +1,5 @@
-// The int8 ops (ops/quantize.h): shape and dtype checks, then the kernels (ops/cpu_quantize.cpp,
-// cuda/cuda_quantize.cu).
+// The int8 ops (ops/quantize.h): shape and dtype checks, then the kernels (cpu/quantize.cpp,
+// cuda/quantize.cu).
 #include "tapegrad/ops/quantize.h"
 
 #include <cmath>

@@ -10,10 +10,10 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/nn/quantization.h"
-#include "tapegrad/nn/safetensors.h"
-#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/io/safetensors.h"
+#include "tapegrad/io/json_bytes.h"
 #include "tapegrad/train/legacy_names.h"
-#include "tapegrad/train/strict_numbers.h"
+#include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/train/tasks.h"
 
 namespace tg::train {
@@ -33,7 +33,7 @@ std::string quoted(const std::string& text) { return bytes_to_json(text).dump();
 
 // ---- strict metadata numbers --------------------------------------------------------------------
 // A checkpoint's numbers must be exactly what save_checkpoint writes: digits only for the counters
-// (train/strict_numbers.h), a finite positive number for the loss scale.
+// (io/strict_numbers.h), a finite positive number for the loss scale.
 
 int64_t parse_count(const std::string& text, const char* key) {
   const std::string what = std::string("metadata '") + key + "'";

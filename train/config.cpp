@@ -7,7 +7,7 @@
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/train/attention_flags.h"
-#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/io/json_bytes.h"
 
 namespace tg::train {
 

@@ -25,7 +25,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/nn/file_io.h"
+#include "tapegrad/io/file_io.h"
 
 namespace tg::train {
 
@@ -33,7 +33,7 @@ namespace {
 
 // ---- files and lines ----------------------------------------------------------------------------
 
-// The whole file (nn/file_io.h: only a regular file, never blocking on a FIFO), without a UTF-8
+// The whole file (io/file_io.h: only a regular file, never blocking on a FIFO), without a UTF-8
 // byte-order mark.
 std::string read_file(const std::string& path, const char* what) {
   std::string text = read_regular_file(path, what);

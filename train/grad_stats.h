@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/nn/file_io.h"
+#include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/module.h"
 
 namespace tg::train {
@@ -48,7 +48,7 @@ std::string dead_gradient_warning(const std::vector<GradientHealth>& gradients);
 
 class GradStatsLog {
  public:
-  // Opens the log (the pre-flight check: nn/file_io.h) and writes the header. `every` >= 1.
+  // Opens the log (the pre-flight check: io/file_io.h) and writes the header. `every` >= 1.
   GradStatsLog(const std::string& path, int64_t every, const std::string& flag = "--grad-stats");
 
   // Whether step `step` (1-based) gets rows: the first step of the run and every N-th.

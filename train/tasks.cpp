@@ -7,7 +7,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
-#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/io/json_bytes.h"
 
 namespace tg::train {
 namespace {

@@ -41,7 +41,7 @@ class Task {
 
 // ---- a checkpoint's data state ------------------------------------------------------------------
 // Tokens, labels and column names are byte strings read from users' files; they are stored with
-// train/json_bytes.h (a JSON string when valid UTF-8, else an array of byte values), and both forms
+// io/json_bytes.h (a JSON string when valid UTF-8, else an array of byte values), and both forms
 // are read back. The readers throw tg::Error naming the field for anything malformed.
 
 // A vocabulary's tokens in id order, and back: "<pad>" and "<unk>" first, no token twice.

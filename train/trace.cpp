@@ -9,7 +9,7 @@
 
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/storage.h"
-#include "tapegrad/nn/file_io.h"
+#include "tapegrad/io/file_io.h"
 
 namespace tg::train {
 namespace {

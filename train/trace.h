@@ -126,7 +126,7 @@ class TraceRecorder final : public TapeObserver {
   int64_t truncated_at_step_ = 0;
 };
 
-// Writes `trace` to `path` atomically (nn/file_io.h: AtomicFile), `flag` naming it in errors.
+// Writes `trace` to `path` atomically (io/file_io.h: AtomicFile), `flag` naming it in errors.
 void write_trace(const std::string& path, const nlohmann::json& trace, const std::string& flag);
 
 }  // namespace tg::train

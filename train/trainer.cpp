@@ -23,11 +23,11 @@
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/schedule.h"
-#include "tapegrad/nn/file_io.h"
+#include "tapegrad/io/file_io.h"
 #include "tapegrad/train/checkpoint_file.h"
-#include "tapegrad/train/json_bytes.h"
+#include "tapegrad/io/json_bytes.h"
 #include "tapegrad/train/progress.h"
-#include "tapegrad/train/sha256.h"
+#include "tapegrad/io/sha256.h"
 #include "tapegrad/train/tasks.h"
 #include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
@@ -121,253 +121,437 @@ TrainRun outputs_of_rank(const TrainRun& asked, int rank) {
   return run;
 }
 
-// The training run; `setup_done` is set once every rank has read its data and built its model
-// (dist/job.h: errors before that point are voted on, so that all ranks stop together).
-int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_done) {
-  const TrainRun run = outputs_of_rank(asked, comm.rank());
-  const int ranks = comm.size();
-  TrainConfig config = run.config;
-  Checkpoint resumed;
-  const bool resuming = !run.resume.empty();
-  if (resuming) {
-    resumed = load_checkpoint(run.resume);  // validated: shapes, counts, finite values
-    TG_CHECK(resumed.config.quantization == "none", "--resume ", run.resume, " is an int8 (",
-             resumed.config.quantization, ") quantized checkpoint, which cannot be trained: resume from the "
-             "f32 checkpoint it was quantized from");
-    check_resume_conflicts(resumed.config, run.config, run.given);
-    config = resumed.config;  // the model and data pipeline must be the ones that were saved
-    config.device = run.config.device;  // ... but where and how fast it runs is this run's choice
-    config.threads = run.config.threads;
-    if (run.given.count("checkpoint-activations")) config.checkpoint_activations = true;
-    if (run.config.steps > 0 || run.config.epochs > 0) {
-      config.steps = run.config.steps;
-      config.epochs = run.config.epochs;
-    }
-    // --data if given (the same data moved elsewhere), else the saved path.
-    if (run.given.count("data")) config.data = run.config.data;
-  }
+// What one optimizer step reports: the global batch's mean loss, the scale its backward ran with,
+// whether the scaler skipped the update, the learning rate it used and how long it took.
+struct StepReport {
+  double loss = 0, loss_scale = 1;
+  bool skipped = false;
+  double lr = 0, ms = 0;
+};
+
+// One training run: what its steps share, built in the order train_ranks lists them. The members
+// are declared in that order, so they are torn down in reverse (the trace before the profiler it
+// feeds, the gradient sync before the model whose tape it watches).
+struct Training {
+  Training(const TrainRun& asked, dist::Communicator& comm);
+
+  // Setup, on every rank, before the vote that all of them succeeded.
+  void resolve_config();
+  void resume_config();
+  void build_model();
+  void save_initial_weights() const;
+  void plan_steps();
+  void open_logs();
+  // After the vote.
+  void start_gradient_sync();
+  void announce_run() const;
+  void start_profiling();
+  void announce_data_parallel() const;
+  // The loop; each returns an exit code when the run stops early (it diverged).
+  std::optional<int> train_steps();
+  std::optional<int> run_step(int64_t step);
+  void start_epoch(int64_t epoch);
+  StepReport take_step(int64_t step);
+  TrainStepResult train_on_batch(int64_t step, bool grad_stats_due);
+  TrainStepOptions step_options(bool grad_stats_due);
+  bool evaluation_due(int64_t step) const;
+  std::string validate(int64_t step);
+  void log_step(int64_t step, int64_t epoch, const StepReport& report,
+                const std::string& val_columns);
+  std::optional<int> check_divergence(int64_t step, const StepReport& report, bool evaluated);
+  // The end.
+  void finish_outputs();
+  void write_trace_file();
+  std::optional<int> save_final();
+  void print_summary(int64_t peak_bytes) const;
+  void print_json_summary(double train_loss, double ms_per_step, int64_t peak_bytes) const;
+
+  const TrainRun& asked;  // as typed (every rank checks the weights --save asks for)
+  const TrainRun run;     // what this rank writes (outputs_of_rank)
+  dist::Communicator& comm;
+  const int ranks;
+  TrainConfig config;     // this run's, or the resumed checkpoint's
+  Checkpoint resumed;     // --resume's checkpoint (empty when not resuming)
+  const bool resuming;
+  std::string data_hash;  // the data file's SHA-256
+  std::unique_ptr<Task> task;
+  nlohmann::json data_state;    // what checkpoints store of the data: the task's, and the hash
+  nn::Module* model = nullptr;  // the task's
+  std::unique_ptr<Optimizer> optimizer;
+  std::optional<GradScaler> scaler;
+  int64_t skipped_steps = 0;                // updates the scaler skipped, resumed ones included
+  int64_t examples = 0, per_epoch = 0;      // training examples, batches per epoch
+  int64_t total = 0, first = 0, last = 0;   // the planned steps; this run takes [first, last)
+  std::optional<WarmupCosine> schedule;
+  std::unique_ptr<LogFile> log;
+  std::unique_ptr<GradStatsLog> grad_stats;
+  nn::NamedTensors named_parameters;
+  int64_t shard = 0, shard_first = 0;  // this rank's examples of every batch
+  std::optional<dist::GradientSync> gradient_sync;
+  bool data_parallel = false;
+  int64_t bytes_before = 0;  // allocated when training started
+  std::unique_ptr<Profiler> profiler;
+  std::unique_ptr<TraceRecorder> trace;
+  std::optional<Progress> progress;
+  std::vector<std::vector<int64_t>> batches;  // the epoch batches_epoch's
+  int64_t batches_epoch = -1;
+  double total_ms = 0, recent_loss_sum = 0;  // every step's time; this epoch's losses
+  int64_t recent_count = 0;
+  Metrics val;  // the latest validation
+};
+
+Training::Training(const TrainRun& asked, dist::Communicator& comm)
+    : asked(asked), run(outputs_of_rank(asked, comm.rank())), comm(comm), ranks(comm.size()),
+      config(run.config), resuming(!run.resume.empty()) {}
+
+// The settings the run trains with (a resumed run's are mostly the checkpoint's), checked; the
+// data found, hashed and checked against the checkpoint; every output checked.
+void Training::resolve_config() {
+  if (resuming) resume_config();
   config.validate();
+  // (eval and sample accept such a checkpoint: dropout is off there)
+  TG_CHECK(config.model_config().attention.kind != nn::AttentionKind::performer || config.dropout == 0,
+           "--attention performer cannot train with --dropout ", config.dropout,
+           ": FAVOR+ never forms the attention weights that dropout drops (pass --dropout 0)");
   config.data = dist::test_data_path(comm, config.data);  // a test hook (one rank's bad input)
-  TG_CHECK(config.batch % ranks == 0, "--batch ", config.batch, " (the global batch) is not divisible by the ",
-           ranks, " processes of the job");
+  TG_CHECK(config.batch % ranks == 0, "--batch ", config.batch,
+           " (the global batch) is not divisible by the ", ranks, " processes of the job");
   std::error_code ignored;
   const std::filesystem::path absolute_data = std::filesystem::absolute(config.data, ignored);
   if (!absolute_data.empty()) config.data = absolute_data.string();  // resumable from anywhere
-  const std::string data_hash = data_sha256(config.data);  // read and hashed once
+  data_hash = data_sha256(config.data);  // read and hashed once
   if (resuming) check_resumed_data(resumed, config.data, data_hash);
   check_outputs(run, config.data);
+}
+
+// --resume: the checkpoint's settings, except those a resumed run may change.
+void Training::resume_config() {
+  resumed = load_checkpoint(run.resume);  // validated: shapes, counts, finite values
+  TG_CHECK(resumed.config.quantization == "none", "--resume ", run.resume, " is an int8 (",
+           resumed.config.quantization, ") quantized checkpoint, which cannot be trained: "
+           "resume from the f32 checkpoint it was quantized from");
+  check_resume_conflicts(resumed.config, run.config, run.given);
+  config = resumed.config;  // the model and data pipeline must be the ones that were saved
+  config.device = run.config.device;  // ... but where and how fast it runs is this run's choice
+  config.threads = run.config.threads;
+  if (run.given.count("checkpoint-activations")) config.checkpoint_activations = true;
+  if (run.config.steps > 0 || run.config.epochs > 0) {
+    config.steps = run.config.steps;
+    config.epochs = run.config.epochs;
+  }
+  // --data if given (the same data moved elsewhere), else the saved path.
+  if (run.given.count("data")) config.data = run.config.data;
+}
+
+// The task and its model (the checkpoint's weights when resuming), the optimizer, the loss scaler.
+void Training::build_model() {
   set_num_threads(config.threads);
   manual_seed(config.seed);  // the initial weights
-  std::unique_ptr<Task> task = make_task(config, config.data, resuming ? &resumed.data_state : nullptr);
-  nlohmann::json data_state = task->data_state();
+  task = make_task(config, config.data, resuming ? &resumed.data_state : nullptr);
+  data_state = task->data_state();
   data_state["sha256"] = data_hash;
-  nn::Module& model = task->model();
-  model.train();
-  if (resuming) model.load_state_dict(resumed.model);
-  if (!run.save_init.empty()) {
-    // The initial weights: no optimizer state, step 0, the scaler's initial state.
-    save_checkpoint(run.save_init, {.config = config, .data_state = data_state, .model = model.state_dict(),
-                                    .optimizer = {}, .step = 0, .rng = rng_state(), .scaler = {},
-                                    .skipped_steps = 0});
-  }
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model.parameters());
+  model = &task->model();
+  model->train();
+  if (resuming) model->load_state_dict(resumed.model);
+  if (!run.save_init.empty()) save_initial_weights();
+  optimizer = make_optimizer(config, model->parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
   // --amp: forward and loss under autocast; f16 needs loss scaling, bf16 (f32's exponent range)
   // does not, so its scaler is disabled (a pass-through with scale 1).
   GradScalerOptions scaler_options;
   scaler_options.enabled = config.amp == "fp16";
-  GradScaler scaler(scaler_options);
-  int64_t skipped_steps = 0;
+  scaler.emplace(scaler_options);
   if (resuming) {
-    scaler.load_state(resumed.scaler);
+    scaler->load_state(resumed.scaler);
     skipped_steps = resumed.skipped_steps;
   }
+}
 
-  const int64_t examples = task->examples(true);
-  const int64_t per_epoch = examples / config.batch;
+// --save-init: the initial weights, no optimizer state, step 0, the scaler's initial state.
+void Training::save_initial_weights() const {
+  save_checkpoint(run.save_init, {.config = config, .data_state = data_state,
+                                  .model = model->state_dict(), .optimizer = {}, .step = 0,
+                                  .rng = rng_state(), .scaler = {}, .skipped_steps = 0});
+}
+
+// The steps: the planned total (--steps, or --epochs of batches), the first (a resumed run's
+// checkpoint step), the last this run takes (--stop-after); and the learning-rate schedule.
+void Training::plan_steps() {
+  examples = task->examples(true);
+  per_epoch = examples / config.batch;
   TG_CHECK(per_epoch > 0, "--batch ", config.batch, " is larger than the ", examples,
            " training examples in ", config.data);
-  const int64_t total = config.steps > 0 ? config.steps
-                                         : checked_mul(std::max<int64_t>(1, config.epochs), per_epoch,
-                                                       "--epochs x batches per epoch");
+  total = config.steps > 0 ? config.steps
+                           : checked_mul(std::max<int64_t>(1, config.epochs), per_epoch,
+                                         "--epochs x batches per epoch");
   TG_CHECK(total <= Limits::steps, "the run would take ", total, " steps, more than the ",
            Limits::steps, " allowed");
-  const int64_t first = resuming ? resumed.step : 0;
-  TG_CHECK(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ", total, " steps");
-  const int64_t last = run.stop_after > 0 ? first + std::min(total - first, run.stop_after) : total;
-  TG_CHECK(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total, " steps");
-  const WarmupCosine schedule = config.schedule == "constant" ? warmup_constant(config.lr, config.warmup, total)
-                                                               : WarmupCosine(config.lr, config.warmup, total);
-  if (resuming) set_rng_state(resumed.rng);  // dropout continues where it stopped
+  first = resuming ? resumed.step : 0;
+  TG_CHECK(first <= total, "--resume: the checkpoint is at step ", first, ", past the planned ",
+           total, " steps");
+  last = run.stop_after > 0 ? first + std::min(total - first, run.stop_after) : total;
+  TG_CHECK(config.warmup <= total, "--warmup ", config.warmup, " is longer than the ", total,
+           " steps");
+  schedule = config.schedule == "constant" ? warmup_constant(config.lr, config.warmup, total)
+                                           : WarmupCosine(config.lr, config.warmup, total);
+}
 
-  std::unique_ptr<LogFile> log;
+// --log (its header written now) and --grad-stats, with the parameter names its rows carry.
+void Training::open_logs() {
   if (!run.log.empty()) {
     log = std::make_unique<LogFile>(run.log, "--log");
     log->write_line("step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped");
   }
-  std::unique_ptr<GradStatsLog> grad_stats;
-  if (!run.grad_stats.empty()) grad_stats = std::make_unique<GradStatsLog>(run.grad_stats, run.grad_stats_every);
-  const nn::NamedTensors named_parameters = model.named_parameters();
-  // Every rank has its data, model and optimizer: vote, so that a failure on one stops them all.
-  dist::setup_succeeded(comm);
-  setup_done = true;
-  const int64_t shard = config.batch / ranks, shard_first = comm.rank() * shard;  // this rank's examples
+  if (!run.grad_stats.empty()) {
+    grad_stats = std::make_unique<GradStatsLog>(run.grad_stats, run.grad_stats_every);
+  }
+  named_parameters = model->named_parameters();
+}
+
+// This rank's shard of every batch, and the gradient averaging over the ranks.
+void Training::start_gradient_sync() {
+  shard = config.batch / ranks;
+  shard_first = comm.rank() * shard;  // this rank's examples
   // Overlapped with backward, except when activation checkpointing re-records ops during backward.
   // Gradients on a CUDA device are reduced in device memory (NCCL when built with it, see
   // dist/bucket_reducer.h). Under an MPI launcher the sync is active even for one process.
-  dist::GradientSync gradient_sync(comm, model.parameters(), /*overlap=*/!config.checkpoint_activations);
-  const bool data_parallel = gradient_sync.active();
-  if (comm.rank() == 0) std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, %lld steps\n",
-               config.task.c_str(), static_cast<long long>(examples),
-               static_cast<long long>(task->examples(false)),
-               static_cast<long long>(model.parameter_count()), static_cast<long long>(total));
+  gradient_sync.emplace(comm, model->parameters(), /*overlap=*/!config.checkpoint_activations);
+  data_parallel = gradient_sync->active();
+}
 
+// Rank 0's line on stderr: the task, its examples, the model's size and the steps.
+void Training::announce_run() const {
+  if (comm.rank() != 0) return;
+  std::fprintf(stderr, "%s: %lld training and %lld validation examples, %lld parameters, "
+               "%lld steps\n", config.task.c_str(), static_cast<long long>(examples),
+               static_cast<long long>(task->examples(false)),
+               static_cast<long long>(model->parameter_count()), static_cast<long long>(total));
+}
+
+// The memory baseline, --profile's profiler and --profile-trace's recorder.
+void Training::start_profiling() {
   reset_allocator_stats();
-  const int64_t bytes_before = allocator_stats().current_bytes;
-  std::unique_ptr<Profiler> profiler = run.profile ? std::make_unique<Profiler>() : nullptr;
+  bytes_before = allocator_stats().current_bytes;
+  profiler = run.profile ? std::make_unique<Profiler>() : nullptr;
   // After the profiler: the trace passes every event on to it, and is taken out before it ends.
-  std::unique_ptr<TraceRecorder> trace;
   if (!run.profile_trace.empty()) {
     trace = std::make_unique<TraceRecorder>(TraceOptions{
-        .schedule = run.profile_schedule, .device = config.compute_device(), .process_name = "tapegrad train",
+        .schedule = run.profile_schedule, .device = config.compute_device(),
+        .process_name = "tapegrad train",
         .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", first + 1}}});
   }
-  if (data_parallel && comm.rank() == 0) {
-    std::fprintf(stderr, "data parallel: %d process%s (%s), %lld examples each of every batch of %lld, "
-                 "gradients averaged in %lld buckets (gradients: %s)\n", ranks, ranks == 1 ? "" : "es",
-                 comm.name(), static_cast<long long>(shard), static_cast<long long>(config.batch),
-                 static_cast<long long>(gradient_sync.buckets()), gradient_sync.carrier());
-  }
-  Progress progress(last, first, comm.rank() != 0);
-  std::vector<std::vector<int64_t>> batches;
-  int64_t batches_epoch = -1;
-  double total_ms = 0, recent_loss_sum = 0;
-  int64_t recent_count = 0;
-  Metrics val;
-  for (int64_t step = first; step < last; ++step) {
-    const int64_t epoch = step / per_epoch;
-    if (epoch != batches_epoch) {
-      batches = epoch_batches(examples, config.batch, config.shuffle, config.seed, epoch);
-      batches_epoch = epoch;
-      recent_loss_sum = 0;
-      recent_count = 0;
-    }
-    dist::test_maybe_die(comm, step + 1);  // a test hook (a rank that dies mid-run)
-    const auto started = std::chrono::steady_clock::now();
-    const double lr = schedule.lr_at(step);
-    optimizer->set_lr(lr);
-    const std::vector<int64_t>& batch = batches[step % per_epoch];
-    const bool grad_stats_due = grad_stats && grad_stats->due(step + 1, first + 1);
-    TrainStepOptions step_options{.autocast = config.amp_dtype(), .clip = config.clip};
-    if (grad_stats_due) {
-      step_options.inspect_gradients = [&] {
-        const ProfileRegion region("grad_stats");  // its own row in --profile, a slice in the trace
-        grad_stats->measure(named_parameters);
-      };
-    }
-    if (data_parallel) step_options.reduce_gradients = [&] { gradient_sync.average(); };
-    // One process computes the whole batch; a rank its shard, numbering randomness by the global
-    // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would, also
-    // when --checkpoint-activations recomputes it during backward.
-    const auto loss = [&] {
-      if (!data_parallel) return task->loss(batch, true);
-      gradient_sync.begin_step();  // watches the tape, to start each bucket's allreduce in backward
-      return task->shard_loss(batch, shard_first, shard);
-    };
-    std::optional<BatchShardScope> numbering;
-    if (data_parallel) numbering.emplace(BatchShard{.batch = config.batch, .first = shard_first, .count = shard});
-    if (trace) trace->begin_step(step + 1);
-    TrainStepResult result = train_step(loss, *optimizer, scaler, step_options);
-    numbering.reset();
-    if (trace) trace->end_step();
-    comm.allreduce(&result.loss, 1, dist::Reduce::average);  // the global batch's mean loss
-    const double loss_value = result.loss, loss_scale = result.loss_scale;
-    const bool skipped = result.skipped;  // inf/NaN gradients: no update
-    if (skipped) ++skipped_steps;
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    if (grad_stats_due) {
-      const std::string warning = grad_stats->write_rows(step + 1, named_parameters);
-      if (!warning.empty()) progress.message(warning);
-    }
-    total_ms += ms;
-    recent_loss_sum += loss_value;
-    ++recent_count;
+}
 
-    const bool end_of_epoch = (step + 1) % per_epoch == 0;
-    const bool evaluate = step + 1 == total ||
-                          (config.eval_every > 0 ? (step + 1) % config.eval_every == 0 : end_of_epoch);
-    std::string val_columns = ",";
-    if (evaluate && task->examples(false) > 0) {
-      const Autocast autocast(config.amp_dtype());
-      val = task->evaluate(false, config.batch);
-      val_columns = number(val.loss) + "," + (val.accuracy ? number(*val.accuracy) : "");
-      progress.message("step " + std::to_string(step + 1) + ": val loss " + number(val.loss) +
-                       (val.accuracy ? ", val accuracy " + number(*val.accuracy) : ""));
-    }
-    if (log) {
-      log->write_line(std::to_string(step + 1) + "," + std::to_string(epoch) + "," + number(loss_value) +
-                      "," + number(lr) + "," + number(ms) + "," + val_columns + "," +
-                      number(loss_scale) + "," + std::to_string(skipped_steps));
-    }
-    // A non-finite loss is divergence, except on a step the loss scaler skipped (an fp16
-    // overflow it recovers from by lowering the scale) -- unless the scale has collapsed.
-    if (!std::isfinite(loss_value) && !skipped) {
-      return diverged(progress, step + 1, "the training loss is " + number(loss_value));
-    }
-    if (scaler.is_enabled() && scaler.get_scale() < kSmallestLossScale) {
-      return diverged(progress, step + 1, "the loss scale fell to " + number(scaler.get_scale()) +
-                                              " (no finite gradients for many steps)");
-    }
-    if (evaluate && val.examples > 0 && !std::isfinite(val.loss)) {
-      return diverged(progress, step + 1, "the validation loss is " + number(val.loss));
-    }
-    progress.update(step + 1, epoch, loss_value, lr, config.batch * 1000.0 / std::max(ms, 1e-9));
+// Rank 0's line on stderr about a data-parallel job: its processes and how the batch is split.
+void Training::announce_data_parallel() const {
+  if (!data_parallel || comm.rank() != 0) return;
+  std::fprintf(stderr, "data parallel: %d process%s (%s), %lld examples each of every batch of "
+               "%lld, gradients averaged in %lld buckets (gradients: %s)\n", ranks,
+               ranks == 1 ? "" : "es", comm.name(), static_cast<long long>(shard),
+               static_cast<long long>(config.batch),
+               static_cast<long long>(gradient_sync->buckets()), gradient_sync->carrier());
+}
+
+// The steps [first, last), with a progress bar (silent on ranks other than 0).
+std::optional<int> Training::train_steps() {
+  progress.emplace(last, first, comm.rank() != 0);
+  for (int64_t step = first; step < last; ++step) {
+    if (const std::optional<int> stopped = run_step(step)) return stopped;
   }
-  progress.finish();
+  return std::nullopt;
+}
+
+// One step of the loop: train on its batch, validate when due, log it, stop if it diverged.
+std::optional<int> Training::run_step(int64_t step) {
+  const int64_t epoch = step / per_epoch;
+  if (epoch != batches_epoch) start_epoch(epoch);
+  dist::test_maybe_die(comm, step + 1);  // a test hook (a rank that dies mid-run)
+  const StepReport report = take_step(step);
+  const bool evaluate = evaluation_due(step);
+  const std::string val_columns = evaluate && task->examples(false) > 0 ? validate(step) : ",";
+  log_step(step, epoch, report, val_columns);
+  if (const std::optional<int> stopped = check_divergence(step, report, evaluate)) return stopped;
+  progress->update(step + 1, epoch, report.loss, report.lr,
+                   config.batch * 1000.0 / std::max(report.ms, 1e-9));
+  return std::nullopt;
+}
+
+// A new epoch: its batches (reshuffled unless --no-shuffle), and its mean loss started afresh.
+void Training::start_epoch(int64_t epoch) {
+  batches = epoch_batches(examples, config.batch, config.shuffle, config.seed, epoch);
+  batches_epoch = epoch;
+  recent_loss_sum = 0;
+  recent_count = 0;
+}
+
+// One optimizer step at the schedule's learning rate, timed; --grad-stats rows when due, and the
+// step's loss added to the epoch's.
+StepReport Training::take_step(int64_t step) {
+  const auto started = std::chrono::steady_clock::now();
+  const double lr = schedule->lr_at(step);
+  optimizer->set_lr(lr);
+  const bool grad_stats_due = grad_stats && grad_stats->due(step + 1, first + 1);
+  const TrainStepResult result = train_on_batch(step, grad_stats_due);
+  const bool skipped = result.skipped;  // inf/NaN gradients: no update
+  if (skipped) ++skipped_steps;
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  if (grad_stats_due) {
+    const std::string warning = grad_stats->write_rows(step + 1, named_parameters);
+    if (!warning.empty()) progress->message(warning);
+  }
+  total_ms += ms;
+  recent_loss_sum += result.loss;
+  ++recent_count;
+  return {.loss = result.loss, .loss_scale = result.loss_scale, .skipped = skipped, .lr = lr,
+          .ms = ms};
+}
+
+// Forward, backward and update on the step's batch (a slice in the trace); the loss returned is
+// the global batch's mean.
+TrainStepResult Training::train_on_batch(int64_t step, bool grad_stats_due) {
+  const std::vector<int64_t>& batch = batches[step % per_epoch];
+  const TrainStepOptions options = step_options(grad_stats_due);
+  // One process computes the whole batch; a rank its shard, numbering randomness by the global
+  // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would, also
+  // when --checkpoint-activations recomputes it during backward.
+  const auto loss = [&] {
+    if (!data_parallel) return task->loss(batch, true);
+    gradient_sync->begin_step();  // watches the tape, to start each bucket's allreduce in backward
+    return task->shard_loss(batch, shard_first, shard);
+  };
+  std::optional<BatchShardScope> numbering;
+  if (data_parallel) {
+    numbering.emplace(BatchShard{.batch = config.batch, .first = shard_first, .count = shard});
+  }
+  if (trace) trace->begin_step(step + 1);
+  TrainStepResult result = train_step(loss, *optimizer, *scaler, options);
+  numbering.reset();
+  if (trace) trace->end_step();
+  comm.allreduce(&result.loss, 1, dist::Reduce::average);  // the global batch's mean loss
+  return result;
+}
+
+// The step's autocast and clipping; --grad-stats measures the gradients when due, and a
+// data-parallel rank averages them over the ranks.
+TrainStepOptions Training::step_options(bool grad_stats_due) {
+  TrainStepOptions options{.autocast = config.amp_dtype(), .clip = config.clip};
+  if (grad_stats_due) {
+    options.inspect_gradients = [this] {
+      const ProfileRegion region("grad_stats");  // its own row in --profile, a slice in the trace
+      grad_stats->measure(named_parameters);
+    };
+  }
+  if (data_parallel) options.reduce_gradients = [this] { gradient_sync->average(); };
+  return options;
+}
+
+// Validation is due after the last planned step, and every --eval-every steps (0: every epoch).
+bool Training::evaluation_due(int64_t step) const {
+  const bool end_of_epoch = (step + 1) % per_epoch == 0;
+  return step + 1 == total ||
+         (config.eval_every > 0 ? (step + 1) % config.eval_every == 0 : end_of_epoch);
+}
+
+// The validation split's loss (and accuracy), under the run's autocast: a progress line, and the
+// log's val_loss,val_accuracy columns.
+std::string Training::validate(int64_t step) {
+  const Autocast autocast(config.amp_dtype());
+  val = task->evaluate(false, config.batch);
+  std::string val_columns = number(val.loss) + "," + (val.accuracy ? number(*val.accuracy) : "");
+  progress->message("step " + std::to_string(step + 1) + ": val loss " + number(val.loss) +
+                    (val.accuracy ? ", val accuracy " + number(*val.accuracy) : ""));
+  return val_columns;
+}
+
+// --log's row for the step.
+void Training::log_step(int64_t step, int64_t epoch, const StepReport& report,
+                        const std::string& val_columns) {
+  if (!log) return;
+  log->write_line(std::to_string(step + 1) + "," + std::to_string(epoch) + "," +
+                  number(report.loss) + "," + number(report.lr) + "," + number(report.ms) + "," +
+                  val_columns + "," + number(report.loss_scale) + "," +
+                  std::to_string(skipped_steps));
+}
+
+// The exit code when the step diverged: a non-finite loss, a collapsed loss scale, or a
+// non-finite validation loss.
+std::optional<int> Training::check_divergence(int64_t step, const StepReport& report,
+                                              bool evaluated) {
+  // A non-finite loss is divergence, except on a step the loss scaler skipped (an fp16
+  // overflow it recovers from by lowering the scale) -- unless the scale has collapsed.
+  if (!std::isfinite(report.loss) && !report.skipped) {
+    return diverged(*progress, step + 1, "the training loss is " + number(report.loss));
+  }
+  if (scaler->is_enabled() && scaler->get_scale() < kSmallestLossScale) {
+    return diverged(*progress, step + 1, "the loss scale fell to " + number(scaler->get_scale()) +
+                                             " (no finite gradients for many steps)");
+  }
+  if (evaluated && val.examples > 0 && !std::isfinite(val.loss)) {
+    return diverged(*progress, step + 1, "the validation loss is " + number(val.loss));
+  }
+  return std::nullopt;
+}
+
+// After the last step: the progress bar ends, the logs close, the trace is written and the
+// per-op profile printed.
+void Training::finish_outputs() {
+  progress->finish();
   if (log) log->close();
   if (grad_stats) grad_stats->close();
-  if (trace) {
-    const nlohmann::json events = trace->trace();
-    const int64_t steps_written = trace->steps_kept();
-    trace.reset();  // out of the seam before the profiler ends
-    write_trace(run.profile_trace, events, "--profile-trace");
-    std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s); open it in ui.perfetto.dev or chrome://tracing\n",
-                 run.profile_trace.c_str(), static_cast<long long>(steps_written),
-                 run.profile_schedule.describe().c_str());
-  }
+  if (trace) write_trace_file();
   if (profiler) {
     profiler.reset();
-    std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap since the "
-              << "previous op, see autograd/profiler.h):\n" << format_profile(profile_results(), 30);
+    std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap "
+              << "since the previous op, see autograd/profiler.h):\n"
+              << format_profile(profile_results(), 30);
   }
-  const int64_t peak_bytes = allocator_stats().peak_bytes - bytes_before;
+}
 
-  if (!asked.save.empty()) {  // every rank checks (the same weights everywhere), rank 0 writes
-    // The last update can overflow the weights even when every loss was finite: a checkpoint
-    // that eval, sample and --resume would refuse is never written.
-    nn::NamedTensors state = model.state_dict();
-    const nn::NamedTensors optimizer_state = optimizer->state();
-    for (const nn::NamedTensors* tensors : {&std::as_const(state), &optimizer_state}) {
-      const std::string bad = first_non_finite(*tensors);
-      if (!bad.empty()) return diverged(progress, last, "tensor '" + bad + "' holds NaN/Inf values");
-    }
-    if (!run.save.empty()) {
-      save_checkpoint(run.save, {.config = config, .data_state = data_state, .model = std::move(state),
-                                 .optimizer = optimizer_state, .step = last, .rng = rng_state(),
-                                 .scaler = scaler.state(), .skipped_steps = skipped_steps});
-    }
+// --profile-trace: the steps the recorder kept, written once it is out of the seam.
+void Training::write_trace_file() {
+  const nlohmann::json events = trace->trace();
+  const int64_t steps_written = trace->steps_kept();
+  trace.reset();  // out of the seam before the profiler ends
+  write_trace(run.profile_trace, events, "--profile-trace");
+  std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s); open it in ui.perfetto.dev or "
+               "chrome://tracing\n", run.profile_trace.c_str(),
+               static_cast<long long>(steps_written), run.profile_schedule.describe().c_str());
+}
+
+// --save: every rank checks the final weights (the same weights everywhere), rank 0 writes them;
+// the exit code when they hold NaN/Inf values.
+std::optional<int> Training::save_final() {
+  if (asked.save.empty()) return std::nullopt;
+  // The last update can overflow the weights even when every loss was finite: a checkpoint
+  // that eval, sample and --resume would refuse is never written.
+  nn::NamedTensors state = model->state_dict();
+  const nn::NamedTensors optimizer_state = optimizer->state();
+  for (const nn::NamedTensors* tensors : {&std::as_const(state), &optimizer_state}) {
+    const std::string bad = first_non_finite(*tensors);
+    if (!bad.empty()) return diverged(*progress, last, "tensor '" + bad + "' holds NaN/Inf values");
   }
-  comm.barrier();  // no rank reports success before rank 0 has written its checkpoint
+  if (!run.save.empty()) {
+    save_checkpoint(run.save, {.config = config, .data_state = data_state,
+                               .model = std::move(state), .optimizer = optimizer_state,
+                               .step = last, .rng = rng_state(), .scaler = scaler->state(),
+                               .skipped_steps = skipped_steps});
+  }
+  return std::nullopt;
+}
+
+// Rank 0's report: the gradient sync's share of the time, the summary line on stdout, and --json's.
+void Training::print_summary(int64_t peak_bytes) const {
   const int64_t steps_run = last - first;
   const double train_loss = recent_count > 0 ? recent_loss_sum / recent_count : NAN;
   const double ms_per_step = steps_run > 0 ? total_ms / steps_run : 0;
-  if (comm.rank() != 0) return 0;
   if (data_parallel) {
-    const dist::SyncStats& sync = gradient_sync.stats();
-    std::fprintf(stderr, "data parallel: %.3g s of %.3g s in gradient allreduce, %.3g s of it after backward "
-                 "(%lld buckets, %lld started during backward, %.3g MB per rank)\n",
-                 sync.seconds, total_ms / 1000, sync.exposed_seconds, static_cast<long long>(sync.calls),
-                 static_cast<long long>(sync.early_calls), sync.bytes / 1e6);
+    const dist::SyncStats& sync = gradient_sync->stats();
+    std::fprintf(stderr, "data parallel: %.3g s of %.3g s in gradient allreduce, %.3g s of it "
+                 "after backward (%lld buckets, %lld started during backward, %.3g MB per rank)\n",
+                 sync.seconds, total_ms / 1000, sync.exposed_seconds,
+                 static_cast<long long>(sync.calls), static_cast<long long>(sync.early_calls),
+                 sync.bytes / 1e6);
   }
   std::cout << "trained " << steps_run << " steps (" << last << "/" << total << "): train loss "
             << number(train_loss);
@@ -376,17 +560,44 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
     if (val.accuracy) std::cout << ", val accuracy " << number(*val.accuracy);
   }
   std::cout << ", " << number(ms_per_step) << " ms/step, peak " << peak_bytes << " bytes\n";
-  if (run.json) {
-    nlohmann::json summary = {{"task", config.task}, {"steps", last}, {"train_loss", train_loss},
-                              {"val_loss", val.examples > 0 ? nlohmann::json(val.loss) : nlohmann::json()},
-                              {"ms_per_step", ms_per_step}, {"peak_bytes", peak_bytes},
-                              {"amp", config.amp}, {"loss_scale", scaler.get_scale()},
-                              {"skipped_steps", skipped_steps}};
-    if (task->classification()) {
-      summary["val_accuracy"] = val.accuracy ? nlohmann::json(*val.accuracy) : nlohmann::json();
-    }
-    std::cout << summary.dump() << "\n";
+  if (run.json) print_json_summary(train_loss, ms_per_step, peak_bytes);
+}
+
+// --json: the summary as one JSON object, the last line on stdout.
+void Training::print_json_summary(double train_loss, double ms_per_step, int64_t peak_bytes) const {
+  const nlohmann::json val_loss = val.examples > 0 ? nlohmann::json(val.loss) : nlohmann::json();
+  nlohmann::json summary = {{"task", config.task}, {"steps", last}, {"train_loss", train_loss},
+                            {"val_loss", val_loss}, {"ms_per_step", ms_per_step},
+                            {"peak_bytes", peak_bytes}, {"amp", config.amp},
+                            {"loss_scale", scaler->get_scale()}, {"skipped_steps", skipped_steps}};
+  if (task->classification()) {
+    summary["val_accuracy"] = val.accuracy ? nlohmann::json(*val.accuracy) : nlohmann::json();
   }
+  std::cout << summary.dump() << "\n";
+}
+
+// The training run; `setup_done` is set once every rank has read its data and built its model
+// (dist/job.h: errors before that point are voted on, so that all ranks stop together).
+int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_done) {
+  Training training(asked, comm);
+  training.resolve_config();
+  training.build_model();
+  training.plan_steps();
+  if (training.resuming) set_rng_state(training.resumed.rng);  // dropout continues where it stopped
+  training.open_logs();
+  // Every rank has its data, model and optimizer: vote, so that a failure on one stops them all.
+  dist::setup_succeeded(comm);
+  setup_done = true;
+  training.start_gradient_sync();
+  training.announce_run();
+  training.start_profiling();
+  training.announce_data_parallel();
+  if (const std::optional<int> stopped = training.train_steps()) return *stopped;  // diverged
+  training.finish_outputs();
+  const int64_t peak_bytes = allocator_stats().peak_bytes - training.bytes_before;
+  if (const std::optional<int> stopped = training.save_final()) return *stopped;  // diverged
+  comm.barrier();  // no rank reports success before rank 0 has written its checkpoint
+  if (comm.rank() == 0) training.print_summary(peak_bytes);
   return 0;
 }
 

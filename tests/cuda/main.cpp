@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/kernels.h"
 
 int main(int argc, char* argv[]) {
 #if defined(TAPEGRAD_CUDA_REAL_DEVICE)

@@ -1,7 +1,8 @@
-// The CUDA fused attention kernels (cuda/cuda_attention.cu) against their CPU twins
-// (ops/cpu_attention.cpp) on identical inputs: outputs, log-sum-exps and gradients, for every
+// The CUDA fused attention kernels (cuda/attention.cu) against their CPU twins
+// (cpu/fast/attention.cpp) on identical inputs: outputs, log-sum-exps and gradients, for every
 // mask layout (shared over heads, padding, row masks with column stride 0), causal attention with
-// Sq != Sk, d != dv, dropout with the same Philox numbering, several key tiles, and f16/bf16.
+// Sq != Sk, d != dv, dropout with the same Philox numbering, several key tiles, f16/bf16, and
+// operands with their heads interleaved in memory (which the CUDA kernels copy to contiguous).
 // Sizes stay small: the emulated device runs every GPU thread as an OS thread.
 #include <catch2/catch.hpp>
 
@@ -45,7 +46,23 @@ struct Case {
   // With inf_in_unread_query, also an infinity in q at item 0, query 0, one of those rows.
   bool sparse_grad = false;
   bool inf_in_unread_query = false;
+  // q, k, v, the output and the gradients are [B, H, S, width] with B = n / heads, H = heads;
+  // interleaved: views of [B, S, H, width] tensors (as heads split from a projection), which the
+  // CUDA kernels copy to contiguous ones and back.
+  int64_t heads = 1;
+  bool interleaved = false;
 };
+
+// The case's [B, H, S, width] shape of an operand with `rows` rows of `width` entries.
+Shape heads_shape(const Case& c, int64_t rows, int64_t width) {
+  return {c.n / c.heads, c.heads, rows, width};
+}
+
+// The tensor in the case's layout (on its own device): the same values, the heads interleaved in
+// memory when the case says so.
+Tensor lay_out(const Case& c, const Tensor& t) {
+  return c.interleaved ? t.transpose(1, 2).contiguous().transpose(1, 2) : t;
+}
 
 bool keeps_gradient(const Case& c, int64_t i) { return i == c.sq - 1 || i % 5 == 2; }
 
@@ -99,9 +116,9 @@ Mask row_mask(int64_t n, const std::vector<int>& rows) {
 AttentionProblem problem_on(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
                             bool cuda) {
   AttentionProblem p;
-  p.q = cuda ? on_cuda(q) : q;
-  p.k = cuda ? on_cuda(k) : k;
-  p.v = cuda ? on_cuda(v) : v;
+  p.q = lay_out(c, cuda ? on_cuda(q) : q);
+  p.k = lay_out(c, cuda ? on_cuda(k) : k);
+  p.v = lay_out(c, cuda ? on_cuda(v) : v);
   p.scale = c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.d));
   p.causal = c.causal;
   if (c.mask.values.defined()) {
@@ -127,10 +144,10 @@ struct Results {
 // Forward then backward on one device. The gradients start from the same nonzero values on both
 // devices (the kernels accumulate into them).
 Results run(const Case& c, bool cuda) {
-  Tensor q = random_tensor({c.n, c.sq, c.d}, c.dtype, 0x5eed + 1, -1.5, 1.5);
-  const Tensor k = random_tensor({c.n, c.sk, c.d}, c.dtype, 0x5eed + 2, -1.5, 1.5);
-  const Tensor v = random_tensor({c.n, c.sk, c.dv}, c.dtype, 0x5eed + 3, -1.5, 1.5);
-  Tensor grad_out = random_tensor({c.n, c.sq, c.dv}, c.dtype, 0x5eed + 4, -1.5, 1.5);
+  Tensor q = random_tensor(heads_shape(c, c.sq, c.d), c.dtype, 0x5eed + 1, -1.5, 1.5);
+  const Tensor k = random_tensor(heads_shape(c, c.sk, c.d), c.dtype, 0x5eed + 2, -1.5, 1.5);
+  const Tensor v = random_tensor(heads_shape(c, c.sk, c.dv), c.dtype, 0x5eed + 3, -1.5, 1.5);
+  Tensor grad_out = random_tensor(heads_shape(c, c.sq, c.dv), c.dtype, 0x5eed + 4, -1.5, 1.5);
   if (c.sparse_grad) {
     std::vector<double> values = grad_out.to_host_f64();
     for (int64_t row = 0; row < c.n * c.sq; ++row) {
@@ -146,10 +163,10 @@ Results run(const Case& c, bool cuda) {
   const AttentionProblem p = problem_on(c, q, k, v, cuda);
   const Device device = cuda ? kCuda : kCPU;
   Kernels& kernels = tg::kernels(device);
-  auto here = [&](const Tensor& t) { return cuda ? on_cuda(t) : t; };
+  auto here = [&](const Tensor& t) { return lay_out(c, cuda ? on_cuda(t) : t); };
 
   Results r;
-  r.out = empty({c.n, c.sq, c.dv}, c.dtype, device);
+  r.out = lay_out(c, empty(heads_shape(c, c.sq, c.dv), c.dtype, device));
   r.lse = empty({c.n, c.sq}, is_half(c.dtype) ? DType::f32 : c.dtype, device);
   kernels.attention_forward(p, r.out, r.lse);
   r.dq = here(random_tensor(p.q.shape(), c.dtype, 0x5eed + 5, -1.5, 1.5));
@@ -352,6 +369,18 @@ TEST_CASE("cuda and cpu attention keep an unread query's NaN out of dK and dV", 
   REQUIRE_FALSE(std::isfinite(on_cpu(cuda.out).to_host_f64()[0]));
 }
 
+// Heads split from a projection, as the CPU op passes them: both devices read q, k, v and write
+// the output and gradients where they lie (the CUDA kernels through contiguous copies).
+TEST_CASE("cuda attention matches the cpu on interleaved heads", "[cuda]") {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    require_match({.n = 6, .sq = 9, .sk = 13, .d = 4, .dv = 6, .dtype = dtype, .heads = 3,
+                   .interleaved = true});
+    require_match({.n = 4, .sq = 70, .sk = 70, .d = 3, .dv = 4, .dtype = dtype, .causal = true,
+                   .dropout_p = 0.25, .mask = padding_mask({70, 33}, 2, 70), .heads = 2,
+                   .interleaved = true});
+  }
+}
+
 TEST_CASE("cuda attention with no keys gives zero output", "[cuda]") {
   const Results cuda = require_match({.n = 2, .sq = 3, .sk = 0, .d = 4, .dv = 4,
                                       .dtype = DType::f32});
@@ -366,10 +395,10 @@ TEST_CASE("cuda attention takes large heads past 48 KiB of shared memory", "[cud
 TEST_CASE("cuda attention rejects head sizes beyond shared memory", "[cuda]") {
   const int64_t d = 30000;  // 30000 f64 values of q alone need 240000 bytes per block
   AttentionProblem p;
-  p.q = on_cuda(random_tensor({1, 2, d}, DType::f64, 0x5eed + 1, -1.5, 1.5));
-  p.k = on_cuda(random_tensor({1, 2, d}, DType::f64, 0x5eed + 2, -1.5, 1.5));
-  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f64, 0x5eed + 3, -1.5, 1.5));
-  const Tensor out = empty({1, 2, 4}, DType::f64, kCuda);
+  p.q = on_cuda(random_tensor({1, 1, 2, d}, DType::f64, 0x5eed + 1, -1.5, 1.5));
+  p.k = on_cuda(random_tensor({1, 1, 2, d}, DType::f64, 0x5eed + 2, -1.5, 1.5));
+  p.v = on_cuda(random_tensor({1, 1, 2, 4}, DType::f64, 0x5eed + 3, -1.5, 1.5));
+  const Tensor out = empty({1, 1, 2, 4}, DType::f64, kCuda);
   const Tensor lse = empty({1, 2}, DType::f64, kCuda);
   REQUIRE_THROWS_WITH(kernels(kCuda).attention_forward(p, out, lse),
                       Catch::Contains("shared memory") && Catch::Contains("d = 30000"));
@@ -377,10 +406,10 @@ TEST_CASE("cuda attention rejects head sizes beyond shared memory", "[cuda]") {
 
 TEST_CASE("cuda attention rejects inputs on another device", "[cuda]") {
   AttentionProblem p;
-  p.q = random_tensor({1, 2, 4}, DType::f32, 0x5eed + 1, -1.5, 1.5);  // on the CPU
-  p.k = on_cuda(random_tensor({1, 2, 4}, DType::f32, 0x5eed + 2, -1.5, 1.5));
-  p.v = on_cuda(random_tensor({1, 2, 4}, DType::f32, 0x5eed + 3, -1.5, 1.5));
-  const Tensor out = empty({1, 2, 4}, DType::f32, kCuda);
+  p.q = random_tensor({1, 1, 2, 4}, DType::f32, 0x5eed + 1, -1.5, 1.5);  // on the CPU
+  p.k = on_cuda(random_tensor({1, 1, 2, 4}, DType::f32, 0x5eed + 2, -1.5, 1.5));
+  p.v = on_cuda(random_tensor({1, 1, 2, 4}, DType::f32, 0x5eed + 3, -1.5, 1.5));
+  const Tensor out = empty({1, 1, 2, 4}, DType::f32, kCuda);
   const Tensor lse = empty({1, 2}, DType::f32, kCuda);
   REQUIRE_THROWS_AS(kernels(kCuda).attention_forward(p, out, lse), tg::Error);
 }

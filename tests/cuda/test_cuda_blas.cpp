@@ -1,4 +1,4 @@
-// CUDA GEMM on cuBLAS and the embedding rows (cuda/cuda_blas.cu) against the CPU kernels on the
+// CUDA GEMM on cuBLAS and the embedding rows (cuda/blas.cu) against the CPU kernels on the
 // same inputs: all four transpose combinations, leading dimensions above the minimum, one item,
 // uniform batch offsets (strided-batched, including a shared B with stride 0) and non-uniform ones
 // (arrays of pointers), beta != 0, f32, f64, f16 and bf16, and the TF32 switch.

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 namespace tg::testing {
 namespace {

@@ -7,7 +7,7 @@
 #if defined(TAPEGRAD_MPIRUN) && defined(TAPEGRAD_CUDA_EMULATION)
 #include <catch2/catch.hpp>
 
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 namespace tg::testing {
 

@@ -1,4 +1,4 @@
-// The CUDA elementwise kernels (cuda/cuda_elementwise.cu) against their CPU twins on the same
+// The CUDA elementwise kernels (cuda/elementwise.cu) against their CPU twins on the same
 // inputs: every unary and binary op and where, in every dtype they support, on contiguous,
 // transposed, narrowed, permuted and broadcast (expanded) operands.
 #include <catch2/catch.hpp>

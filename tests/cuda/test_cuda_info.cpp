@@ -1,4 +1,4 @@
-// The CUDA backend's registration and device information (cuda/cuda_info.cu): the registry
+// The CUDA backend's registration and device information (cuda/info.cu): the registry
 // finds it, describe_devices() gives one line a device, kernels() checks device indices, and the
 // TF32 switch is the one math_modes() holds.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/kernels.h"
 #include "cuda_test_support.h"
 
 using namespace tg;

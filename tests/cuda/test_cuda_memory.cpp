@@ -1,4 +1,4 @@
-// The CUDA memory kernels (cuda/cuda_memory.cu) against their CPU twins on the same inputs:
+// The CUDA memory kernels (cuda/memory.cu) against their CPU twins on the same inputs:
 // host transfers, dtype-converting strided copies, fill, Philox uniform numbers, index screening,
 // and the caching allocator.
 #include <catch2/catch.hpp>
@@ -19,7 +19,7 @@
 #include "tapegrad/autograd/philox.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/kernels.h"
 #include "cuda_test_support.h"
 
 using namespace tg;

@@ -1,4 +1,4 @@
-// CUDA optimizer kernels (cuda/cuda_optim.cu) against the CPU kernels from identical tensors:
+// CUDA optimizer kernels (cuda/optim.cu) against the CPU kernels from identical tensors:
 // several SGD steps (plain, momentum, dampening, Nesterov, weight decay) and Adam/AdamW steps,
 // the sum of squares behind gradient clipping, and the loss scaler's unscale + inf check.
 //
@@ -16,7 +16,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/ops/cpu_features.h"
+#include "tapegrad/cpu/features.h"
 #include "tests/cuda/cuda_test_support.h"
 
 using namespace tg;
@@ -95,7 +95,7 @@ TEST_CASE("cuda sgd steps match the cpu bit for bit", "[cuda]") {
 
 TEST_CASE("cuda adam and adamw steps match the cpu bit for bit", "[cuda]") {
   // The CUDA kernel computes each element in f64 as the CPU's plain loop does; the CPU's f32 fast
-  // path (ops/cpu_optim_avx2.cpp) is compared with that loop in tests/ops/test_cpu_optim_avx2.cpp.
+  // path (cpu/fast/optim_avx2.cpp) is compared with that loop in tests/cpu/fast/test_optim_avx2.cpp.
   const cpu::FastPathsOff plain_loop;
   for (DType dtype : {DType::f32, DType::f64}) {
     for (const bool decoupled : {false, true}) {

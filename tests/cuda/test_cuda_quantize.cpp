@@ -1,4 +1,4 @@
-// The CUDA int8 kernels (cuda/cuda_quantize.cu) against their CPU twins (ops/cpu_quantize.cpp):
+// The CUDA int8 kernels (cuda/quantize.cu) against their CPU twins (cpu/quantize.cpp):
 // the same bits for the quantized rows and scales, the int32 products and the f32 rescale.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// CUDA reductions (cuda/cuda_reduce.cu) against the CPU kernels on the same inputs: sum_dim,
+// CUDA reductions (cuda/reduce.cu) against the CPU kernels on the same inputs: sum_dim,
 // max_dim, gather_dim, scatter_add_dim, softmax_dim and normalize_rows, for every dtype each one
 // supports and for odd splits (rows of 1, 3 and 257 elements, inner > 1).
 //

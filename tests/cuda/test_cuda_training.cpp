@@ -11,7 +11,7 @@
 #include "cuda_test_support.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/optim.h"
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
 

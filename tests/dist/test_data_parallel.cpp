@@ -10,7 +10,7 @@
 
 #include "tapegrad/train/checkpoint_file.h"
 #include "tests/support/temp_files.h"
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 namespace tg::testing {
 namespace {

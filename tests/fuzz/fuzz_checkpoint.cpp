@@ -28,7 +28,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/nn/models.h"
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/tasks.h"

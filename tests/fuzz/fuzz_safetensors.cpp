@@ -1,4 +1,4 @@
-// Fuzzes load_safetensors (nn/safetensors.cpp): the input is the whole file. The loader promises
+// Fuzzes load_safetensors (io/safetensors.cpp): the input is the whole file. The loader promises
 // to check everything before trusting it, so for any bytes it must either return tensors or throw
 // tg::Error. A bug is anything else: a crash, an AddressSanitizer or UBSan report, another
 // exception, a leak, a hang, or a tensor that does not hold the bytes its shape promises.
@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
@@ -36,6 +37,21 @@ void require_paths_agree(const AttentionSpec& spec, bool causal, const Tensor& m
   REQUIRE(explicit_path.weights.defined());
   const std::vector<double> a = fused.to_host_f64(), b = explicit_path.output.to_host_f64();
   for (size_t e = 0; e < a.size(); ++e) REQUIRE(a[e] == Approx(b[e]).margin(1e-10));
+}
+
+// The op of every node behind `out`, once each.
+std::vector<std::string> ops_behind(const Tensor& out) {
+  std::vector<std::string> ops;
+  std::vector<const Node*> pending{out.grad_fn().get()}, seen;
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (!node || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    seen.push_back(node);
+    ops.push_back(node->op);
+    for (const Edge& edge : node->inputs) pending.push_back(edge.node.get());
+  }
+  return ops;
 }
 
 }  // namespace
@@ -107,6 +123,27 @@ TEST_CASE("MultiHeadAttention: impossible variants are one clear error", "[mha-v
   REQUIRE_THROWS_AS(linformer.forward(x, Tensor(), true), Error);
 }
 
+TEST_CASE("MultiHeadAttention: a performer refuses dropout in training with one error", "[mha-variants]") {
+  // FAVOR+ never forms the [Sq, Sk] weights that dropout drops: training with dropout > 0 is an
+  // error, not dropout silently skipped. In eval mode dropout plays no part, so the module gives
+  // what the same module with dropout 0 gives in training.
+  manual_seed(10);
+  PerformerAttention with_dropout(8, 2, 6, 21, 0.1);
+  manual_seed(10);
+  const PerformerAttention without(8, 2, 6, 21, 0.0);  // the same weights and features
+  const Tensor x = uniform({2, 5, 8}, -1, 1);
+  REQUIRE(with_dropout.is_training());
+  REQUIRE_THROWS_WITH(with_dropout.forward(x),
+                      "MultiHeadAttention (performer): dropout 0.1 cannot be applied in training: "
+                      "FAVOR+ never forms the [Sq, Sk] attention weights that dropout drops (use "
+                      "dropout 0 with performer attention)");
+  REQUIRE_THROWS_AS(with_dropout.forward(x, Tensor(), true), Error);  // causal alike
+  with_dropout.eval();
+  REQUIRE(with_dropout.forward(x).output.to_host_f64() == without.forward(x).output.to_host_f64());
+  // Linformer has its [Sq, rank] weights to drop: dropout stays allowed there.
+  REQUIRE_NOTHROW(LinformerAttention(8, 2, 5, 3, 0.1).forward(x));
+}
+
 TEST_CASE("MultiHeadAttention: RoPE makes scores depend on relative position only", "[mha-variants]") {
   // The same key and query content at every position: with RoPE, the weights of query i on key j
   // are a function of i - j, so row i + 1 is row i shifted by one (away from the edges).
@@ -153,23 +190,27 @@ TEST_CASE("LinformerAttention and PerformerAttention: the variants as modules", 
   REQUIRE_THROWS_AS(linformer.redraw_features(1), Error);
 }
 
-TEST_CASE("MultiHeadAttention: self-attention on one packed projection equals three projections",
+TEST_CASE("MultiHeadAttention: forward_packed and the four projections agree, outputs and gradients",
           "[mha-variants][packed]") {
-  // query, key and value the same tensor: one stacked GEMM and packed_self_attention (on the
-  // CPU); an equal copy as key and value: three linears and scaled_dot_product_attention.
-  {
+  // query, key and value the same tensor: forward_packed (one stacked GEMM and
+  // packed_self_attention, on the CPU); an equal copy as key and value: the four projections
+  // (three linears and scaled_dot_product_attention). f64 tight, f32 to rounding.
+  for (const DType dtype : {DType::f64, DType::f32}) {
+    const double margin = dtype == DType::f64 ? 1e-12 : 2e-5;
     for (bool causal : {false, true}) {
-      INFO("causal " << causal);
+      INFO(dtype_name(dtype) << ", causal " << causal);
       manual_seed(6);
-      MultiHeadAttention mha(16, 4, 0.0, DType::f64);
-      const Tensor values = uniform({2, 70, 16}, -1, 1, DType::f64);
-      const Tensor probe = uniform({2, 70, 16}, -1, 1, DType::f64);
+      MultiHeadAttention mha(16, 4, 0.0, dtype);
+      const Tensor values = uniform({2, 70, 16}, -1, 1, dtype);
+      const Tensor probe = uniform({2, 70, 16}, -1, 1, dtype);
       const Tensor mask = padding_mask({70, 41}, 70);
       const auto run = [&](bool packed) {
         Tensor x = values.detach().contiguous().requires_grad_();
         const Tensor other = x * 1.0;  // the same values, another tensor
         const Tensor out = packed ? mha.forward(x, x, x, mask, false, causal).output
                                   : mha.forward(x, other, other, mask, false, causal).output;
+        const std::vector<std::string> ops = ops_behind(out);  // the path each run took
+        REQUIRE(std::count(ops.begin(), ops.end(), "packed_self_attention") == (packed ? 1 : 0));
         for (const Tensor& p : mha.parameters()) p.zero_grad();
         sum(out * probe).backward();
         std::vector<std::vector<double>> results{out.to_host_f64(), x.grad().to_host_f64()};
@@ -181,7 +222,9 @@ TEST_CASE("MultiHeadAttention: self-attention on one packed projection equals th
       for (size_t t = 0; t < packed.size(); ++t) {
         INFO("result " << t << " (output, dx, then each parameter's gradient)");
         REQUIRE(packed[t].size() == separate[t].size());
-        for (size_t e = 0; e < packed[t].size(); ++e) REQUIRE(packed[t][e] == Approx(separate[t][e]).margin(1e-12));
+        for (size_t e = 0; e < packed[t].size(); ++e) {
+          REQUIRE(packed[t][e] == Approx(separate[t][e]).margin(margin));
+        }
       }
     }
   }
@@ -190,17 +233,7 @@ TEST_CASE("MultiHeadAttention: self-attention on one packed projection equals th
 TEST_CASE("MultiHeadAttention: the packed projection is what self-attention records", "[mha-variants][packed]") {
   MultiHeadAttention mha(8, 2);
   const Tensor x = uniform({1, 5, 8}, -1, 1).requires_grad_();
-  const Tensor out = mha.forward(x, Tensor(), true).output;
-  std::vector<std::string> ops;  // every node behind out, once
-  std::vector<const Node*> pending{out.grad_fn().get()}, seen;
-  while (!pending.empty()) {
-    const Node* node = pending.back();
-    pending.pop_back();
-    if (!node || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
-    seen.push_back(node);
-    ops.push_back(node->op);
-    for (const Edge& edge : node->inputs) pending.push_back(edge.node.get());
-  }
+  const std::vector<std::string> ops = ops_behind(mha.forward(x, Tensor(), true).output);
   REQUIRE(std::count(ops.begin(), ops.end(), "stacked_linear") == 1);
   REQUIRE(std::count(ops.begin(), ops.end(), "packed_self_attention") == 1);
   REQUIRE(std::count(ops.begin(), ops.end(), "linear") == 1);  // o_proj

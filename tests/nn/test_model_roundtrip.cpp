@@ -4,7 +4,7 @@
 
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/models.h"
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
 

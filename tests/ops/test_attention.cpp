@@ -12,7 +12,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
-#include "tapegrad/ops/cpu_features.h"
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -295,7 +295,7 @@ TEST_CASE("packed self-attention agrees with the explicit path on its slices", "
 }
 
 // Long enough that the CPU kernel's backward sums dK, dV (10 query tiles) and dQ (up to 5 key
-// tiles) in scratch and adds them into the strided gradient once (Sums in ops/cpu_attention.cpp);
+// tiles) in scratch and adds them into the strided gradient once (Sums in cpu/fast/attention.cpp);
 // the baseline path (FastPathsOff) adds every tile's product in place.
 TEST_CASE("packed self-attention on long sequences: gradients summed apart agree", "[attention][packed]") {
   for (bool baseline : {false, true}) {

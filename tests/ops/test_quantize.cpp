@@ -1,4 +1,4 @@
-// int8 quantization (ops/quantize.h, ops/cpu_quantize.cpp): values worked out by hand, the error
+// int8 quantization (ops/quantize.h, cpu/quantize.cpp): values worked out by hand, the error
 // bound of rounding, saturation, rows of zeros, the int8 product against a 64-bit loop, and the
 // quantized Linear against f32 arithmetic on the dequantized operands.
 #include <catch2/catch.hpp>

@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "tapegrad/nn/safetensors.h"
+#include "tapegrad/io/safetensors.h"
 
 namespace tg::testing {
 

@@ -15,7 +15,7 @@
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/ops/ops.h"
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 using namespace tg;
 using namespace tg::testing;

@@ -4,7 +4,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/train/config.h"
-#include "tapegrad/train/strict_numbers.h"
+#include "tapegrad/io/strict_numbers.h"
 
 using namespace tg::train;
 

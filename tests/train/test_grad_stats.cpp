@@ -6,7 +6,7 @@
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/grad_stats.h"
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 using namespace tg::testing;
 

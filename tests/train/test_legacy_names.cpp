@@ -2,7 +2,7 @@
 // `classifier.*` (before it took the tutorial's name `fc`) loads everywhere (load_checkpoint renames it).
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/legacy_names.h"
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 using namespace tg;
 using namespace tg::testing;

@@ -11,7 +11,7 @@
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/profile_schedule.h"
 #include "tapegrad/train/trace.h"
-#include "tests/train/cli_support.h"
+#include "tests/cli/cli_support.h"
 
 using namespace tg::testing;
 using nlohmann::json;

@@ -2,7 +2,7 @@
 // (tapegrad_lib_cpu) has no CUDA backend of its own, so the kernels of cuda/*.cu compiled by g++
 // are registered here, from a static object in an object library that is always linked.
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/cuda/cuda_kernels.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace {
 

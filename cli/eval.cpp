@@ -1,0 +1,62 @@
+// `tapegrad eval`: a checkpoint's loss (and accuracy) on a data file.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/cli/cli.h"
+#include "tapegrad/train/tasks.h"
+
+namespace tg::cli {
+
+int eval(const Args& args) {
+  namespace po = boost::program_options;
+  std::string load, data, device = "cpu";
+  int threads = 0;
+  int64_t batch = 0;
+  po::options_description options("tapegrad eval: a checkpoint's loss (and accuracy) on every example of a file");
+  options.add_options()("help,h", "show this help")
+      ("load", po::value(&load), "checkpoint written by tapegrad train --save")
+      ("data", po::value(&data), "data file in the checkpoint task's format")
+      ("batch", po::value(&batch), "examples per forward (default: the training batch)")
+      ("threads", po::value(&threads)->default_value(0), "threads (0: all cores)")
+      ("device", po::value(&device)->default_value(device), "cpu | cuda | cuda:N")
+      ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
+      ("json", "print one JSON object");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexamples:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n"
+                 "  tapegrad eval --load cls.safetensors --data data/fortunes.tsv --device cuda\n";
+    return 0;
+  }
+  TG_CHECK(!load.empty() && !data.empty(), "--load and --data are required");
+  TG_CHECK(!vm.count("batch") || (batch >= 1 && batch <= train::Limits::batch), "--batch must be in [1, ",
+           train::Limits::batch, "], got ", batch);
+  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
+           "] (0: all cores), got ", threads);
+  set_num_threads(threads);
+  train::Checkpoint checkpoint = train::load_checkpoint(load);
+  checkpoint.config.device = device;  // wherever it was trained
+  checkpoint.config.validate();
+  auto task = train::make_task(checkpoint.config, data, &checkpoint.data_state, /*whole_file=*/true);
+  train::load_model(task->model(), checkpoint);
+  const train::Metrics metrics = task->evaluate(true, batch > 0 ? batch : checkpoint.config.batch);
+  if (vm.count("json")) {
+    nlohmann::json result = {{"task", checkpoint.config.task}, {"examples", metrics.examples},
+                             {"loss", metrics.loss}};
+    if (metrics.accuracy) result["accuracy"] = *metrics.accuracy;
+    std::cout << result.dump() << "\n";
+  } else {
+    std::cout << checkpoint.config.task << " on " << data << ": " << metrics.examples
+              << " examples, loss " << metrics.loss;
+    if (metrics.accuracy) std::cout << ", accuracy " << *metrics.accuracy;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tg::cli

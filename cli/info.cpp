@@ -1,0 +1,47 @@
+// `tapegrad info`: what this build runs on.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/cpu/features.h"
+#include "tapegrad/cli/cli.h"
+
+extern "C" char* openblas_get_config(void);
+extern "C" char* openblas_get_corename(void);
+extern "C" int openblas_get_num_threads(void);
+
+namespace tg::cli {
+
+const char* version() { return TAPEGRAD_VERSION; }
+
+int info(const Args& args) {
+  namespace po = boost::program_options;
+  po::options_description options("tapegrad info: version, BLAS and its kernel set, threads, devices");
+  options.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexample:\n  tapegrad info\n";
+    return 0;
+  }
+  pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
+  std::cout << "tapegrad " << version() << "\n"
+            << "blas:     " << openblas_get_config() << "\n"
+            << "kernels:  " << openblas_get_corename() << " (OpenBLAS); CPU fast paths "
+            << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
+            << "threads:  " << num_threads() << " (OpenMP), " << openblas_get_num_threads()
+            << " (OpenBLAS)\n"
+            << "devices:  cpu\n";
+  const Backend* cuda = find_backend(DeviceType::cuda);
+  if (cuda == nullptr) {
+    std::cout << "cuda:     built without CUDA\n";
+  } else if (cuda->device_count() == 0) {
+    std::cout << "cuda:     no CUDA device\n";
+  } else {
+    for (const std::string& line : cuda->describe()) std::cout << "          " << line << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tg::cli

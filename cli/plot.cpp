@@ -1,0 +1,271 @@
+// `tapegrad plot <what>`: PNG charts. `pe` draws the sinusoidal positional-encoding table, `loss`
+// the loss curves of a training log (CSV), `grads` the gradient sizes of a --grad-stats log. Each
+// kind is one entry of kPlots below.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file_io.h"
+#include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/cli/cli.h"
+#include "tapegrad/plot/png.h"
+
+namespace tg::cli {
+
+namespace {
+
+namespace po = boost::program_options;
+
+// Parses `args` against `options`; returns false (after printing the help) when --help was given.
+bool parse(const Args& args, const po::options_description& options, const char* examples) {
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexample:\n" << examples;
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+// ---- plot pe -----------------------------------------------------------------------------------
+
+constexpr int64_t kMaxDim = 2048, kMaxLen = 4096;
+
+int plot_pe(const Args& args) {
+  int64_t dim = 0, len = 0;
+  std::string out;
+  po::options_description options("tapegrad plot pe: the sinusoidal positional encoding as a heatmap\n"
+                                  "(rows = positions, columns = embedding dimensions)");
+  options.add_options()("help,h", "show this help")
+      ("dim", po::value(&dim)->required(), "embedding dimension (1 to 2048)")
+      ("len", po::value(&len)->required(), "number of positions (1 to 4096)")
+      ("out", po::value(&out)->required(), "the PNG to write");
+  if (!parse(args, options, "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n")) return 0;
+  TG_CHECK(dim >= 1 && dim <= kMaxDim, "--dim must be between 1 and ", kMaxDim, ", got ", dim);
+  TG_CHECK(len >= 1 && len <= kMaxLen, "--len must be between 1 and ", kMaxLen, ", got ", len);
+  check_output_path(out, "--out");
+
+  plot::Heatmap map;
+  map.rows = len;
+  map.cols = dim;
+  map.values = nn::sinusoidal_table(len, dim, DType::f64).to_host_f64();
+  map.x_label = "embedding dimension";
+  map.y_label = "position";
+  std::ostringstream title;
+  title << "sinusoidal positional encoding (dim " << dim << ", " << len << (len == 1 ? " position)" : " positions)");
+  plot::heatmap_png(out, {map}, title.str());
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+// ---- plot loss ---------------------------------------------------------------------------------
+
+// The curves of a training log: loss at every row, val_loss where it was evaluated.
+struct LossLog {
+  std::vector<double> step, loss;
+  std::vector<double> val_step, val_loss;
+};
+
+std::vector<std::string> split_csv_line(std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::vector<std::string> fields;
+  std::string field;
+  std::istringstream in(line);
+  while (std::getline(in, field, ',')) {
+    const size_t first = field.find_first_not_of(" \t");
+    const size_t last = field.find_last_not_of(" \t");
+    fields.push_back(first == std::string::npos ? "" : field.substr(first, last - first + 1));
+  }
+  if (!line.empty() && line.back() == ',') fields.emplace_back();
+  return fields;
+}
+
+LossLog read_loss_log(const std::string& path) {
+  std::istringstream in(read_regular_file(path, "--log"));  // a FIFO is refused, never waited on
+  std::string line;
+  int64_t line_number = 1;
+  TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
+           "' is empty (expected a CSV header with step and loss columns)");
+  const std::vector<std::string> header = split_csv_line(line);
+  auto column = [&](const std::string& name) -> int64_t {
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return static_cast<int64_t>(i);
+    }
+    return -1;
+  };
+  const int64_t step_col = column("step"), loss_col = column("loss"), val_col = column("val_loss");
+  TG_CHECK(step_col >= 0 && loss_col >= 0, "log '", path, "' line 1: the header '", line,
+           "' has no step and loss columns (is this a training log?)");
+
+  LossLog log;
+  auto number = [&](const std::string& text, const char* name) {
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(text.c_str(), &end);
+    TG_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value), "log '", path,
+             "' line ", line_number, ": ", name, " '", text, "' is not a finite number");
+    return value;
+  };
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
+    const std::vector<std::string> fields = split_csv_line(line);
+    TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
+             " fields, the header has ", header.size());
+    const double step = number(fields[step_col], "step");
+    log.step.push_back(step);
+    log.loss.push_back(number(fields[loss_col], "loss"));
+    if (val_col >= 0 && !fields[val_col].empty()) {
+      log.val_step.push_back(step);
+      log.val_loss.push_back(number(fields[val_col], "val_loss"));
+    }
+  }
+  TG_CHECK(!log.step.empty(), "log '", path, "' has a header but no rows");
+  return log;
+}
+
+int plot_loss(const Args& args) {
+  std::string log_path, out;
+  po::options_description options("tapegrad plot loss: training (and validation) loss against step\n"
+                                  "from the CSV log a training run writes");
+  options.add_options()("help,h", "show this help")
+      ("log", po::value(&log_path)->required(),
+       "the training log: a CSV with a header naming at least step and loss (val_loss is drawn too "
+       "where its cells are not empty)")
+      ("out", po::value(&out)->required(), "the PNG to write");
+  if (!parse(args, options, "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n")) return 0;
+
+  check_output_path(out, "--out");  // before the work: a bad --out is reported first
+  TG_CHECK(!same_file(out, log_path), "--out: '", out, "' is the --log file; the plot would replace it");
+  const LossLog log = read_loss_log(log_path);
+  std::vector<plot::Series> series = {{"train loss", log.step, log.loss}};
+  if (!log.val_loss.empty()) series.push_back({"validation loss", log.val_step, log.val_loss});
+  const size_t slash = log_path.rfind('/');
+  const std::string name = slash == std::string::npos ? log_path : log_path.substr(slash + 1);
+  plot::line_chart_png(out, series, "loss (" + name + ")", "step", "loss");
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+// ---- plot grads --------------------------------------------------------------------------------
+
+// mean |grad| of each parameter against step, from a --grad-stats CSV (train/grad_stats.h): one
+// series per parameter name, in the order the file first names them.
+std::vector<plot::Series> read_grad_stats(const std::string& path) {
+  std::istringstream in(read_regular_file(path, "--log"));
+  std::string line;
+  TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
+           "' is empty (expected the CSV header of --grad-stats: step,name,mean_abs_grad,...)");
+  const std::vector<std::string> header = split_csv_line(line);
+  auto column = [&](const std::string& name) -> int64_t {
+    const auto at = std::find(header.begin(), header.end(), name);
+    return at == header.end() ? -1 : at - header.begin();
+  };
+  const int64_t step_col = column("step"), name_col = column("name"), grad_col = column("mean_abs_grad");
+  TG_CHECK(step_col >= 0 && name_col >= 0 && grad_col >= 0, "log '", path, "' line 1: the header '", line,
+           "' has no step, name and mean_abs_grad columns (is this a --grad-stats file?)");
+  std::vector<plot::Series> series;
+  std::map<std::string, size_t> index_of;  // parameter name -> its series
+  for (int64_t line_number = 2; std::getline(in, line); ++line_number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
+    const std::vector<std::string> fields = split_csv_line(line);
+    TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
+             " fields, the header has ", header.size());
+    char* end = nullptr;
+    const std::string& step_text = fields[step_col];
+    const double step = std::strtod(step_text.c_str(), &end);
+    TG_CHECK(!step_text.empty() && end == step_text.c_str() + step_text.size() && std::isfinite(step), "log '",
+             path, "' line ", line_number, ": step '", step_text, "' is not a finite number");
+    // An empty cell (no gradient) or NaN/inf is a gap in the line.
+    const std::string& grad_text = fields[grad_col];
+    double grad = std::strtod(grad_text.c_str(), &end);
+    TG_CHECK(end == grad_text.c_str() + grad_text.size(), "log '", path, "' line ", line_number,
+             ": mean_abs_grad '", grad_text, "' is not a number");
+    if (grad_text.empty()) grad = std::nan("");
+    const auto [entry, added] = index_of.try_emplace(fields[name_col], series.size());
+    if (added) series.push_back({fields[name_col], {}, {}});
+    series[entry->second].x.push_back(step);
+    series[entry->second].y.push_back(grad);
+  }
+  TG_CHECK(!series.empty(), "log '", path, "' has a header but no rows");
+  return series;
+}
+
+int plot_grads(const Args& args) {
+  std::string log_path, out, only;
+  po::options_description options("tapegrad plot grads: mean |grad| of every parameter against step, on a\n"
+                                  "log scale, from the CSV that tapegrad train --grad-stats writes");
+  options.add_options()("help,h", "show this help")
+      ("log", po::value(&log_path)->required(), "the --grad-stats CSV (step, name, mean_abs_grad, ...)")
+      ("out", po::value(&out)->required(), "the PNG to write")
+      ("only", po::value(&only), "only the parameters whose name contains this text (the ten colours "
+                                 "repeat on a model with more parameters), e.g. q_proj or .bias");
+  if (!parse(args, options, "  tapegrad plot grads --log grads.csv --out grads.png\n"
+                            "  tapegrad plot grads --log grads.csv --only layers.0. --out layer0.png\n")) return 0;
+
+  check_output_path(out, "--out");  // before the work: a bad --out is reported first
+  TG_CHECK(!same_file(out, log_path), "--out: '", out, "' is the --log file; the plot would replace it");
+  std::vector<plot::Series> series = read_grad_stats(log_path);
+  std::erase_if(series, [&](const plot::Series& s) { return s.name.find(only) == std::string::npos; });
+  TG_CHECK(!series.empty(), "--only '", only, "': no parameter in '", log_path, "' has that in its name");
+  const size_t slash = log_path.rfind('/');
+  const std::string name = slash == std::string::npos ? log_path : log_path.substr(slash + 1);
+  plot::line_chart_png(out, series, "mean |grad| per parameter (" + name + ")", "step",
+                       "mean |grad| (log scale)", plot::YScale::log);
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+// ---- Dispatch ----------------------------------------------------------------------------------
+
+struct PlotKind {
+  int (*run)(const Args&);
+  const char* summary;
+};
+
+// One line per kind of plot; `tapegrad plot <name> ...` runs it with the remaining arguments.
+const std::map<std::string, PlotKind> kPlots = {
+    {"pe", {plot_pe, "the sinusoidal positional-encoding table as a heatmap"}},
+    {"loss", {plot_loss, "training and validation loss against step, from a training log"}},
+    {"attention", {plot_attention, "a checkpoint's attention weights on a text, one heatmap a head\n"
+                                   "            (--summary: the head metrics of `analyze heads` over a data file)"}},
+    {"grads", {plot_grads, "mean |grad| of each parameter against step, from train --grad-stats"}},
+};
+
+std::string plot_names() {
+  std::string names;
+  for (const auto& [name, kind] : kPlots) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+}  // namespace
+
+int plot(const Args& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
+    std::cout << "usage: tapegrad plot <what> [options]   (writes a PNG)\n\nplots:\n";
+    for (const auto& [name, kind] : kPlots) {
+      std::cout << "  " << name << std::string(10 - std::min<size_t>(name.size(), 9), ' ') << kind.summary << "\n";
+    }
+    std::cout << "\n`tapegrad plot <what> --help` shows its options.\n\nexamples:\n"
+                 "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n"
+                 "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n"
+                 "  tapegrad plot grads --log grads.csv --out grads.png\n"
+                 "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n"
+                 "  tapegrad plot attention --summary --load cls.safetensors --data data/fortunes.tsv --out heads.png\n";
+    return 0;
+  }
+  TG_CHECK(!args.empty(), "say what to plot: one of ", plot_names(), " (try tapegrad plot --help)");
+  const auto kind = kPlots.find(args[0]);
+  TG_CHECK(kind != kPlots.end(), "unknown plot '", args[0], "': expected one of ", plot_names(),
+           " (try tapegrad plot --help)");
+  return kind->second.run(Args(args.begin() + 1, args.end()));
+}
+
+}  // namespace tg::cli

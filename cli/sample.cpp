@@ -1,0 +1,146 @@
+// `tapegrad sample`: text from a charlm checkpoint, one character at a time (temperature, top-k);
+// for a textcls checkpoint, the class probabilities of the prompt.
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/cli/cli.h"
+#include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/train/datasets.h"
+#include "tapegrad/train/tasks.h"
+
+namespace tg::cli {
+namespace {
+
+// Characters one `sample` may generate: the text streams out as it is drawn, but each character
+// costs a forward pass, so a mistyped count should be an error, not an afternoon.
+constexpr int64_t kMaxSampleTokens = 1'000'000;
+
+// Draws an index from logits [V] at a temperature, among the top_k largest (0 or past V: all),
+// never padding or unknown (ids 0 and 1): fewer than 3 logits, or logits that are not finite,
+// leave nothing to draw and are a tg::Error.
+int64_t draw(std::vector<double> logits, double temperature, int64_t top_k, float uniform01) {
+  TG_CHECK(logits.size() >= 3, "sample: the model has ", logits.size(), " output tokens, none to ",
+           "draw (ids 0 and 1 are padding and unknown)");
+  logits[0] = logits[1] = -INFINITY;
+  if (top_k > 0 && top_k < static_cast<int64_t>(logits.size())) {
+    std::vector<double> sorted = logits;
+    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
+    const double threshold = sorted[top_k - 1];
+    for (double& logit : logits) if (logit < threshold) logit = -INFINITY;
+  }
+  const double largest = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> weights(logits.size());
+  double total = 0;
+  for (size_t i = 0; i < logits.size(); ++i) total += weights[i] = std::exp((logits[i] - largest) / temperature);
+  TG_CHECK(std::isfinite(total) && total > 0, "sample: the model's logits are not finite");
+  double target = uniform01 * total;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if ((target -= weights[i]) < 0 && weights[i] > 0) return static_cast<int64_t>(i);
+  }
+  return static_cast<int64_t>(std::max_element(weights.begin(), weights.end()) - weights.begin());
+}
+
+int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt, int64_t tokens,
+                  double temperature, int64_t top_k, uint64_t seed, Device device) {
+  const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
+  nn::CharLM model(vocab.size(), checkpoint.config.model_config());
+  model.to(device);
+  train::load_model(model, checkpoint);
+  model.eval();
+  std::vector<int64_t> ids;
+  for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
+  TG_CHECK(!ids.empty(), "--prompt must not be empty");
+  NoGrad no_grad;
+  std::cout << prompt << std::flush;  // then each character as it is drawn
+  const int64_t window = std::min(checkpoint.config.context, checkpoint.config.max_len);
+  for (int64_t n = 0; n < tokens; ++n) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - window);
+    const std::vector<int64_t> context(ids.begin() + start, ids.end());
+    const Tensor logits =
+        model.forward(from_indices(context, {1, static_cast<int64_t>(context.size())}, device));
+    const Tensor last = logits.narrow(1, logits.size(1) - 1, 1).reshape({-1});
+    const int64_t next = draw(last.to_host_f64(), temperature, top_k, philox_uniform(seed, 0, n));
+    ids.push_back(next);
+    std::cout << vocab.tokens[next] << std::flush;
+    // A closed pipe (`| head`) ends the sampling at once rather than after every token.
+    TG_CHECK(std::cout.good(), "writing the sample to stdout failed after ", n + 1, " characters");
+  }
+  std::cout << "\n" << std::flush;
+  TG_CHECK(std::cout.good(), "writing the sample to stdout failed");
+  return 0;
+}
+
+int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Device device) {
+  const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
+  const auto labels = train::labels_from_json(checkpoint.data_state.at("labels"));
+  nn::TextClassifier model(vocab.size(), static_cast<int64_t>(labels.size()), checkpoint.config.model_config());
+  model.to(device);
+  train::load_model(model, checkpoint);
+  model.eval();
+  std::vector<int64_t> ids;
+  for (const auto& token : train::tokenize(prompt, train::parse_tokenizer(checkpoint.config.tokenizer))) {
+    if (static_cast<int64_t>(ids.size()) < checkpoint.config.max_len) ids.push_back(vocab.id(token));
+  }
+  TG_CHECK(!ids.empty(), "--prompt has no tokens");
+  NoGrad no_grad;
+  const int64_t length = static_cast<int64_t>(ids.size());
+  const auto probs =
+      softmax(model.forward(from_indices(ids, {1, length}, device), {length}), -1).to_host_f64();
+  const int64_t best = std::max_element(probs.begin(), probs.end()) - probs.begin();
+  std::cout << labels[best] << "\n";
+  for (size_t i = 0; i < labels.size(); ++i) std::cout << "  " << labels[i] << ": " << probs[i] << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int sample(const Args& args) {
+  namespace po = boost::program_options;
+  std::string load, prompt;
+  int64_t tokens = 200, top_k = 0;
+  double temperature = 1.0;
+  std::string seed = "0";
+  std::string device_text = "cpu";
+  po::options_description options("tapegrad sample: generate from a charlm checkpoint (textcls: classify the prompt)");
+  options.add_options()("help,h", "show this help")
+      ("load", po::value(&load), "checkpoint written by tapegrad train --save")
+      ("prompt", po::value(&prompt), "the text to start from")
+      ("tokens", po::value(&tokens)->default_value(tokens), "characters to generate (at most 1000000)")
+      ("temperature", po::value(&temperature)->default_value(temperature), "softmax temperature (> 0)")
+      ("top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely (0: all)")
+      ("seed", po::value(&seed)->default_value(seed), "random seed (0 to 2^64-1)")
+      ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N")
+      ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\nexamples:\n  tapegrad sample --load lm.safetensors --prompt \"The \" --tokens 300 --temperature 0.8 --top-k 10\n"
+                 "  tapegrad sample --load cls.safetensors --prompt \"Computers are useless\"\n";
+    return 0;
+  }
+  TG_CHECK(!load.empty(), "--load is required");
+  TG_CHECK(std::isfinite(temperature) && temperature > 0, "--temperature must be a finite number > 0, got ",
+           temperature);
+  TG_CHECK(tokens >= 0 && tokens <= kMaxSampleTokens, "--tokens must be in [0, ", kMaxSampleTokens,
+           "], got ", tokens);
+  TG_CHECK(top_k >= 0, "--top-k must be >= 0, got ", top_k);
+  const uint64_t seed_value = train::parse_uint64(seed, "--seed");
+  const Device device = parse_device(device_text);
+  const train::Checkpoint checkpoint = train::load_checkpoint(load);
+  if (checkpoint.config.task == "charlm") {
+    return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed_value, device);
+  }
+  if (checkpoint.config.task == "textcls") return classify(checkpoint, prompt, device);
+  fail("sample needs a charlm or textcls checkpoint; ", load, " is a ", checkpoint.config.task, " model");
+}
+
+}  // namespace tg::cli

@@ -1,0 +1,203 @@
+// The int8 kernels in AVX2 (layouts and contracts in cpu/fast/quantize_kernels.h): the product on CPUs
+// without AVX-512 VNNI, and one row of quantize_rows / dequantize_product on every AVX2 CPU. This
+// file alone is compiled with -mavx2 -ffp-contract=off (CMakeLists.txt): no FMA, and no fusing of
+// a * b + c, since the f32 results must equal the plain loops' of cpu/quantize.cpp bit for
+// bit. It includes only <immintrin.h> and declarations (see cpu/fast/attention_tiles_avx2.cpp).
+//
+// The product: A and B were sign-extended to i16. vpmaddwd (_mm256_madd_epi16) multiplies 16
+// i16 pairs and adds adjacent products into 8 i32 lanes: |(-128)(-128) + (-128)(-128)| = 2^15,
+// exact. (vpmaddubsw, the u8 x s8 instruction, adds into *saturating* i16: 255 x 127 x 2
+// overflows, so it cannot be used with full-range values.) C is cut into blocks of up to 4 rows x
+// 2 vectors (16 columns) in 8 of the 16 registers; per group of 2 p, one load of each B vector,
+// one broadcast of each row's 2 values of A, and a madd + add per (row, vector).
+//
+// Rounding: _mm256_cvtps_epi32 rounds by the MXCSR mode (to nearest, ties to even, by default)
+// as std::nearbyint does by the current mode, so the two agree in any mode.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "tapegrad/cpu/fast/quantize_kernels.h"  // declarations only
+
+namespace tg::cpu::int8 {
+namespace {
+
+// The largest block of the product: 8 accumulators, 2 vectors of B, the broadcast and a product
+// fit in the 16 registers (6 rows spilled accumulators to the stack).
+constexpr int kRows = 4, kVectors = 2;
+
+// All bits set in the lanes below `count` (0..8), as maskload / maskstore want.
+__m256i lanes_below(int64_t count) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane);
+}
+
+template <int kBlockRows, int kBlockVectors>
+void block(const int16_t* a, int64_t lda, const int16_t* b, int64_t panel_stride, int64_t groups,
+           int32_t* c, int64_t ldc, __m256i last) {
+  __m256i acc[kBlockRows][kBlockVectors];
+#pragma GCC unroll 6
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) acc[i][v] = _mm256_setzero_si256();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i b_vec[kBlockVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) {
+      b_vec[v] = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(b + v * panel_stride + g * (kAvx2Depth * kAvx2Width)));
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < kBlockRows; ++i) {
+      int pair;  // row i's 2 values of this group, in every lane
+      __builtin_memcpy(&pair, a + i * lda + g * kAvx2Depth, sizeof pair);
+      const __m256i a_vec = _mm256_set1_epi32(pair);
+#pragma GCC unroll 2
+      for (int v = 0; v < kBlockVectors; ++v) {
+        acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(a_vec, b_vec[v]));
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) {
+      int* out = reinterpret_cast<int*>(c + i * ldc + v * kAvx2Width);
+      if (v == kBlockVectors - 1) {
+        _mm256_maskstore_epi32(out, last, acc[i][v]);
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), acc[i][v]);
+      }
+    }
+  }
+}
+
+using BlockFn = void (*)(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, int32_t*,
+                         int64_t, __m256i);
+
+// block<rows, vectors> for rows in 1..4 and vectors in 1..2, picked at run time.
+template <int kBlockRows>
+constexpr BlockFn kRowOfBlocks[kVectors] = {&block<kBlockRows, 1>, &block<kBlockRows, 2>};
+BlockFn pick_block(int64_t rows, int64_t vectors) {
+  switch (rows) {
+    case 1: return kRowOfBlocks<1>[vectors - 1];
+    case 2: return kRowOfBlocks<2>[vectors - 1];
+    case 3: return kRowOfBlocks<3>[vectors - 1];
+    default: return kRowOfBlocks<4>[vectors - 1];
+  }
+}
+
+// The largest of the eight lanes.
+float max_of_lanes(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+// round(clamp(x / scale)) of the plain loop, eight lanes: NaN -> 0, +-inf and beyond -> +-127.
+__m256i quantize_lanes(__m256 x, __m256 scale) {
+  const __m256 scaled = _mm256_div_ps(x, scale);
+  const __m256 is_number = _mm256_cmp_ps(scaled, scaled, _CMP_ORD_Q);
+  const __m256 clamped = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_set1_ps(-127.0f)),
+                                       _mm256_set1_ps(127.0f));
+  return _mm256_cvtps_epi32(_mm256_and_ps(clamped, is_number));  // NaN: all bits 0, +0.0
+}
+
+// The same for one element, as the plain loop writes it.
+int8_t quantize_one(float x, float scale) {
+  const float scaled = x / scale;
+  if (scaled != scaled) return 0;
+  const float clamped = scaled < -127.0f ? -127.0f : scaled > 127.0f ? 127.0f : scaled;
+  return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(clamped)));  // nearest, ties to even
+}
+
+}  // namespace
+
+void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n, int64_t groups,
+                    int32_t* c, int64_t ldc) {
+  const int64_t panels = (n + kAvx2Width - 1) / kAvx2Width;
+  const int64_t panel_stride = groups * kAvx2Depth * kAvx2Width;  // i16 of B per panel
+  const int64_t lda = groups * kAvx2Depth;
+  const int64_t tail = n - (panels - 1) * kAvx2Width;  // columns in the last panel, 1..8
+  for (int64_t p0 = 0; p0 < panels; p0 += kVectors) {
+    const int64_t vectors = panels - p0 < kVectors ? panels - p0 : kVectors;
+    const __m256i last = lanes_below(p0 + vectors == panels ? tail : kAvx2Width);
+    const int16_t* b_block = b + p0 * panel_stride;
+    for (int64_t i0 = 0; i0 < rows; i0 += kRows) {
+      const int64_t block_rows = rows - i0 < kRows ? rows - i0 : kRows;
+      pick_block(block_rows, vectors)(a + i0 * lda, lda, b_block, panel_stride, groups,
+                                      c + i0 * ldc + p0 * kAvx2Width, ldc, last);
+    }
+  }
+}
+
+float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale, int8_t* out) {
+  float scale = fixed_scale;
+  if (per_row) {  // max |x| over the finite entries
+    const __m256 sign = _mm256_set1_ps(-0.0f), infinity = _mm256_set1_ps(__builtin_inff());
+    __m256 largest = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m256 magnitude = _mm256_andnot_ps(sign, _mm256_loadu_ps(row + c));
+      const __m256 finite = _mm256_cmp_ps(magnitude, infinity, _CMP_LT_OQ);  // NaN: false
+      largest = _mm256_max_ps(largest, _mm256_and_ps(magnitude, finite));
+    }
+    float row_largest = max_of_lanes(largest);
+    for (; c < cols; ++c) {
+      const float magnitude = __builtin_fabsf(row[c]);
+      if (magnitude < __builtin_inff() && magnitude > row_largest) row_largest = magnitude;
+    }
+    scale = row_largest > 0 ? row_largest / 127.0f : 1.0f;
+  }
+  const __m256 scale_vec = _mm256_set1_ps(scale);
+  // 32 at a time: four vectors of i32 narrowed to 32 bytes. The two packs work within 128-bit
+  // halves, which leaves the dwords in the order 0 4 1 5 2 6 3 7; the permute puts them back.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int64_t c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    const __m256i q0 = quantize_lanes(_mm256_loadu_ps(row + c), scale_vec);
+    const __m256i q1 = quantize_lanes(_mm256_loadu_ps(row + c + 8), scale_vec);
+    const __m256i q2 = quantize_lanes(_mm256_loadu_ps(row + c + 16), scale_vec);
+    const __m256i q3 = quantize_lanes(_mm256_loadu_ps(row + c + 24), scale_vec);
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), _mm256_permutevar8x32_epi32(bytes, order));
+  }
+  for (; c < cols; ++c) out[c] = quantize_one(row[c], scale);
+  return scale;
+}
+
+void dequantize_row_avx2(const int32_t* acc, int64_t n, float row_scale, const float* col_scale,
+                         const float* shift, float* out) {
+  const __m256 row_vec = _mm256_set1_ps(row_scale);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 value = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)));
+    __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(value, row_vec), _mm256_loadu_ps(col_scale + j));
+    if (shift) scaled = _mm256_add_ps(scaled, _mm256_loadu_ps(shift + j));
+    _mm256_storeu_ps(out + j, scaled);
+  }
+  for (; j < n; ++j) {
+    const float scaled = (static_cast<float>(acc[j]) * row_scale) * col_scale[j];
+    out[j] = shift ? scaled + shift[j] : scaled;
+  }
+}
+
+}  // namespace tg::cpu::int8
+
+#else  // not x86-64: never called (cpu::fast_paths_enabled() is false), defined for the linker
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/cpu/fast/quantize_kernels.h"
+
+namespace tg::cpu::int8 {
+void gemm_rows_avx2(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, int32_t*, int64_t) {
+  fail("gemm_rows_avx2: not an x86-64 build");
+}
+float quantize_row_avx2(const float*, int64_t, bool, float, int8_t*) {
+  fail("quantize_row_avx2: not an x86-64 build");
+}
+void dequantize_row_avx2(const int32_t*, int64_t, float, const float*, const float*, float*) {
+  fail("dequantize_row_avx2: not an x86-64 build");
+}
+}  // namespace tg::cpu::int8
+#endif

@@ -1,0 +1,45 @@
+#pragma once
+// The vectorised int8 kernels behind cpu/fast/quantize.h, one instruction set per file:
+//   cpu/fast/quantize_vnni.cpp  (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni)
+//   cpu/fast/quantize_avx2.cpp  (compiled with -mavx2 -ffp-contract=off)
+// Declarations only: those files include nothing else (see cpu/fast/attention_tiles_avx2.cpp for
+// why). They work on operands that cpu/fast/quantize.cpp has packed; the layouts are written here.
+//
+// The products compute rows [0, rows) of C [rows, n] i32 (leading dimension ldc) from a packed
+// block of A's rows and all of packed B. The depth k is cut into `groups` groups of kDepth (4 for
+// VNNI, 2 for AVX2) consecutive p, zero-padded at the end; B's columns are cut into panels of
+// kWidth (16 for VNNI, 8 for AVX2), zero-padded at the end:
+//
+//   A packed   a[i * groups * kDepth + g * kDepth + t]          = A(i, g kDepth + t)
+//   B packed   b[((panel * groups + g) * kWidth + j) * kDepth + t] = B(panel kWidth + j, g kDepth + t)
+//
+// so one vector load of B gives, for kWidth columns, kDepth consecutive p each, and one 32-bit
+// broadcast of A gives row i's same kDepth p in every lane.
+#include <cstdint>
+
+namespace tg::cpu::int8 {
+
+// AVX-512 VNNI: A as u8 (A + 128, i.e. the byte with its top bit flipped), B as s8; one vpdpbusd
+// adds four u8 x s8 products into each i32 lane. The + 128 is taken back at the store:
+// C(i, j) = sum_p (A(i, p) + 128) B(j, p) - correction[j] with correction[j] = 128 sum_p B(j, p)
+// (zero for padded columns; it holds a whole number of panels).
+inline constexpr int kVnniDepth = 4, kVnniWidth = 16;
+void gemm_rows_vnni(const uint8_t* a, int64_t rows, const int8_t* b, const int32_t* correction,
+                    int64_t n, int64_t groups, int32_t* c, int64_t ldc);
+
+// AVX2: A and B sign-extended to i16; one vpmaddwd multiplies 16 pairs and adds each pair into
+// an i32 lane (exact: |a b| <= 2^14, two of them < 2^31).
+inline constexpr int kAvx2Depth = 2, kAvx2Width = 8;
+void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n, int64_t groups,
+                    int32_t* c, int64_t ldc);
+
+// One row of CpuKernels::quantize_rows (cpu/quantize.cpp), bit for bit: the row's own scale
+// when per_row, else fixed_scale (the f32 rounding of the caller's, possibly 0); returns the scale.
+float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale, int8_t* out);
+
+// One row of CpuKernels::dequantize_product, bit for bit: out[j] = (float(acc[j]) row_scale)
+// col_scale[j] (+ shift[j] when shift is not null).
+void dequantize_row_avx2(const int32_t* acc, int64_t n, float row_scale, const float* col_scale,
+                         const float* shift, float* out);
+
+}  // namespace tg::cpu::int8

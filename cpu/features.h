@@ -1,0 +1,25 @@
+#pragma once
+// Which CPU fast paths may run. A kernel with a vectorised fast path (AVX2 + FMA, in its own
+// *_avx2.cpp file compiled for that instruction set) takes it only when fast_paths_enabled(): the
+// CPU has AVX2 and FMA, and no FastPathsOff scope is open. Otherwise the kernel's plain loop runs.
+// The tests open a FastPathsOff scope to compare both paths on one machine; `tapegrad bench
+// --plain-kernels` does the same, to show what the fast paths pay.
+namespace tg::cpu {
+
+bool cpu_has_avx2_fma();    // what the CPU offers (asked once)
+// AVX-512 with VNNI (vpdpbusd) and the byte / 256-bit forms (avx512f, bw, vl, vnni): the int8
+// product's faster kernel (cpu/fast/quantize.h). Asked once; a kernel takes it only where
+// fast_paths_enabled() too.
+bool cpu_has_avx512_vnni();
+bool fast_paths_enabled();  // cpu_has_avx2_fma() and no FastPathsOff scope open
+
+// While one exists (on any thread), every kernel takes its plain path.
+class FastPathsOff {
+ public:
+  FastPathsOff();
+  ~FastPathsOff();
+  FastPathsOff(const FastPathsOff&) = delete;
+  FastPathsOff& operator=(const FastPathsOff&) = delete;
+};
+
+}  // namespace tg::cpu

@@ -1,0 +1,93 @@
+// CPU kernels for the optimizers: the SGD and Adam/AdamW updates, the sum of squares behind
+// gradient-norm clipping, and the loss scaler's unscale + inf check. The formulas are in
+// autograd/kernels.h; every value is computed in f64 and rounded once to the tensor's dtype. Adam
+// on f32 has a vectorised fast path (cpu/fast/optim_avx2.cpp) that computes in f32, as PyTorch does.
+#include <algorithm>
+#include <cmath>
+
+#include "tapegrad/cpu/features.h"
+#include "tapegrad/cpu/kernels.h"
+
+namespace tg::cpu {
+
+void CpuKernels::sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad,
+                          const Tensor& momentum_buffer) {
+  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data_as<T>();
+    const T* g = grad.data_as<T>();
+    T* buf = momentum_buffer.defined() ? momentum_buffer.data_as<T>() : nullptr;
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      double direction = g[i] + s.weight_decay * p[i];
+      if (buf != nullptr) {
+        buf[i] = static_cast<T>(s.first_step ? direction
+                                             : s.momentum * buf[i] + (1 - s.dampening) * direction);
+        direction = s.nesterov ? direction + s.momentum * buf[i] : buf[i];
+      }
+      p[i] = static_cast<T>(p[i] - s.lr * direction);
+    }
+  });
+}
+
+void CpuKernels::adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad,
+                           const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+  if (param.dtype() == DType::f32 && fast_paths_enabled()) {
+    constexpr int64_t kChunk = 1 << 14;  // elements a thread takes at a time (a multiple of 8)
+    const int64_t count = param.numel(), chunks = (count + kChunk - 1) / kChunk;
+    float* p = param.data_as<float>();
+    const float* g = grad.data_as<float>();
+    float* m = exp_avg.data_as<float>();
+    float* v = exp_avg_sq.data_as<float>();
+#pragma omp parallel for if (chunks > 1)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t start = chunk * kChunk, size = std::min(kChunk, count - start);
+      adam_step_f32_avx2(s, p + start, g + start, m + start, v + start, size);
+    }
+    return;
+  }
+  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data_as<T>();
+    const T* g = grad.data_as<T>();
+    T* m = exp_avg.data_as<T>();
+    T* v = exp_avg_sq.data_as<T>();
+    const int64_t count = param.numel();
+#pragma omp parallel for if (count > (1 << 15))  // large tensors split across threads
+    for (int64_t i = 0; i < count; ++i) {
+      p[i] = static_cast<T>(p[i] * s.decay_factor);  // AdamW's decoupled decay (1 for Adam)
+      const double gradient = g[i] + s.l2 * p[i];    // Adam's L2 term (0 for AdamW)
+      m[i] = static_cast<T>(s.beta1 * m[i] + (1 - s.beta1) * gradient);
+      v[i] = static_cast<T>(s.beta2 * v[i] + (1 - s.beta2) * gradient * gradient);
+      const double denom = std::sqrt(static_cast<double>(v[i])) / s.bias_correction2_sqrt + s.eps;
+      p[i] = static_cast<T>(p[i] - s.step_size * m[i] / denom);
+    }
+  });
+}
+
+void CpuKernels::accumulate_sum_of_squares(const Tensor& x, const Tensor& total) {
+  double sum = 0;
+  dispatch_floating(x.dtype(), "accumulate_sum_of_squares", [&](auto tag) {
+    using T = decltype(tag);
+    const T* values = x.data_as<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) sum += static_cast<double>(values[i]) * values[i];
+  });
+  *total.data_as<double>() += sum;
+}
+
+void CpuKernels::unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
+                                   const Tensor& found_inf) {
+  dispatch_floating(grad.dtype(), "unscale_and_check", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = grad.data_as<T>();
+    T* result = out.data_as<T>();
+    const T factor = static_cast<T>(inv_scale);
+    bool all_finite = true;
+    for (int64_t i = 0; i < grad.numel(); ++i) {
+      all_finite = all_finite && std::isfinite(g[i]);
+      result[i] = g[i] * factor;
+    }
+    if (!all_finite) *found_inf.data_as<float>() = 1.0f;
+  });
+}
+
+}  // namespace tg::cpu

@@ -1,0 +1,83 @@
+// CPU int8 kernels: symmetric per-row quantization, the int8 x int8 -> int32 product, and the
+// rescale back to f32 (formulas in autograd/kernels.h). Plain loops over rows, OpenMP across
+// them: the readable reference that the CUDA kernels (cuda/quantize.cu) and the CPU's own
+// vectorised fast paths (cpu/fast/quantize.h, taken where cpu::fast_paths_enabled()) are tested
+// against, bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "tapegrad/cpu/features.h"
+#include "tapegrad/cpu/fast/quantize.h"
+#include "tapegrad/cpu/kernels.h"
+
+namespace tg::cpu {
+namespace {
+
+// Rows of at least this many elements (in all) are spread over the threads.
+constexpr int64_t kParallelElements = 1 << 14;
+
+}  // namespace
+
+void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q,
+                               const Tensor& scale) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const float* in = x.data_as<float>();
+  int8_t* out = q.data_as<int8_t>();
+  float* scales = scale.data_as<float>();
+  if (fast_paths_enabled()) return int8::quantize_rows(in, rows, cols, fixed_scale, out, scales);
+#pragma omp parallel for if (rows * cols > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = in + r * cols;
+    float row_scale = static_cast<float>(fixed_scale);
+    if (fixed_scale <= 0) {
+      float largest = 0;  // max |x| over the finite entries (fmax skips NaN)
+      for (int64_t c = 0; c < cols; ++c) {
+        if (std::isfinite(row[c])) largest = std::fmax(largest, std::fabs(row[c]));
+      }
+      row_scale = largest > 0 ? largest / 127.0f : 1.0f;
+    }
+    scales[r] = row_scale;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float scaled = row[c] / row_scale;  // q = round(x / scale), clamped
+      const float clamped = std::isnan(scaled) ? 0.0f : std::clamp(scaled, -127.0f, 127.0f);
+      out[r * cols + c] = static_cast<int8_t>(std::nearbyint(clamped));
+    }
+  }
+}
+
+void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  const int8_t* lhs = a.data_as<int8_t>();
+  const int8_t* rhs = b.data_as<int8_t>();
+  int32_t* out = acc.data_as<int32_t>();
+  if (fast_paths_enabled()) return int8::gemm(lhs, rhs, out, m, n, k, int8::best_isa());
+#pragma omp parallel for if (m * n * k > kParallelElements)
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t sum = 0;  // acc_ij = sum_p a_ip b_jp
+      for (int64_t p = 0; p < k; ++p) sum += int32_t{lhs[i * k + p]} * int32_t{rhs[j * k + p]};
+      out[i * n + j] = sum;
+    }
+  }
+}
+
+void CpuKernels::dequantize_product(const Tensor& acc, const Tensor& row_scale,
+                                    const Tensor& col_scale, const Tensor& bias, const Tensor& out) {
+  const int64_t m = acc.size(0), n = acc.size(1);
+  const int32_t* in = acc.data_as<int32_t>();
+  const float* rows = row_scale.data_as<float>();
+  const float* cols = col_scale.data_as<float>();
+  const float* shift = bias.defined() ? bias.data_as<float>() : nullptr;
+  float* result = out.data_as<float>();
+  if (fast_paths_enabled()) return int8::dequantize_product(in, m, n, rows, cols, shift, result);
+#pragma omp parallel for if (m * n > kParallelElements)
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float scaled = (static_cast<float>(in[i * n + j]) * rows[i]) * cols[j];
+      result[i * n + j] = shift ? scaled + shift[j] : scaled;
+    }
+  }
+}
+
+}  // namespace tg::cpu

@@ -1,0 +1,164 @@
+// CPU kernels over the middle axis of a contiguous [outer, n, inner] tensor:
+// sum, max, gather, scatter-add and (log-)softmax; and row normalisation for layer_norm.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/cpu/kernels.h"
+
+namespace tg::cpu {
+
+// With fewer outer slices than threads (a bias gradient: outer 1, n rows, inner features) the
+// columns are split among the threads instead, so that each reads its own part of every row. Each
+// sum still runs over k in order: the same bits at any thread count.
+void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
+  if (is_half(x.dtype())) return sum_dim_half(x, s, out);
+  dispatch_floating(x.dtype(), "sum_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    T* result = out.data_as<T>();
+    const int64_t threads = num_threads();
+    const int64_t column_blocks = s.outer < threads ? std::clamp<int64_t>(s.inner / 16, 1, threads) : 1;
+    const int64_t block = (s.inner + column_blocks - 1) / column_blocks;
+#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
+    for (int64_t piece = 0; piece < s.outer * column_blocks; ++piece) {
+      const int64_t o = piece / column_blocks, first = (piece % column_blocks) * block;
+      const int64_t past = std::min(s.inner, first + block);
+      T* sums = result + o * s.inner;
+      for (int64_t i = first; i < past; ++i) sums[i] = T(0);
+      for (int64_t k = 0; k < s.n; ++k) {
+        const T* row = in + (o * s.n + k) * s.inner;
+        for (int64_t i = first; i < past; ++i) sums[i] += row[i];
+      }
+    }
+  });
+}
+
+void CpuKernels::max_dim(const Tensor& x, DimSplit s, const Tensor& values, const Tensor& indices) {
+  dispatch_floating(x.dtype(), "max_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    T* best = values.data_as<T>();
+    int64_t* where = indices.data_as<int64_t>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t arg = 0;
+        for (int64_t k = 1; k < s.n; ++k) {
+          if (in[(o * s.n + k) * s.inner + i] > in[(o * s.n + arg) * s.inner + i]) arg = k;
+        }
+        best[o * s.inner + i] = in[(o * s.n + arg) * s.inner + i];
+        where[o * s.inner + i] = arg;
+      }
+    }
+  });
+}
+
+void CpuKernels::gather_dim(const Tensor& x, DimSplit s, const Tensor& index, const Tensor& out) {
+  dispatch_floating(x.dtype(), "gather_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    const int64_t* picked = index.data_as<int64_t>();
+    T* result = out.data_as<T>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        result[o * s.inner + i] = in[(o * s.n + picked[o * s.inner + i]) * s.inner + i];
+      }
+    }
+  });
+}
+
+void CpuKernels::scatter_add_dim(const Tensor& src, DimSplit s, const Tensor& index,
+                                 const Tensor& out) {
+  dispatch_floating(src.dtype(), "scatter_add_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = src.data_as<T>();
+    const int64_t* picked = index.data_as<int64_t>();
+    T* result = out.data_as<T>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        result[(o * s.n + picked[o * s.inner + i]) * s.inner + i] += in[o * s.inner + i];
+      }
+    }
+  });
+}
+
+// A row whose every entry is -inf (a fully masked attention row) gives 0, not NaN.
+void CpuKernels::softmax_dim(const Tensor& x, DimSplit s, bool log, const Tensor& out) {
+  dispatch_floating(x.dtype(), "softmax_dim", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_as<T>();
+    T* result = out.data_as<T>();
+#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 15))
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const T* row = in + o * s.n * s.inner + i;
+        T* row_out = result + o * s.n * s.inner + i;
+        T largest = -std::numeric_limits<T>::infinity();
+        for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k * s.inner]);
+        if (largest == -std::numeric_limits<T>::infinity()) {
+          for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = log ? largest : T(0);
+          continue;
+        }
+        T total = 0;
+        for (int64_t k = 0; k < s.n; ++k) total += std::exp(row[k * s.inner] - largest);
+        if (log) {
+          const T log_total = std::log(total) + largest;
+          for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = row[k * s.inner] - log_total;
+        } else {
+          const T inverse = T(1) / total;
+          for (int64_t k = 0; k < s.n; ++k) {
+            row_out[k * s.inner] = std::exp(row[k * s.inner] - largest) * inverse;
+          }
+        }
+      }
+    }
+  });
+}
+
+void CpuKernels::normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
+                                const Tensor& rstd) {
+  dispatch_floating(x.dtype(), "normalize_rows", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t width = x.size(-1);
+    const int64_t rows = x.numel() / std::max<int64_t>(width, 1);
+    const T* in = x.data_as<T>();
+    T* result = out.data_as<T>();
+    T* means = mean.data_as<T>();
+    T* rstds = rstd.data_as<T>();
+#pragma omp parallel for if (rows * width > (1 << 15))
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = in + r * width;
+      T total = 0;
+      for (int64_t k = 0; k < width; ++k) total += row[k];
+      const T mu = total / T(width);
+      T squares = 0;
+      for (int64_t k = 0; k < width; ++k) squares += (row[k] - mu) * (row[k] - mu);
+      const T inv_std = T(1) / std::sqrt(squares / T(width) + T(eps));
+      for (int64_t k = 0; k < width; ++k) result[r * width + k] = (row[k] - mu) * inv_std;
+      means[r] = mu;
+      rstds[r] = inv_std;
+    }
+  });
+}
+
+// f16 / bf16: the sums run in f32 and are rounded once.
+void sum_dim_half(const Tensor& x, DimSplit s, const Tensor& out) {
+  dispatch_half(x.dtype(), "sum_dim", [&](auto tag) {
+    using H = decltype(tag);
+    const H* in = x.data_as<H>();
+    H* result = out.data_as<H>();
+#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
+    for (int64_t o = 0; o < s.outer; ++o) {
+      std::vector<float> totals(s.inner, 0.0f);
+      for (int64_t k = 0; k < s.n; ++k) {
+        const H* row = in + (o * s.n + k) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) totals[i] += convert<float>(row[i]);
+      }
+      for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] = convert<H>(totals[i]);
+    }
+  });
+}
+
+}  // namespace tg::cpu

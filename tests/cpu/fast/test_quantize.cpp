@@ -1,0 +1,203 @@
+// The CPU int8 fast paths (cpu/fast/quantize.h) against the plain loops of cpu/quantize.cpp (run
+// inside a FastPathsOff scope), bit for bit: the product in each instruction set this CPU has
+// (AVX-512 VNNI, AVX2) on odd shapes (m, n, k from 1 to ~300: k not a multiple of the kernels'
+// 4 or 2, n not a multiple of their 16- or 8-column panels, m not of their 6-row blocks) with the
+// extremes -128 and 127 on both sides, up to the longest depth; quantize_rows with NaN, infinities,
+// ties and zero rows; dequantize_product; and quantized_linear end to end. At 1, 2 and 3 threads.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/threads.h"
+#include "tapegrad/cpu/features.h"
+#include "tapegrad/cpu/fast/quantize.h"
+#include "tapegrad/ops/ops.h"
+#include "tests/support/thread_counts.h"
+
+using namespace tg;
+using tg::testing::at_thread_counts;
+
+namespace {
+
+// The instruction sets of the product this CPU can run.
+std::vector<cpu::int8::Isa> supported_isas() {
+  std::vector<cpu::int8::Isa> isas;
+  for (auto isa : {cpu::int8::Isa::avx2, cpu::int8::Isa::avx512_vnni}) {
+    if (cpu::int8::isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// i8 [rows, cols]: uniform over -128..127, with -128 and 127 a quarter of the time.
+Tensor random_i8(int64_t rows, int64_t cols, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int> value(-128, 127), pick(0, 7);
+  const Tensor t = empty({rows, cols}, DType::i8, kCPU);
+  int8_t* data = t.data_as<int8_t>();
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const int choice = pick(gen);
+    data[i] = static_cast<int8_t>(choice == 0 ? -128 : choice == 1 ? 127 : value(gen));
+  }
+  return t;
+}
+
+Tensor filled_i8(int64_t rows, int64_t cols, int8_t v) {
+  const Tensor t = empty({rows, cols}, DType::i8, kCPU);
+  std::memset(t.data_as<int8_t>(), static_cast<unsigned char>(v), static_cast<size_t>(rows * cols));
+  return t;
+}
+
+Tensor reference_gemm(const Tensor& a, const Tensor& b) {
+  const cpu::FastPathsOff plain;
+  const Tensor acc = empty({a.size(0), b.size(0)}, DType::i32, kCPU);
+  kernels(kCPU).gemm_i8(a, b, acc);
+  return acc;
+}
+
+bool same_bytes(const Tensor& x, const Tensor& y) {
+  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
+         std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype()))) == 0;
+}
+
+// Every supported kernel, and CpuKernels::gemm_i8's own choice, equal the plain loop.
+void check_gemm(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  INFO("m " << m << ", n " << n << ", k " << k);
+  const Tensor expected = reference_gemm(a, b);
+  for (cpu::int8::Isa isa : supported_isas()) {
+    INFO(cpu::int8::isa_name(isa));
+    const Tensor got = empty({m, n}, DType::i32, kCPU);
+    cpu::int8::gemm(a.data_as<int8_t>(), b.data_as<int8_t>(), got.data_as<int32_t>(), m, n, k, isa);
+    REQUIRE(same_bytes(got, expected));
+  }
+  const Tensor chosen = empty({m, n}, DType::i32, kCPU);
+  kernels(kCPU).gemm_i8(a, b, chosen);
+  REQUIRE(same_bytes(chosen, expected));
+}
+
+}  // namespace
+
+TEST_CASE("int8 gemm fast paths equal the plain loop on odd shapes", "[quantize][int8_gemm]") {
+  std::mt19937_64 gen(7);
+  std::vector<std::array<int64_t, 3>> shapes = {  // m, n, k
+      {1, 1, 1},   {1, 1, 3},    {2, 3, 5},     {6, 16, 4},   {7, 17, 9},    {5, 15, 63},
+      {13, 33, 65}, {48, 64, 64}, {49, 65, 257}, {16, 4, 256}, {97, 256, 256}, {300, 100, 1},
+      {1, 300, 299}, {50, 129, 130}};
+  std::uniform_int_distribution<int64_t> size(1, 300);
+  for (int i = 0; i < 12; ++i) shapes.push_back({size(gen), size(gen), size(gen)});
+  for (const auto& [m, n, k] : shapes) {
+    const Tensor a = random_i8(m, k, gen), b = random_i8(n, k, gen);
+    at_thread_counts([&] { check_gemm(a, b); });
+  }
+}
+
+TEST_CASE("int8 gemm fast paths: the extremes on both sides", "[quantize][int8_gemm]") {
+  for (int8_t av : {int8_t{-128}, int8_t{127}}) {
+    for (int8_t bv : {int8_t{-128}, int8_t{127}}) {
+      INFO("a " << int(av) << ", b " << int(bv));
+      at_thread_counts([&] { check_gemm(filled_i8(61, 299, av), filled_i8(37, 299, bv)); });
+    }
+  }
+}
+
+TEST_CASE("int8 gemm fast paths are exact at the longest depth", "[quantize][int8_gemm]") {
+  // k 127^2 is just under 2^31; the VNNI kernel's sums of (a + 128) b wrap around i32 on the way,
+  // and the correction must bring them back exactly.
+  const int64_t k = kMaxInt8Depth;
+  for (int8_t av : {int8_t{127}, int8_t{-127}}) {
+    INFO("a " << int(av));
+    const Tensor a = filled_i8(2, k, av), b = filled_i8(3, k, 127);
+    check_gemm(a, b);
+    REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * 127 * k);
+  }
+}
+
+TEST_CASE("int8 gemm: FastPathsOff runs the plain loop", "[quantize][int8_gemm]") {
+  // Off is the reference by construction; on, the same bits (checked above). Here: an empty
+  // product and a scope's effect on the choice.
+  const Tensor a = empty({0, 5}, DType::i8, kCPU), b = filled_i8(3, 5, 1);
+  const Tensor acc = empty({0, 3}, DType::i32, kCPU);
+  kernels(kCPU).gemm_i8(a, b, acc);  // nothing to do, nothing touched
+  {
+    const cpu::FastPathsOff plain;
+    REQUIRE_FALSE(cpu::fast_paths_enabled());
+  }
+  const Tensor ones = filled_i8(4, 0, 0), zero_depth = empty({4, 3}, DType::i32, kCPU);
+  kernels(kCPU).gemm_i8(ones, empty({3, 0}, DType::i8, kCPU), zero_depth);  // k = 0: all zeros
+  REQUIRE(zero_depth.to_host_i64() == std::vector<int64_t>(12, 0));
+}
+
+TEST_CASE("quantize_rows fast path equals the plain loop bit for bit", "[quantize][int8_gemm]") {
+  manual_seed(11);
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (int64_t cols : {1, 7, 8, 31, 32, 33, 64, 100, 257}) {
+    INFO("cols " << cols);
+    const int64_t rows = 9;
+    std::vector<double> values = (uniform({rows, cols}, -3, 3) * uniform({rows, 1}, 0, 100)).to_host_f64();
+    for (int64_t c = 0; c < cols; ++c) values[c] = 0;                     // row 0: zeros
+    values[cols] = nan;                                                   // row 1: a NaN
+    values[2 * cols + cols - 1] = inf;                                    // row 2: +inf, last
+    values[3 * cols] = -inf;                                              // row 3: -inf
+    for (int64_t c = 0; c < cols; ++c) values[4 * cols + c] = 0.5 * (c % 5) - 1;  // ties
+    for (int64_t c = 0; c < cols; ++c) values[5 * cols + c] = nan;        // row 5: all NaN
+    const Tensor x = from_values(values, {rows, cols}, DType::f32, kCPU);
+    for (double fixed : {0.0, 0.5, 0.01, 1e-50, 1e30}) {
+      INFO("fixed scale " << fixed);
+      QuantizedRows expected;
+      {
+        const cpu::FastPathsOff plain;
+        expected = quantize_rows(x, fixed);
+      }
+      at_thread_counts([&] {
+        const QuantizedRows got = quantize_rows(x, fixed);
+        REQUIRE(same_bytes(got.values, expected.values));
+        REQUIRE(same_bytes(got.scales, expected.scales));
+      });
+    }
+  }
+}
+
+TEST_CASE("dequantize_product and quantized_linear fast paths equal the plain loops",
+          "[quantize][int8_gemm]") {
+  manual_seed(12);
+  for (int64_t n : {1, 4, 7, 8, 9, 33, 256}) {
+    for (bool with_bias : {false, true}) {
+      INFO("n " << n << (with_bias ? ", bias" : ""));
+      const Tensor x = uniform({3, 37, 45}, -2, 2);
+      const QuantizedRows weight = quantize_rows(uniform({n, 45}, -0.5, 0.5));
+      const Tensor bias = with_bias ? uniform({n}, -1, 1) : Tensor();
+      for (double input_scale : {0.0, 0.02}) {
+        Tensor expected;
+        {
+          const cpu::FastPathsOff plain;
+          expected = quantized_linear(x, weight, bias, input_scale);
+        }
+        at_thread_counts([&] { REQUIRE(same_bytes(quantized_linear(x, weight, bias, input_scale), expected)); });
+      }
+      // the rescale alone, on large sums and scales
+      std::mt19937_64 gen(n);
+      std::uniform_int_distribution<int32_t> sum(-2'000'000'000, 2'000'000'000);
+      const Tensor acc = empty({11, n}, DType::i32, kCPU);
+      for (int64_t i = 0; i < 11 * n; ++i) acc.data_as<int32_t>()[i] = sum(gen);
+      const Tensor rows = uniform({11}, 0, 1e-3), cols = uniform({n}, 0, 1e-2);
+      Tensor expected = empty({11, n}, DType::f32, kCPU);
+      {
+        const cpu::FastPathsOff plain;
+        kernels(kCPU).dequantize_product(acc, rows, cols, bias, expected);
+      }
+      at_thread_counts([&] {
+        const Tensor got = empty({11, n}, DType::f32, kCPU);
+        kernels(kCPU).dequantize_product(acc, rows, cols, bias, got);
+        REQUIRE(same_bytes(got, expected));
+      });
+    }
+  }
+}
