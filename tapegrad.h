@@ -27,9 +27,10 @@
 
 // nn/: modules, attention, masks, models, optimizers, schedules, safetensors, safe file I/O,
 // int8 quantization
+#include "tapegrad/io/file_io.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/attention_spec.h"
-#include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linformer.h"
@@ -42,6 +43,5 @@
 #include "tapegrad/nn/positional_encoding.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/nn/rope.h"
-#include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/nn/transformer.h"

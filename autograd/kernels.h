@@ -1,8 +1,9 @@
 #pragma once
 // The kernel interface: everything a device must do for the ops in ops/.
 // ops/ never asks which device a tensor is on; it calls kernels(tensor.device()).
-// The CPU implementation is in ops/cpu_*.cpp; cpu/reference.h has the plain-loop reference
-// of its blocked / vectorised kernels (GEMM, softmax, attention).
+// The CPU implementation is in cpu/ (plain loops) and cpu/fast/ (their vectorised twins);
+// cpu/README.md pairs them, and cpu/reference.h has the plain-loop reference of the kernels whose
+// entry point is the fast one (GEMM, softmax, attention).
 //
 // Conventions: tensors passed as outputs are contiguous (attention's excepted: see
 // attention_forward) and already allocated. Inputs may have any strides unless a comment says
@@ -13,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/dtype.h"
-#include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tg {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/head_analysis.h"
 
 namespace tg::cli {

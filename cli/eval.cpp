@@ -5,8 +5,8 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/tasks.h"
 
 namespace tg::cli {

@@ -7,9 +7,9 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
+#include "tapegrad/cli/cli.h"
 #include "tapegrad/nn/gradcheck_cases.h"
 #include "tapegrad/ops/gradcheck_cases.h"
-#include "tapegrad/cli/cli.h"
 
 namespace tg::cli {
 

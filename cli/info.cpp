@@ -4,8 +4,8 @@
 
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cpu/features.h"
 
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);

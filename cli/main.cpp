@@ -8,9 +8,9 @@
 #include <new>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/cli/cli.h"
 #include "tapegrad/dist/communicator.h"
 #include "tapegrad/dist/job.h"
-#include "tapegrad/cli/cli.h"
 
 namespace {
 

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/cli/cli.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/positional_encoding.h"
-#include "tapegrad/cli/cli.h"
 #include "tapegrad/plot/png.h"
 
 namespace tg::cli {

@@ -9,17 +9,17 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/cli/cli.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/plot/head_summary_chart.h"
+#include "tapegrad/plot/png.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
-#include "tapegrad/cli/cli.h"
 #include "tapegrad/train/datasets.h"
 #include "tapegrad/train/head_analysis.h"
-#include "tapegrad/plot/head_summary_chart.h"
 #include "tapegrad/train/tasks.h"
-#include "tapegrad/plot/png.h"
 
 namespace tg::cli {
 namespace {

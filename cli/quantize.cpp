@@ -7,10 +7,10 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/cli/cli.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/train/checkpoint_file.h"
-#include "tapegrad/cli/cli.h"
 #include "tapegrad/train/config.h"
 #include "tapegrad/train/tasks.h"
 

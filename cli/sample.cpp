@@ -9,10 +9,10 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/ops/ops.h"
-#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/datasets.h"
 #include "tapegrad/train/tasks.h"
 

@@ -4,11 +4,11 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/train/attention_flags.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/profile_schedule.h"
 #include "tapegrad/train/trace.h"
-#include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/train/trainer.h"
 
 namespace tg::cli {

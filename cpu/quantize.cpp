@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/fast/quantize.h"
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
 
 namespace tg::cpu {

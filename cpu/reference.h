@@ -27,7 +27,7 @@ void gemm(const GemmBatch& batch);
 // 0 (softmax) or -inf (log-softmax), as CpuKernels::softmax_dim.
 void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out);
 
-// out [N, Sq, dv] and logsumexp [N, Sq] of AttentionProblem (autograd/kernels.h): masks, causal,
+// out [B, H, Sq, dv] (item n = b H + h) and logsumexp [N, Sq] of AttentionProblem (autograd/kernels.h): masks, causal,
 // dropout with the kernel's Philox numbering. A fully masked row gives out 0 and lse -inf.
 void attention_forward(const AttentionProblem& problem, const Tensor& out, const Tensor& logsumexp);
 

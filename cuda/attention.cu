@@ -26,9 +26,9 @@
 #include <type_traits>
 
 #include "tapegrad/autograd/philox.h"
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_math.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

@@ -21,8 +21,8 @@
 #include <mutex>
 #include <vector>
 
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <numbers>
 
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_math.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

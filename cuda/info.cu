@@ -9,8 +9,8 @@
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_code.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

@@ -9,8 +9,8 @@
 #include <unordered_map>
 
 #include "tapegrad/autograd/philox.h"
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 

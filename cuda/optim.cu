@@ -8,8 +8,8 @@
 // update kernels spell their products and sums with the _rn intrinsics below, which it never fuses.
 #include <cstdint>
 
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

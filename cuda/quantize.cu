@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "tapegrad/cuda/kernels.h"
 #include "tapegrad/cuda/device_math.h"
 #include "tapegrad/cuda/device_types.h"
+#include "tapegrad/cuda/kernels.h"
 
 namespace tg::cuda {
 namespace {

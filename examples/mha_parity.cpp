@@ -14,9 +14,9 @@
 
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
-#include "tapegrad/io/safetensors.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;

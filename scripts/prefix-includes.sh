@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pattern='^([[:space:]]*#[[:space:]]*include[[:space:]]*["<])(autograd|ops|cpu|nn|io|cuda|train|plot|cli|dist)/'
-mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' '*.md' | sort)
+mapfile -t files < <(git ls-files -co --exclude-standard -- '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' '*.md' | sort | while read -r f; do [[ -f "$f" ]] && echo "$f"; done)
 
 if [[ "${1:-}" == "--check" ]]; then
   if grep -nE "$pattern" -- "${files[@]}"; then

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/train/config.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/train/config.h"
 
 namespace tg::train {
 namespace {

@@ -9,11 +9,11 @@
 #include <optional>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/nn/quantization.h"
-#include "tapegrad/io/safetensors.h"
 #include "tapegrad/io/json_bytes.h"
-#include "tapegrad/train/legacy_names.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/nn/quantization.h"
+#include "tapegrad/train/legacy_names.h"
 #include "tapegrad/train/tasks.h"
 
 namespace tg::train {

@@ -5,9 +5,9 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/io/json_bytes.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/train/attention_flags.h"
-#include "tapegrad/io/json_bytes.h"
 
 namespace tg::train {
 

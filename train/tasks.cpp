@@ -6,8 +6,8 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/ops/ops.h"
 #include "tapegrad/io/json_bytes.h"
+#include "tapegrad/ops/ops.h"
 
 namespace tg::train {
 namespace {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/fast/quantize_kernels.h"
+#include "tapegrad/cpu/features.h"
 
 namespace tg::cpu::int8 {
 namespace {

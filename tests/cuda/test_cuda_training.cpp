@@ -9,9 +9,9 @@
 
 #include "tapegrad/autograd/rng.h"
 #include "cuda_test_support.h"
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/optim.h"
-#include "tapegrad/io/safetensors.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
 

@@ -27,8 +27,8 @@
 #include <string_view>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/nn/models.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/nn/models.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/tasks.h"

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/nn/models.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/nn/models.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
 

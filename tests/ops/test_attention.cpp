@@ -10,9 +10,9 @@
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;

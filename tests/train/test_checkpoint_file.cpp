@@ -12,12 +12,12 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
-#include "tapegrad/nn/optim.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/temp_files.h"
-#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/io/json_bytes.h"
+#include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/tasks.h"
 
 using namespace tg;

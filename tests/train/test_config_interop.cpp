@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/train/config.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/train/config.h"
 
 using namespace tg::train;
 

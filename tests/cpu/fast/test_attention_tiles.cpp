@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "tapegrad/cpu/fast/attention_tiles.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/fast/simd.h"
+#include "tapegrad/cpu/features.h"
 
 using namespace tg::cpu;
 

@@ -18,8 +18,8 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/fast/quantize.h"
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/thread_counts.h"
 
