@@ -1,12 +1,21 @@
-# `make` sets up and builds, `make run` runs the main job, `make test` runs the whole suite.
+# `make` sets up and builds the command line, `make run` runs the main job, `make test` builds
+# everything (the suite, the emulated CUDA device, the CUDA backend when nvcc is there) and runs it.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 # The OpenBLAS kernel set is pinned (as in CI) so that results do not depend on the host CPU.
 export OPENBLAS_CORETYPE ?= Haswell
 
-PACKAGES := cmake g++ make libopenblas-dev libboost-program-options-dev catch2 nlohmann-json3-dev libstb-dev fonts-dejavu-core libopenmpi-dev openmpi-bin
+PACKAGES := cmake g++ make libopenblas-dev libboost-program-options-dev catch2 nlohmann-json3-dev libstb-dev fonts-dejavu-core libopenmpi-dev openmpi-bin ccache
 
-.PHONY: all setup build run test clean
+# The CUDA backend. `make run` and `make` leave it to CMake's default (TAPEGRAD_CUDA=AUTO: built
+# when nvcc is there and a GPU is visible), unless told: `make run TAPEGRAD_CUDA=ON` (or OFF).
+# `make test` builds it whenever nvcc is there, so that the suite proves it compiles and links
+# (its kernels run on the emulated device either way).
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+TEST_CUDA := $(or $(TAPEGRAD_CUDA),$(if $(NVCC),ON,OFF))
+CUDA_FLAG := $(if $(TAPEGRAD_CUDA),-DTAPEGRAD_CUDA=$(TAPEGRAD_CUDA))
+
+.PHONY: all setup configure build run test-build test clean
 
 all: build
 
@@ -21,11 +30,15 @@ setup:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-$(BUILD)/CMakeCache.txt: | setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+# Configures once; again whenever TAPEGRAD_CUDA is given.
+configure: setup
+	@if [ ! -f $(BUILD)/CMakeCache.txt ] || [ -n "$(CUDA_FLAG)" ]; then \
+	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAG); \
+	fi
 
-build: setup $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+# Only the `tapegrad` executable and the library it links.
+build: configure
+	cmake --build $(BUILD) -j $(JOBS) --target tapegrad
 
 # The main job: a forecaster for the yearly sunspot numbers (about half a minute on 2 cores),
 # its evaluation, and the loss curve as a PNG.
@@ -36,7 +49,12 @@ run: build
 	./$(BUILD)/tapegrad eval --load $(BUILD)/sunspots.safetensors --data data/sunspots.csv
 	./$(BUILD)/tapegrad plot loss --log $(BUILD)/sunspots-log.csv --out $(BUILD)/sunspots-loss.png
 
-test: build
+# Everything, then the whole suite.
+test-build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTAPEGRAD_CUDA=$(TEST_CUDA)
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: test-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 clean:
