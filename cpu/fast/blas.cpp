@@ -1,5 +1,10 @@
 // CPU kernels on OpenBLAS: the one BLAS wrapper (blas_gemm), batched GEMM (threaded by OpenMP,
 // see gemm_batch), and the row gather/scatter behind embeddings.
+//
+// The plain twin of CpuKernels::gemm is reference::gemm (cpu/reference.cpp), the triple loop with
+// its sums in double; tests/cpu/test_reference.cpp compares them. What OpenBLAS buys is the
+// machine's GEMM peak (`tapegrad bench --workload sgemm`, bench/RESULTS.md), against one multiply-
+// add a cycle or less for the loop.
 #include <cblas.h>
 #include <omp.h>
 
