@@ -40,7 +40,7 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tapegrad
 
-# The main job: a forecaster for the yearly sunspot numbers (about half a minute on 2 cores),
+# The main job: a forecaster for the yearly sunspot numbers (a few seconds of training),
 # its evaluation, and the loss curve as a PNG.
 run: build
 	./$(BUILD)/tapegrad train --task timeseries --data data/sunspots.csv --window 24 --horizon 4 \
