@@ -16,6 +16,7 @@ struct State {
   int depth = 0;               // Autocast scopes alive; the cache empties when it drops to 0
   struct Cached {
     std::shared_ptr<TensorImpl> source;  // keeps the key's address from being reused
+    uint64_t version = 0;                // the source's storage version when it was cast
     Tensor cast;
   };
   // (parameter, target dtype, recorded on the tape?) -> its cast
@@ -38,13 +39,14 @@ Tensor cast(const Tensor& t, DType dtype) {
   if (!(t.is_leaf() && t.requires_grad())) return t.to(dtype);
   const auto key = std::make_tuple(static_cast<const TensorImpl*>(t.impl()), dtype, grad_enabled());
   auto found = current.cache.find(key);
-  // A cast already back-propagated (and released) cannot carry a second backward: cast again.
-  if (found != current.cache.end() &&
+  // A cast already back-propagated (and released) cannot carry a second backward, and one of
+  // values written over since (an optimizer step inside the scope) is stale: cast again.
+  if (found != current.cache.end() && found->second.version == t.version() &&
       !(found->second.cast.grad_fn() && found->second.cast.grad_fn()->released)) {
     return found->second.cast;
   }
   Tensor converted = t.to(dtype);
-  current.cache[key] = {t.impl_ptr(), converted};
+  current.cache[key] = {t.impl_ptr(), t.version(), converted};
   return converted;
 }
 

@@ -15,7 +15,8 @@
 // Parameters (leaves that require grad) are cast once per scope: the cast is cached, keyed by the
 // tensor, and the cache is emptied when the outermost scope ends. Open one scope per training step
 // (around forward and loss, not backward): the optimizer changes the weights in place between
-// steps, and a cached cast would then be stale. backward() runs with autocast off.
+// steps (a cast of values written over since is made again: the storage's version has moved on,
+// but a scope per step keeps the cache small). backward() runs with autocast off.
 //
 // Outside any scope (and inside `Autocast(DType::f32)`, which turns it off) ops apply no policy:
 // inputs of mismatched dtypes are an error.

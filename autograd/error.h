@@ -15,12 +15,26 @@ struct Error : std::runtime_error {
 // "[2, 3]" for a shape.
 std::string shape_str(const std::vector<int64_t>& shape);
 
+// A message as one line whatever it quotes: each control byte (a NUL would end what() early, a
+// newline would split the CLI's one-line error) becomes \xHH. Sites that quote a user's text use
+// io/quoted_text.h, which also marks where the text begins and ends; this is the safety net.
+inline std::string one_line_message(const std::string& message) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string line;
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7F) line += c;
+    else line += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+  }
+  return line;
+}
+
 // Builds a message from any streamable pieces: fail("op 'add': shapes ", a, " and ", b).
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
   std::ostringstream message;
   (message << ... << parts);
-  throw Error(message.str());
+  throw Error(one_line_message(message.str()));
 }
 
 // Overflow-checked arithmetic for counts that come from users, files and checkpoints: the exact

@@ -28,6 +28,7 @@ Tensor element(const Tensor& t, int64_t index) {
 
 void set_element(const Tensor& t, int64_t index, double value) {
   kernels(t.device()).fill(element(t, index), value);
+  t.bump_version();  // an in-place write (tape.h)
 }
 
 std::vector<double> evaluate(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {

@@ -202,8 +202,9 @@ struct Kernels {
 
   // ---- int8 inference (contiguous tensors; ops/quantize.h checks the shapes, and the CPU versions
   // in cpu/quantize.cpp are the readable reference) ----------------------------------------
-  // Symmetric int8 rows of x [rows, cols] f32: scale[r] = max_c |x[r, c]| / 127 in f32 (1 for a
-  // row without a nonzero finite entry), or fixed_scale for every row when fixed_scale > 0;
+  // Symmetric int8 rows of x [rows, cols] f32: scale[r] = max(max_c |x[r, c]| / 127, 2^-126) in
+  // f32 (never below the smallest normal f32, so never 0 for denormal rows; 1 for a row without
+  // a nonzero finite entry), or fixed_scale for every row when fixed_scale > 0;
   // q[r, c] = x[r, c] / scale[r] rounded to nearest (ties to even), clamped to [-127, 127], NaN
   // to 0. q is i8 [rows, cols], scale f32 [rows].
   virtual void quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q,

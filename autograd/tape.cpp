@@ -1,6 +1,7 @@
 #include "tapegrad/autograd/tape.h"
 
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -127,11 +128,27 @@ Tensor take_pending(PendingGrads& pending, Node& node) {
   return grad_output;
 }
 
+// The version check (PyTorch's): every tensor the node saved must be as it was when saved. An
+// in-place write since (an optimizer step, copy_, fill_) would make its backward use new values
+// with the old forward's, a wrong gradient without any error.
+void check_saved_versions(const Node& node) {
+  for (size_t i = 0; i < node.saved.size(); ++i) {
+    const Tensor& saved = node.saved[i];
+    if (!saved.defined() || i >= node.saved_versions.size()) continue;
+    if (saved.version() == node.saved_versions[i]) continue;
+    fail("backward: one of the variables needed for gradient computation has been modified by "
+         "an in-place operation: '", node.op, "' saved a tensor of shape ",
+         shape_str(saved.shape()), " at version ", node.saved_versions[i], ", now version ",
+         saved.version());
+  }
+}
+
 // Runs the node's backward: one gradient per input, each in the shape of the node's OUTPUT.
 Grads run_node_backward(Node& node, const Tensor& grad_output) {
   TG_CHECK(!node.released, "backward: op '", node.op,
            "' was already back-propagated and its saved tensors freed; "
            "call backward(..., retain_graph=true) the first time to go through it again");
+  check_saved_versions(node);
   Grads grads;
   {
     const ObservedSpan span(&node);  // the profiler's "<op>.backward" row
@@ -148,14 +165,27 @@ Tensor contiguous_copy(const Tensor& t) {
   return copy;
 }
 
+// tg::Error unless `grad` is `shape` broadcast: as many or more dims, each equal or from a 1.
+void check_reducible(const Tensor& grad, const Shape& shape, const std::string& op) {
+  const int64_t extra = grad.dim() - static_cast<int64_t>(shape.size());
+  bool reducible = extra >= 0;
+  for (int64_t d = std::max<int64_t>(extra, 0); reducible && d < grad.dim(); ++d) {
+    reducible = grad.shape()[d] == shape[d - extra] || shape[d - extra] == 1;
+  }
+  TG_CHECK(reducible, "backward of '", op, "': gradient of shape ", shape_str(grad.shape()),
+           " cannot be reduced to input shape ", shape_str(shape));
+}
+
 // Sums a gradient over the dimensions its input was broadcast along, giving it `shape`. Done here,
 // once, for every op: a backward returns gradients in its output's shape and never repeats this
 // (so expand's backward is the identity).
 Tensor reduce_to_shape(const Tensor& grad, const Shape& shape, const std::string& op) {
   if (grad.shape() == shape) return grad;
+  check_reducible(grad, shape, op);
   const int64_t extra = grad.dim() - static_cast<int64_t>(shape.size());
-  TG_CHECK(extra >= 0, "backward of '", op, "': gradient of shape ", shape_str(grad.shape()),
-           " cannot be reduced to input shape ", shape_str(shape));
+  // A gradient without elements sums to zeros. Reducing it dim by dim would make partial sums as
+  // large as 2^62 elements: [2^62, 0] summed over its last dim is [2^62, 1].
+  if (grad.numel() == 0) return zeros(shape, grad.dtype(), grad.device());
   Tensor current = grad.is_contiguous() ? grad : contiguous_copy(grad);
   Shape current_shape = grad.shape();
   for (int64_t d = grad.dim() - 1; d >= 0; --d) {
@@ -187,16 +217,30 @@ Tensor gradient_for_input(const Tensor& grad, const Edge& edge, const std::strin
   return g;
 }
 
+// a + b for two gradients of one tensor. The kernel reads both over a's shape, so a mismatch
+// would read past a buffer: refused (set_grad already keeps a leaf's .grad matching the leaf).
 Tensor add_gradients(const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype() && a.device() == b.device(),
+           "backward: cannot add a gradient of shape ", shape_str(b.shape()), " (",
+           dtype_name(b.dtype()), ") to one of shape ", shape_str(a.shape()), " (",
+           dtype_name(a.dtype()), ")");
   Tensor sum = empty(a.shape(), a.dtype(), a.device());
   kernels(a.device()).binary(BinaryOp::add, a, b, sum);
   return sum;
 }
 
 // A leaf's gradient adds up in its .grad, across inputs and across backward() calls (until
-// zero_grad), as in PyTorch.
+// zero_grad), as in PyTorch. The leaf's lock makes the read-add-store one step for threads that
+// back-propagate into the same leaf at once (tape.h); one uncontended lock on one thread.
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
+  // The leaf may have changed since the forward (Module::to converts parameters in place).
+  TG_CHECK(grad.shape() == leaf.shape && grad.dtype() == leaf.dtype &&
+               grad.device() == leaf.storage->device(),
+           "backward: a gradient of shape ", shape_str(grad.shape()), " (",
+           dtype_name(grad.dtype()), ") for a leaf now of shape ", shape_str(leaf.shape), " (",
+           dtype_name(leaf.dtype), "): was the leaf converted after the forward?");
   Tensor contiguous = grad.is_contiguous() ? grad : contiguous_copy(grad);
+  const std::lock_guard<std::mutex> guard(grad_lock(leaf));
   // Gradients are never changed in place: a stored .grad may be shared with another tensor.
   leaf.grad = leaf.grad ? add_gradients(Tensor(leaf.grad), contiguous).impl_ptr()
                         : contiguous.detach().impl_ptr();
@@ -213,6 +257,7 @@ void accumulate_pending(PendingGrads& pending, Node& node, const Tensor& grad) {
 // The node itself stays, owned by its output, marked so that a second backward fails clearly.
 void release(Node& node) {
   node.saved.clear();
+  node.saved_versions.clear();
   node.backward = nullptr;
   node.released = true;
 }
@@ -274,10 +319,13 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
     }
     node->inputs.push_back(std::move(edge));
   }
-  for (Tensor& t : saved) {
+  node->saved_versions.assign(saved.size(), 0);
+  for (size_t i = 0; i < saved.size(); ++i) {
+    Tensor& t = saved[i];
     if (!t.defined()) continue;
     t = t.detach();  // a saved output must not own its own node
     node->saved_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+    node->saved_versions[i] = t.version();
   }
   node->saved = std::move(saved);
   node->backward = std::move(backward);

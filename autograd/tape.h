@@ -33,6 +33,9 @@ struct Node {
   uint64_t sequence = 0;        // position in execution order
   std::vector<Edge> inputs;
   std::vector<Tensor> saved;    // detached; freed after backward unless retain_graph
+  // The storage version of each saved tensor when it was saved (0 for an undefined one):
+  // backward() refuses to run the node once one has moved on (an in-place write since).
+  std::vector<uint64_t> saved_versions;
   BackwardFn backward;
   Shape output_shape;
   DType output_dtype = DType::f32;
@@ -79,6 +82,20 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward);
 
 // Reverse-mode sweep from `root`. Without `grad`, root must be a scalar (grad = 1).
+//
+// In-place writes: before a node's backward runs, each tensor it saved must still be at the
+// storage version it had when saved (Storage::version); else tg::Error "one of the variables
+// needed for gradient computation has been modified by an in-place operation: '<op>' saved a
+// tensor of shape [..] at version N, now version M", and no gradient of that node reaches a leaf.
+// An optimizer step between forward and backward is such a write; after backward it is not.
+//
+// Threads: the tape, grad mode, autocast and the observer are per thread, so each thread records
+// and back-propagates its own graphs. Several threads may run forward and backward at once on
+// graphs that share leaves (parameters): adding a gradient into a leaf's .grad holds that
+// leaf's lock (grad_lock, tensor.h), and no update is lost. Not safe at the same time: a backward
+// through a graph recorded on another thread (tg::Error: its nodes are not on this tape); writing
+// a leaf's values (an optimizer step, copy_, fill_) while another thread runs forward or
+// backward with it; changing a leaf's requires_grad while another thread records ops on it.
 void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
 
 

@@ -1,5 +1,7 @@
 #include "tapegrad/autograd/tensor.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "tapegrad/autograd/error.h"
@@ -32,14 +34,17 @@ int64_t numel(const Shape& shape) {
   return count;
 }
 
+// The product of the sizes, with a 0 counted as 1, bounds the element count and every
+// contiguous stride (and every stride a view derives from them), so that checking it here keeps
+// all later stride arithmetic inside int64, also for a shape with no elements such as [0, 2^62, 4].
 void check_shape(const Shape& shape, const char* op) {
   TG_CHECK(shape.size() <= kMaxRank, "op '", op, "': ", shape.size(), " dims is more than the ",
            kMaxRank, " a tensor may have");
-  int64_t count = 1;
+  int64_t span = 1;
   for (int64_t extent : shape) {
     TG_CHECK(extent >= 0, "op '", op, "': negative size in shape ", shape_str(shape));
-    TG_CHECK(!__builtin_mul_overflow(count, extent, &count), "op '", op, "': shape ",
-             shape_str(shape), " has more elements than an int64 counts");
+    TG_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(extent, 1), &span), "op '", op,
+             "': shape ", shape_str(shape), " has more elements than an int64 counts");
   }
 }
 
@@ -73,23 +78,68 @@ void check_same_device(const char* op, std::initializer_list<Tensor> inputs) {
   }
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
-int64_t Tensor::numel() const { return tg::numel(shape()); }
+void Tensor::undefined_tensor(const char* accessor) {
+  fail(accessor, ": undefined tensor (a default-constructed Tensor() has no shape, dtype or "
+       "storage)");
+}
+
+int64_t Tensor::size(int64_t d) const {
+  const Shape& extents = live("Tensor::size").shape;
+  return extents[normalize_dim(d, static_cast<int64_t>(extents.size()), "size")];
+}
+
+int64_t Tensor::numel() const { return tg::numel(live("Tensor::numel").shape); }
 
 bool Tensor::is_contiguous() const {
+  const TensorImpl& impl = live("Tensor::is_contiguous");
   int64_t expected = 1;
-  for (size_t i = shape().size(); i-- > 0;) {
-    if (shape()[i] != 1 && strides()[i] != expected) return false;
-    expected *= shape()[i];
+  for (size_t i = impl.shape.size(); i-- > 0;) {
+    if (impl.shape[i] != 1 && impl.strides[i] != expected) return false;
+    expected *= impl.shape[i];
   }
   return true;
 }
 
 void* Tensor::data() const {
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
+  const TensorImpl& impl = live("Tensor::data");
+  return static_cast<char*>(impl.storage->data()) + impl.offset * dtype_size(impl.dtype);
+}
+
+std::mutex& grad_lock(const TensorImpl& impl) {
+  static std::mutex stripes[16];
+  // The address divided by an impl's size, so that neighbouring impls take different mutexes.
+  const auto address = reinterpret_cast<std::uintptr_t>(&impl);
+  return stripes[(address / sizeof(TensorImpl)) % 16];
+}
+
+Tensor Tensor::grad() const {
+  const TensorImpl& impl = live("Tensor::grad");
+  const std::lock_guard<std::mutex> guard(grad_lock(impl));
+  return Tensor(impl.grad);
+}
+
+void Tensor::set_grad(const Tensor& grad) const {
+  TensorImpl& impl = live("Tensor::set_grad");
+  if (grad.defined()) {
+    TG_CHECK(grad.shape() == impl.shape && grad.dtype() == impl.dtype &&
+                 grad.device() == impl.storage->device(),
+             "set_grad: a gradient of shape ", shape_str(grad.shape()), " (",
+             dtype_name(grad.dtype()), ", ", device_name(grad.device()), ") for a tensor of shape ",
+             shape_str(impl.shape), " (", dtype_name(impl.dtype), ", ",
+             device_name(impl.storage->device()), "): they must match");
+  }
+  const std::lock_guard<std::mutex> guard(grad_lock(impl));
+  impl.grad = grad.impl_;
+}
+
+void Tensor::zero_grad() const {
+  TensorImpl& impl = live("Tensor::zero_grad");
+  const std::lock_guard<std::mutex> guard(grad_lock(impl));
+  impl.grad.reset();
 }
 
 Tensor& Tensor::requires_grad_(bool value) {
+  live("Tensor::requires_grad_");
   TG_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (use detach())");
   TG_CHECK(!value || is_floating(dtype()), "requires_grad_: a ", dtype_name(dtype()),
            " tensor cannot require gradients (floating dtypes only)");
@@ -98,6 +148,7 @@ Tensor& Tensor::requires_grad_(bool value) {
 }
 
 Tensor Tensor::detach() const {
+  live("Tensor::detach");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = impl_->storage;
   impl->shape = impl_->shape;
@@ -108,6 +159,7 @@ Tensor Tensor::detach() const {
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  live("Tensor::backward");
   tg::backward(*this, grad, retain_graph);
 }
 
@@ -131,6 +183,7 @@ Tensor copy_to_device(const Tensor& t, Device device) {
 }
 
 std::vector<double> Tensor::to_host_f64() const {
+  live("Tensor::to_host_f64");
   const Tensor host = device() == kCPU ? *this : copy_to_device(*this, kCPU);
   Tensor converted = empty(shape(), DType::f64, kCPU);
   kernels(kCPU).copy(host, converted);
@@ -139,6 +192,7 @@ std::vector<double> Tensor::to_host_f64() const {
 }
 
 std::vector<int64_t> Tensor::to_host_i64() const {
+  live("Tensor::to_host_i64");
   const Tensor host = device() == kCPU ? *this : copy_to_device(*this, kCPU);
   Tensor converted = empty(shape(), DType::i64, kCPU);
   kernels(kCPU).copy(host, converted);
@@ -147,6 +201,7 @@ std::vector<int64_t> Tensor::to_host_i64() const {
 }
 
 double Tensor::item() const {
+  live("Tensor::item");
   TG_CHECK(numel() == 1, "item: tensor of shape ", shape_str(shape()), " has ", numel(),
            " elements, not 1");
   return to_host_f64()[0];

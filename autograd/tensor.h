@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <vector>
 
@@ -35,32 +36,43 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
+  // A default-constructed Tensor() is undefined: it has no shape, dtype or storage, and every
+  // accessor and op below throws tg::Error "<accessor>: undefined tensor" on it (a null check,
+  // never a null dereference). defined(), same(), impl() and impl_ptr() answer for it.
   bool defined() const { return impl_ != nullptr; }
-  const Shape& shape() const { return impl_->shape; }
-  const Shape& strides() const { return impl_->strides; }
-  int64_t offset() const { return impl_->offset; }
-  DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->storage->device(); }
-  int64_t dim() const { return static_cast<int64_t>(impl_->shape.size()); }
+  const Shape& shape() const { return live("Tensor::shape").shape; }
+  const Shape& strides() const { return live("Tensor::strides").strides; }
+  int64_t offset() const { return live("Tensor::offset").offset; }
+  DType dtype() const { return live("Tensor::dtype").dtype; }
+  Device device() const { return live("Tensor::device").storage->device(); }
+  int64_t dim() const { return static_cast<int64_t>(live("Tensor::dim").shape.size()); }
   int64_t size(int64_t d) const;  // negative d counts from the end
   int64_t numel() const;
   bool is_contiguous() const;
   void* data() const;  // address of the first element
   template <typename T>
   T* data_as() const { return static_cast<T*>(data()); }
-  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
-  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<Storage>& storage() const { return live("Tensor::storage").storage; }
+  // The storage's version counter (PyTorch's tensor._version; autograd/storage.h): shared by
+  // every view of the storage, raised by one by each in-place write.
+  uint64_t version() const { return live("Tensor::version").storage->version(); }
+  void bump_version() const { live("Tensor::bump_version").storage->bump_version(); }
+  TensorImpl* impl() const { return impl_.get(); }  // null for an undefined tensor
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // Autograd.
-  bool requires_grad() const { return impl_->requires_grad; }
+  bool requires_grad() const { return live("Tensor::requires_grad").requires_grad; }
   Tensor& requires_grad_(bool value = true);  // leaves only
-  bool is_leaf() const { return impl_->grad_fn == nullptr; }
-  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
-  Tensor grad() const { return Tensor(impl_->grad); }
-  void set_grad(const Tensor& grad) const { impl_->grad = grad.impl_; }
-  void zero_grad() const { impl_->grad.reset(); }  // like PyTorch's set_to_none
+  bool is_leaf() const { return live("Tensor::is_leaf").grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return live("Tensor::grad_fn").grad_fn; }
+  // The accumulated gradient (undefined until a backward reaches this leaf). grad(), set_grad()
+  // and zero_grad() take the lock backward() takes to accumulate into it (grad_lock below).
+  Tensor grad() const;
+  // Replaces the gradient: `grad` must have this tensor's shape, dtype and device (tg::Error
+  // naming set_grad and both otherwise), or be undefined, which clears it.
+  void set_grad(const Tensor& grad) const;
+  void zero_grad() const;  // like PyTorch's set_to_none
   Tensor detach() const;  // same storage, no history
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
@@ -87,9 +99,31 @@ class Tensor {
   Tensor cpu() const { return to(kCPU); }
   Tensor clone() const;
 
+  // In-place writes (defined in ops/views.cpp, recorded on no tape: PyTorch's copy_ and fill_
+  // under no_grad): src's values (broadcast to this shape, converted to this dtype, from any
+  // device), or `value`, into every element of this tensor. Each raises the storage's version by
+  // one, so that a backward that saved this storage before the write refuses to run (tape.h).
+  // A tensor that requires grad is written only with grad mode off (NoGrad); copy_ refuses a
+  // destination whose elements share memory (an expanded view).
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& fill_(double value) const;
+
  private:
+  // The impl, checked: tg::Error "<accessor>: undefined tensor" for a Tensor().
+  TensorImpl& live(const char* accessor) const {
+    if (impl_ == nullptr) [[unlikely]] undefined_tensor(accessor);
+    return *impl_;
+  }
+  [[noreturn]] static void undefined_tensor(const char* accessor);
+
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// The mutex that guards impl.grad: backward() holds it while it adds a gradient into a leaf, and
+// grad(), set_grad() and zero_grad() while they read or replace it, so that several threads may
+// back-propagate into one shared leaf at once (tape.h: the threading contract). One of a few
+// mutexes, picked by the impl's address.
+std::mutex& grad_lock(const TensorImpl& impl);
 
 // Shapes and strides.
 int64_t numel(const Shape& shape);

@@ -9,6 +9,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/head_analysis.h"
 
@@ -75,9 +76,7 @@ int analyze_heads(const Args& args) {
        "sequences to average over, evenly spaced over the file (textcls: examples, charlm: windows of --context)")
       ("layer", po::value(&layer)->default_value(layer), "only this layer (0 = the first; -1: every layer)")
       ("json", "print one JSON object instead of the table");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n"
                  "  tapegrad analyze heads --load lm.safetensors --data data/corpus.txt --samples 32\n"

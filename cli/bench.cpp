@@ -25,6 +25,7 @@
 #include "tapegrad/cli/bench_gemm_i8.h"
 #include "tapegrad/cli/bench_int8.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/attention.h"
@@ -32,6 +33,7 @@
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/profile_schedule.h"
 #include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
@@ -322,6 +324,8 @@ void read_given(const boost::program_options::variables_map& vm, BenchOptions& o
 // The checks every workload shares, then the --profile-schedule and the trace's output path
 // (before the work).
 void check_options(BenchOptions& o) {
+  const std::string known = std::string(", ") + kWorkloads + ", ";
+  TG_CHECK(known.find(", " + o.workload + ", ") != std::string::npos, "unknown workload '", o.workload, "' (known: ", kWorkloads, ")");
   TG_CHECK(o.steps >= 1 && o.steps <= kMaxBenchSteps, "--steps must be in [1, ", kMaxBenchSteps,
            "], got ", o.steps);
   TG_CHECK(o.warmup >= 0 && o.warmup <= kMaxBenchSteps, "--warmup must be in [0, ", kMaxBenchSteps,
@@ -339,20 +343,42 @@ void check_options(BenchOptions& o) {
   if (o.tracing) check_output_path(o.trace_path, "--profile-trace");  // before the work
 }
 
+// Which flags apply to the chosen workload (train/flag_scope.h): --path and --amp to the
+// training steps of a model, the profilers to timed training steps, the CPU-only benches'
+// --device to the CPU, --plain-kernels to the CPU kernels of any bench but gemm-i8 (which runs
+// both), --max-seq to attn-scaling, --int8 to the textcls workloads, --tf32 to CUDA.
+std::vector<train::FlagScope> bench_flag_scopes(const BenchOptions& o) {
+  const std::string workload = "--workload " + o.workload;
+  const bool own_bench = o.workload == "attn-scaling" || o.workload == "gemm-i8";
+  const bool model_step = !own_bench && o.workload != "sgemm";
+  const bool on_cpu = parse_device(o.device) == kCPU;
+  const std::vector<std::string> profilers = {"profile", "profile-trace", "profile-schedule"};
+  return {{{"max-seq"}, o.workload == "attn-scaling", workload},
+          {{"int8"}, o.workload == "textcls-small" || o.workload == "textcls-mid", workload},
+          {{"path", "amp"}, model_step, workload},
+          {{"path", "amp"}, !o.int8, "--int8 (f32 and int8 forwards on the fused path)"},
+          {profilers, !own_bench, workload},
+          {profilers, !o.int8, "--int8"},
+          {{"device"}, on_cpu || o.workload != "gemm-i8", workload},
+          {{"device"}, on_cpu || !o.int8, "--int8 (a CPU bench)"},
+          {{"plain-kernels"}, o.workload != "gemm-i8", workload + " (it times both)"},
+          {{"plain-kernels"}, on_cpu, "--device " + o.device},
+          train::tf32_scope(o.device)};
+}
+
 // The command line, checked; nullopt after --help.
 std::optional<BenchOptions> parse_options(const Args& args) {
   namespace po = boost::program_options;
   BenchOptions o;
   const po::options_description options = describe_options(o);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     print_help(options);
     return std::nullopt;
   }
-  po::notify(vm);
   read_given(vm, o);
   check_options(o);
+  train::check_flags_apply(given_options(vm), bench_flag_scopes(o));
   return o;
 }
 
@@ -362,9 +388,6 @@ std::optional<BenchOptions> parse_options(const Args& args) {
 AttentionScalingOptions attention_scaling_options(const BenchOptions& o) {
   TG_CHECK(!o.max_seq_given || (o.max_seq >= 1 && o.max_seq <= 16384),
            "--max-seq must be in [1, 16384], got ", o.max_seq);
-  TG_CHECK(o.path == "fused" && o.amp == "none" && !o.profile && !o.tracing,
-           "attn-scaling times the fused op ",
-           "in f32; --path, --amp, --profile and --profile-trace do not apply to it");
   AttentionScalingOptions scaling{.max_seq = o.max_seq, .json = o.json};
   if (o.steps_given) scaling.steps = o.steps;
   if (o.warmup_given) scaling.warmup = o.warmup;
@@ -372,12 +395,7 @@ AttentionScalingOptions attention_scaling_options(const BenchOptions& o) {
 }
 
 // --workload gemm-i8: the CPU's int8 and f32 products.
-GemmI8BenchOptions gemm_i8_options(const BenchOptions& o, Device device) {
-  TG_CHECK(device == kCPU && o.path == "fused" && o.amp == "none" && !o.profile && !o.tracing &&
-               !o.plain_kernels,
-           "gemm-i8 times the CPU's int8 and f32 products, fast paths and plain loops both; "
-           "--device, --path, --amp, --plain-kernels, --profile and --profile-trace do not apply "
-           "to it");
+GemmI8BenchOptions gemm_i8_options(const BenchOptions& o) {
   GemmI8BenchOptions gemm_options{.json = o.json};
   if (o.steps_given) gemm_options.steps = o.steps;
   if (o.warmup_given) gemm_options.warmup = o.warmup;
@@ -385,10 +403,7 @@ GemmI8BenchOptions gemm_i8_options(const BenchOptions& o, Device device) {
 }
 
 // --int8: CPU f32 vs int8 forwards of the textcls workload.
-Int8BenchOptions int8_options(const BenchOptions& o, Device device) {
-  TG_CHECK(o.path == "fused" && o.amp == "none" && !o.profile && !o.tracing && device == kCPU,
-           "--int8 times CPU f32 vs int8 forwards; --path, --amp, --device, --profile and "
-           "--profile-trace do not apply to it");
+Int8BenchOptions int8_options(const BenchOptions& o) {
   Int8BenchOptions int8{.workload = o.workload, .json = o.json};
   if (o.steps_given) int8.steps = o.steps;
   if (o.warmup_given) int8.warmup = o.warmup;
@@ -569,9 +584,8 @@ int bench(const Args& args) {
   Kernels& device_kernels = kernels(device);  // an absent device: one clear error here
   const DefaultDeviceScope on_device(device);  // the models and data are made there
   if (o.workload == "attn-scaling") return bench_attention_scaling(attention_scaling_options(o));
-  TG_CHECK(!o.max_seq_given, "--max-seq is an option of --workload attn-scaling only");
-  if (o.workload == "gemm-i8") return bench_gemm_i8(gemm_i8_options(o, device));
-  if (o.int8) return bench_int8(int8_options(o, device));
+  if (o.workload == "gemm-i8") return bench_gemm_i8(gemm_i8_options(o));
+  if (o.int8) return bench_int8(int8_options(o));
   return bench_workload(o, device, device_kernels);
 }
 

@@ -6,7 +6,9 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/tasks.h"
 
 namespace tg::cli {
@@ -25,9 +27,7 @@ int eval(const Args& args) {
       ("device", po::value(&device)->default_value(device), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("json", "print one JSON object");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n"
                  "  tapegrad eval --load cls.safetensors --data data/fortunes.tsv --device cuda\n";
@@ -38,6 +38,7 @@ int eval(const Args& args) {
            train::Limits::batch, "], got ", batch);
   TG_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
            "] (0: all cores), got ", threads);
+  train::check_flags_apply(given_options(vm), {train::tf32_scope(device)});
   set_num_threads(threads);
   train::Checkpoint checkpoint = train::load_checkpoint(load);
   checkpoint.config.device = device;  // wherever it was trained
@@ -45,6 +46,7 @@ int eval(const Args& args) {
   auto task = train::make_task(checkpoint.config, data, &checkpoint.data_state, /*whole_file=*/true);
   train::load_model(task->model(), checkpoint);
   const train::Metrics metrics = task->evaluate(true, batch > 0 ? batch : checkpoint.config.batch);
+  train::check_finite_result(metrics.loss, "the loss on " + data, checkpoint);  // never "loss nan"
   if (vm.count("json")) {
     nlohmann::json result = {{"task", checkpoint.config.task}, {"examples", metrics.examples},
                              {"loss", metrics.loss}};

@@ -8,6 +8,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/nn/gradcheck_cases.h"
 #include "tapegrad/ops/gradcheck_cases.h"
 
@@ -29,9 +30,7 @@ int gradcheck(const Args& args) {
       ("device", po::value(&device_text), "run every check on this device: cpu, cuda, cuda:N")
       ("json", "print one JSON object instead of the table")
       ("list", "list the check names and exit");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options
               << "\nexamples:\n  tapegrad gradcheck\n  tapegrad gradcheck --filter matmul\n"

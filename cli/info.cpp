@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/cpu/features.h"
 
 extern "C" char* openblas_get_config(void);
@@ -19,8 +20,7 @@ int info(const Args& args) {
   namespace po = boost::program_options;
   po::options_description options("tapegrad info: version, BLAS and its kernel set, threads, devices");
   options.add_options()("help,h", "show this help");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexample:\n  tapegrad info\n";
     return 0;

@@ -3,16 +3,17 @@
 // kind is one entry of kPlots below.
 #include <algorithm>
 #include <boost/program_options.hpp>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/io/file_io.h"
+#include "tapegrad/io/quoted_text.h"
+#include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/nn/positional_encoding.h"
 #include "tapegrad/plot/png.h"
 
@@ -24,13 +25,11 @@ namespace po = boost::program_options;
 
 // Parses `args` against `options`; returns false (after printing the help) when --help was given.
 bool parse(const Args& args, const po::options_description& options, const char* examples) {
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexample:\n" << examples;
     return false;
   }
-  po::notify(vm);
   return true;
 }
 
@@ -50,6 +49,7 @@ int plot_pe(const Args& args) {
   if (!parse(args, options, "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n")) return 0;
   TG_CHECK(dim >= 1 && dim <= kMaxDim, "--dim must be between 1 and ", kMaxDim, ", got ", dim);
   TG_CHECK(len >= 1 && len <= kMaxLen, "--len must be between 1 and ", kMaxLen, ", got ", len);
+  check_distinct_files({{"font", plot::font_path()}}, {{"--out", out}});
   check_output_path(out, "--out");
 
   plot::Heatmap map;
@@ -87,6 +87,28 @@ std::vector<std::string> split_csv_line(std::string line) {
   return fields;
 }
 
+// The header's fields, each named once: with two "loss" columns, which one would be drawn?
+void check_log_header(const std::vector<std::string>& header, const std::string& path) {
+  std::map<std::string, size_t> first_field;  // name -> its first field, 0-based
+  for (size_t f = 0; f < header.size(); ++f) {
+    const auto [first, added] = first_field.emplace(header[f], f);
+    TG_CHECK(added, "log '", path, "' line 1: fields ", first->second + 1, " and ", f + 1,
+             " are both named ", quoted_text(header[f]));
+  }
+}
+
+// A cell of a log as a finite decimal number (io/strict_numbers.h), or a tg::Error naming it.
+double log_number(const std::string& text, const std::string& path, int64_t line_number,
+                  const char* name) {
+  std::string why;
+  const std::optional<double> value = train::read_finite_double(text, &why);
+  if (!value) {
+    fail("log '", path, "' line ", line_number, ": ", name, " ", quoted_text(text), " ",
+         why);
+  }
+  return *value;
+}
+
 LossLog read_loss_log(const std::string& path) {
   std::istringstream in(read_regular_file(path, "--log"));  // a FIFO is refused, never waited on
   std::string line;
@@ -94,6 +116,7 @@ LossLog read_loss_log(const std::string& path) {
   TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
            "' is empty (expected a CSV header with step and loss columns)");
   const std::vector<std::string> header = split_csv_line(line);
+  check_log_header(header, path);
   auto column = [&](const std::string& name) -> int64_t {
     for (size_t i = 0; i < header.size(); ++i) {
       if (header[i] == name) return static_cast<int64_t>(i);
@@ -101,17 +124,12 @@ LossLog read_loss_log(const std::string& path) {
     return -1;
   };
   const int64_t step_col = column("step"), loss_col = column("loss"), val_col = column("val_loss");
-  TG_CHECK(step_col >= 0 && loss_col >= 0, "log '", path, "' line 1: the header '", line,
-           "' has no step and loss columns (is this a training log?)");
+  TG_CHECK(step_col >= 0 && loss_col >= 0, "log '", path, "' line 1: the header ",
+           quoted_text(line), " has no step and loss columns (is this a training log?)");
 
   LossLog log;
   auto number = [&](const std::string& text, const char* name) {
-    char* end = nullptr;
-    errno = 0;
-    const double value = std::strtod(text.c_str(), &end);
-    TG_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value), "log '", path,
-             "' line ", line_number, ": ", name, " '", text, "' is not a finite number");
-    return value;
+    return log_number(text, path, line_number, name);
   };
   while (std::getline(in, line)) {
     ++line_number;
@@ -142,8 +160,9 @@ int plot_loss(const Args& args) {
       ("out", po::value(&out)->required(), "the PNG to write");
   if (!parse(args, options, "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n")) return 0;
 
-  check_output_path(out, "--out");  // before the work: a bad --out is reported first
-  TG_CHECK(!same_file(out, log_path), "--out: '", out, "' is the --log file; the plot would replace it");
+  // Before the work: a bad --out is reported first.
+  check_distinct_files({{"--log", log_path}, {"font", plot::font_path()}}, {{"--out", out}});
+  check_output_path(out, "--out");
   const LossLog log = read_loss_log(log_path);
   std::vector<plot::Series> series = {{"train loss", log.step, log.loss}};
   if (!log.val_loss.empty()) series.push_back({"validation loss", log.val_step, log.val_loss});
@@ -164,13 +183,15 @@ std::vector<plot::Series> read_grad_stats(const std::string& path) {
   TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
            "' is empty (expected the CSV header of --grad-stats: step,name,mean_abs_grad,...)");
   const std::vector<std::string> header = split_csv_line(line);
+  check_log_header(header, path);
   auto column = [&](const std::string& name) -> int64_t {
     const auto at = std::find(header.begin(), header.end(), name);
     return at == header.end() ? -1 : at - header.begin();
   };
   const int64_t step_col = column("step"), name_col = column("name"), grad_col = column("mean_abs_grad");
-  TG_CHECK(step_col >= 0 && name_col >= 0 && grad_col >= 0, "log '", path, "' line 1: the header '", line,
-           "' has no step, name and mean_abs_grad columns (is this a --grad-stats file?)");
+  TG_CHECK(step_col >= 0 && name_col >= 0 && grad_col >= 0, "log '", path, "' line 1: the header ",
+           quoted_text(line), " has no step, name and mean_abs_grad columns (is this a "
+           "--grad-stats file?)");
   std::vector<plot::Series> series;
   std::map<std::string, size_t> index_of;  // parameter name -> its series
   for (int64_t line_number = 2; std::getline(in, line); ++line_number) {
@@ -178,17 +199,13 @@ std::vector<plot::Series> read_grad_stats(const std::string& path) {
     const std::vector<std::string> fields = split_csv_line(line);
     TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
              " fields, the header has ", header.size());
-    char* end = nullptr;
-    const std::string& step_text = fields[step_col];
-    const double step = std::strtod(step_text.c_str(), &end);
-    TG_CHECK(!step_text.empty() && end == step_text.c_str() + step_text.size() && std::isfinite(step), "log '",
-             path, "' line ", line_number, ": step '", step_text, "' is not a finite number");
-    // An empty cell (no gradient) or NaN/inf is a gap in the line.
+    const double step = log_number(fields[step_col], path, line_number, "step");
+    // An empty cell (no gradient) or NaN/inf as train/grad_stats.cpp spells them is a gap.
     const std::string& grad_text = fields[grad_col];
-    double grad = std::strtod(grad_text.c_str(), &end);
-    TG_CHECK(end == grad_text.c_str() + grad_text.size(), "log '", path, "' line ", line_number,
-             ": mean_abs_grad '", grad_text, "' is not a number");
-    if (grad_text.empty()) grad = std::nan("");
+    const bool gap =
+        grad_text.empty() || grad_text == "NaN" || grad_text == "inf" || grad_text == "-inf";
+    const double grad =
+        gap ? std::nan("") : log_number(grad_text, path, line_number, "mean_abs_grad");
     const auto [entry, added] = index_of.try_emplace(fields[name_col], series.size());
     if (added) series.push_back({fields[name_col], {}, {}});
     series[entry->second].x.push_back(step);
@@ -210,8 +227,9 @@ int plot_grads(const Args& args) {
   if (!parse(args, options, "  tapegrad plot grads --log grads.csv --out grads.png\n"
                             "  tapegrad plot grads --log grads.csv --only layers.0. --out layer0.png\n")) return 0;
 
-  check_output_path(out, "--out");  // before the work: a bad --out is reported first
-  TG_CHECK(!same_file(out, log_path), "--out: '", out, "' is the --log file; the plot would replace it");
+  // Before the work: a bad --out is reported first.
+  check_distinct_files({{"--log", log_path}, {"font", plot::font_path()}}, {{"--out", out}});
+  check_output_path(out, "--out");
   std::vector<plot::Series> series = read_grad_stats(log_path);
   std::erase_if(series, [&](const plot::Series& s) { return s.name.find(only) == std::string::npos; });
   TG_CHECK(!series.empty(), "--only '", only, "': no parameter in '", log_path, "' has that in its name");

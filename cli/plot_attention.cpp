@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
@@ -18,6 +19,7 @@
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/datasets.h"
+#include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/head_analysis.h"
 #include "tapegrad/train/tasks.h"
 
@@ -25,18 +27,22 @@ namespace tg::cli {
 namespace {
 
 // The weights [heads, S, S] of layer `layer` (0 = the first attention) on input h [1, S, dim]
-// after the embedding and positional encoding.
+// after the embedding and positional encoding. The attention's input is checked finite first:
+// huge weights overflow f32 before it, and softmax would turn NaN scores into a row of zeros.
 Tensor layer_weights(const std::vector<std::shared_ptr<nn::TransformerEncoderLayer>>& layers,
                      const std::shared_ptr<nn::MultiHeadAttention>& single, Tensor h, int64_t layer,
-                     bool causal) {
+                     bool causal, const train::Checkpoint& checkpoint) {
+  const std::string input_name = "the input of attention layer " + std::to_string(layer);
   if (single) {
     TG_CHECK(layer == 0, "--layer ", layer, ": this model has a single attention layer (0)");
+    train::check_finite_results(h.to_host_f64(), input_name, checkpoint);
     return single->forward(h, h, h, Tensor(), true, causal).weights;
   }
   TG_CHECK(layer >= 0 && layer < static_cast<int64_t>(layers.size()), "--layer ", layer,
            " is outside the model's ", layers.size(), " layers");
   for (int64_t i = 0; i < layer; ++i) h = layers[i]->forward(h, Tensor(), causal);
   const Tensor normed = layers[layer]->norm1->forward(h);
+  train::check_finite_results(normed.to_host_f64(), input_name, checkpoint);
   return layers[layer]->attn->forward(normed, normed, normed, Tensor(), true, causal).weights;
 }
 
@@ -78,9 +84,7 @@ std::optional<AttentionPlotOptions> parse_options(const Args& args) {
       ("data", po::value(&o.data), "--summary: the data file to sample")
       ("samples", po::value(&o.samples)->default_value(o.samples),
        "--summary: sequences to average over");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n"
                  "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\""
@@ -90,6 +94,10 @@ std::optional<AttentionPlotOptions> parse_options(const Args& args) {
     return std::nullopt;
   }
   o.summary = vm.count("summary") > 0;
+  // --summary measures every layer over --data; without it, one --layer on one --text.
+  train::check_flags_apply(
+      given_options(vm), {{{"layer", "text"}, !o.summary, "--summary"},
+                          {{"data", "samples"}, o.summary, "a plot of one --text (no --summary)"}});
   return o;
 }
 
@@ -97,6 +105,8 @@ std::optional<AttentionPlotOptions> parse_options(const Args& args) {
 int plot_head_summary(const AttentionPlotOptions& o) {
   TG_CHECK(!o.load.empty() && !o.data.empty() && !o.out.empty(),
            "--summary needs --load, --data and --out");
+  check_distinct_files({{"--load", o.load}, {"--data", o.data}, {"font", plot::font_path()}},
+                       {{"--out", o.out}});
   check_output_path(o.out, "--out");
   const train::Checkpoint checkpoint = train::load_checkpoint(o.load);
   const train::HeadAnalysis analysis = train::analyze_heads(checkpoint, o.data, o.samples);
@@ -152,12 +162,12 @@ Tensor attention_weights(const train::Checkpoint& checkpoint, const train::Vocab
                              config.model_config());
     train::load_model(model, checkpoint);
     model.eval();
-    return layer_weights(model.layers, model.mha, model.embed(input), layer, false);
+    return layer_weights(model.layers, model.mha, model.embed(input), layer, false, checkpoint);
   }
   nn::CharLM model(vocab.size(), config.model_config());
   train::load_model(model, checkpoint);
   model.eval();
-  return layer_weights(model.layers, nullptr, model.embed(input), layer, true);
+  return layer_weights(model.layers, nullptr, model.embed(input), layer, true, checkpoint);
 }
 
 // One panel a head of weights [1, heads, S, S], the tokens on both axes.
@@ -189,6 +199,7 @@ int plot_attention(const Args& args) {
   if (o.summary) return plot_head_summary(o);
   TG_CHECK(!o.load.empty() && !o.text.empty() && !o.out.empty(),
            "--load, --text and --out are required");
+  check_distinct_files({{"--load", o.load}, {"font", plot::font_path()}}, {{"--out", o.out}});
   check_output_path(o.out, "--out");
   const train::Checkpoint checkpoint = train::load_checkpoint(o.load);
   const train::TrainConfig& config = checkpoint.config;
@@ -196,6 +207,9 @@ int plot_attention(const Args& args) {
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   std::vector<std::string> tokens = text_tokens(o.text, config);
   const Tensor weights = attention_weights(checkpoint, vocab, tokens, o.layer);
+  const std::string weights_name = "the attention weights of layer " + std::to_string(o.layer);
+  // NaN weights would draw grey panels: refused instead, naming the largest weight.
+  train::check_finite_results(weights.to_host_f64(), weights_name, checkpoint);
 
   for (std::string& token : tokens) if (token == " ") token = "␣";  // a space shown as ␣
   std::vector<plot::Heatmap> panels = head_panels(weights, tokens);

@@ -8,10 +8,13 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/io/file_io.h"
+#include "tapegrad/io/sha256.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/config.h"
+#include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/tasks.h"
 
 namespace tg::cli {
@@ -91,20 +94,19 @@ void check_options(const boost::program_options::variables_map& vm, QuantizeOpti
   o.mode = nn::parse_quant_mode(o.mode_name);
   TG_CHECK(o.mode != nn::QuantMode::none, "--mode must be dynamic or static, got '", o.mode_name,
            "'");
-  TG_CHECK(o.is_static() || (vm["calib"].empty() && vm["calib-batches"].defaulted() &&
-                             vm["observer"].defaulted() && vm["percentile"].defaulted()),
-           "--calib, --calib-batches, --observer and --percentile are options of --mode static");
-  TG_CHECK(o.calib_batches >= 1 && o.calib_batches <= train::Limits::steps,
-           "--calib-batches must be >= 1, got ", o.calib_batches);
   o.static_options = {.observer = nn::parse_observer(o.observer), .percentile = o.percentile};
+  train::check_flags_apply(
+      given_options(vm),
+      {{{"calib", "calib-batches", "observer", "percentile"}, o.is_static(),
+        "--mode " + o.mode_name},
+       {{"percentile"}, o.static_options.observer == nn::ObserverKind::percentile,
+        "--observer " + o.observer}});
+  TG_CHECK(o.calib_batches >= 1 && o.calib_batches <= train::Limits::steps,
+           "--calib-batches must be in [1, ", train::Limits::steps, "], got ", o.calib_batches);
   TG_CHECK(o.percentile > 0 && o.percentile <= 100, "--percentile must be in (0, 100], got ",
            o.percentile);
-  TG_CHECK(vm["percentile"].defaulted() ||
-               o.static_options.observer == nn::ObserverKind::percentile,
-           "--percentile is an option of --observer percentile");
+  check_distinct_files({{"--load", o.load}, {"--calib", o.calib}}, {{"--out", o.out}});
   check_output_path(o.out, "--out");
-  TG_CHECK(!same_file(o.out, o.load), "--out ", o.out,
-           " is the --load file: write the int8 checkpoint next to it");
 }
 
 // The command line, checked; nullopt after --help.
@@ -112,15 +114,25 @@ std::optional<QuantizeOptions> parse_options(const Args& args) {
   namespace po = boost::program_options;
   QuantizeOptions o;
   const po::options_description options = describe_options(o);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     print_help(options);
     return std::nullopt;
   }
   check_options(vm, o);
   return o;
+}
+
+// --mode static without --calib calibrates on the checkpoint's training data: the file at its
+// stored path must still hold the bytes whose SHA-256 train recorded (as --resume checks).
+void check_training_data_unchanged(const train::Checkpoint& checkpoint) {
+  const nlohmann::json& recorded = checkpoint.data_state.value("sha256", nlohmann::json());
+  if (!recorded.is_string()) return;  // saved before checkpoints held the hash
+  const std::string& path = checkpoint.config.data;
+  const std::string expected = recorded.get<std::string>();
+  TG_CHECK(train::sha256_hex(read_regular_file(path, "--calib")) == expected,
+           "--mode static: ", path, " is not the data the checkpoint was trained on (its SHA-256 ",
+           "differs from ", expected.substr(0, 16), "...); pass the calibration data with --calib");
 }
 
 // The --load checkpoint, which must be an f32 one.
@@ -141,7 +153,7 @@ struct QuantizedModel {
 
 // --mode static: the checkpoint's model in a task on the --calib data, its scales calibrated.
 QuantizedModel quantize_static_model(const QuantizeOptions& o, train::Checkpoint& checkpoint) {
-  TG_CHECK(!same_file(o.out, o.calib), "--out ", o.out, " is the calibration data file ", o.calib);
+  check_distinct_files({{"--calib", o.calib}}, {{"--out", o.out}});  // the default: the training data
   QuantizedModel q;
   q.task = train::make_task(checkpoint.config, o.calib, &checkpoint.data_state,
                             /*whole_file=*/true);
@@ -172,6 +184,11 @@ void save_quantized(const QuantizeOptions& o, const train::Checkpoint& checkpoin
   result.config.device = trained_device;
   result.model = quantized.state_dict();
   result.optimizer.clear();  // nothing of an int8 model is trained
+  try {  // what every loader checks (the scales among it): refuse rather than write such a file
+    train::validate_checkpoint(result);
+  } catch (const Error& error) {
+    fail("the int8 checkpoint would not load (", error.what(), "); nothing written to ", o.out);
+  }
   train::save_checkpoint(o.out, result);
 }
 
@@ -202,7 +219,10 @@ int quantize(const Args& args) {
   checkpoint.config.device = "cpu";  // quantization runs here; the file keeps where it was trained
   const train::DataState state =
       train::data_state_from_json(checkpoint.config, checkpoint.data_state);
-  if (o.is_static() && o.calib.empty()) o.calib = checkpoint.config.data;  // its training data
+  if (o.is_static() && o.calib.empty()) {  // its training data, as it was trained on
+    o.calib = checkpoint.config.data;
+    check_training_data_unchanged(checkpoint);
+  }
   QuantizedModel q = o.is_static() ? quantize_static_model(o, checkpoint)
                                    : quantize_dynamic_model(checkpoint, state);
   save_quantized(o, checkpoint, trained_device, q.module());

@@ -10,10 +10,12 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/datasets.h"
+#include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/tasks.h"
 
 namespace tg::cli {
@@ -67,7 +69,10 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
     const Tensor logits =
         model.forward(from_indices(context, {1, static_cast<int64_t>(context.size())}, device));
     const Tensor last = logits.narrow(1, logits.size(1) - 1, 1).reshape({-1});
-    const int64_t next = draw(last.to_host_f64(), temperature, top_k, philox_uniform(seed, 0, n));
+    const std::vector<double> next_logits = last.to_host_f64();
+    train::check_finite_results(next_logits, "the logits of character " + std::to_string(n + 1),
+                                checkpoint);
+    const int64_t next = draw(next_logits, temperature, top_k, philox_uniform(seed, 0, n));
     ids.push_back(next);
     std::cout << vocab.tokens[next] << std::flush;
     // A closed pipe (`| head`) ends the sampling at once rather than after every token.
@@ -87,13 +92,16 @@ int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Dev
   model.eval();
   std::vector<int64_t> ids;
   for (const auto& token : train::tokenize(prompt, train::parse_tokenizer(checkpoint.config.tokenizer))) {
-    if (static_cast<int64_t>(ids.size()) < checkpoint.config.max_len) ids.push_back(vocab.id(token));
+    ids.push_back(vocab.id(token));
   }
   TG_CHECK(!ids.empty(), "--prompt has no tokens");
+  TG_CHECK(static_cast<int64_t>(ids.size()) <= checkpoint.config.max_len, "--prompt has ",
+           ids.size(), " tokens, past the model's max_len ", checkpoint.config.max_len);
   NoGrad no_grad;
   const int64_t length = static_cast<int64_t>(ids.size());
-  const auto probs =
-      softmax(model.forward(from_indices(ids, {1, length}, device), {length}), -1).to_host_f64();
+  const Tensor logits = model.forward(from_indices(ids, {1, length}, device), {length});
+  train::check_finite_results(logits.to_host_f64(), "the class logits of --prompt", checkpoint);
+  const auto probs = softmax(logits, -1).to_host_f64();
   const int64_t best = std::max_element(probs.begin(), probs.end()) - probs.begin();
   std::cout << labels[best] << "\n";
   for (size_t i = 0; i < labels.size(); ++i) std::cout << "  " << labels[i] << ": " << probs[i] << "\n";
@@ -119,9 +127,7 @@ int sample(const Args& args) {
       ("seed", po::value(&seed)->default_value(seed), "random seed (0 to 2^64-1)")
       ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n  tapegrad sample --load lm.safetensors --prompt \"The \" --tokens 300 --temperature 0.8 --top-k 10\n"
                  "  tapegrad sample --load cls.safetensors --prompt \"Computers are useless\"\n";
@@ -136,6 +142,12 @@ int sample(const Args& args) {
   const uint64_t seed_value = train::parse_uint64(seed, "--seed");
   const Device device = parse_device(device_text);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
+  // A textcls checkpoint classifies the prompt: the generation flags do not apply to it.
+  train::check_flags_apply(
+      given_options(vm),
+      {{{"tokens", "temperature", "top-k", "seed"}, checkpoint.config.task != "textcls",
+        "a textcls checkpoint (sample classifies the --prompt, generating nothing)"},
+       train::tf32_scope(device_text)});
   if (checkpoint.config.task == "charlm") {
     return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed_value, device);
   }

@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/options.h"
 #include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/profile_schedule.h"
@@ -60,8 +61,8 @@ po::options_description training_options(train::TrainConfig& c, std::string& see
   po::options_description training("training");
   training.add_options()
       ("batch", po::value(&c.batch)->default_value(c.batch), "examples per step")
-      ("epochs", po::value(&c.epochs), "passes over the training split (default 1)")
-      ("steps", po::value(&c.steps), "optimizer steps in all (wins over --epochs)")
+      ("epochs", po::value(&c.epochs), "passes over the training split, >= 1 (default 1)")
+      ("steps", po::value(&c.steps), "optimizer steps in all, >= 1 (wins over --epochs)")
       ("lr", shown(c.lr), "peak learning rate")
       ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
       ("weight-decay", shown(c.weight_decay), "L2 (sgd, adam) or decoupled (adamw)")
@@ -110,7 +111,8 @@ po::options_description output_options(train::TrainRun& run) {
       ("save", po::value(&run.save), "final checkpoint (safetensors)")
       ("save-init", po::value(&run.save_init), "the initial weights, before any step")
       ("resume", po::value(&run.resume), "continue from a checkpoint saved by --save")
-      ("stop-after", po::value(&run.stop_after), "stop after N steps of this run (then --save)")
+      ("stop-after", po::value(&run.stop_after),
+       "stop after N >= 1 steps of this run (then --save)")
       ("log", po::value(&run.log), "CSV with one row per step")
       ("json", "print a JSON summary as the last line")
       ("profile", "print a per-op time and memory table")
@@ -147,6 +149,11 @@ void print_help(const po::options_description& all) {
 void finish_config(const po::variables_map& vm, const TextOptions& text, train::TrainConfig& c) {
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
            "--task and --data are required (or --resume)");
+  // A count typed as 0 would train nothing: an error, not "the default" (one epoch).
+  for (const auto& [flag, count] : {std::pair{"steps", c.steps}, std::pair{"epochs", c.epochs}}) {
+    TG_CHECK(!vm.count(flag) || count >= 1, "--", flag, " must be in [1, ", train::Limits::steps,
+             "], got ", count);
+  }
   c.seed = train::parse_uint64(text.seed, "--seed");
   c.shuffle = vm.count("no-shuffle") == 0;
   if (vm.count("inputs")) c.inputs = train::parse_inputs(text.inputs);
@@ -158,12 +165,11 @@ void finish_config(const po::variables_map& vm, const TextOptions& text, train::
 // The run's other options: which were typed (--resume checks them), the switches, and the
 // output options that need checking or parsing.
 void finish_run(const po::variables_map& vm, train::TrainRun& run) {
-  for (const auto& [name, value] : vm) {
-    if (!value.defaulted()) run.given.insert(name);
-  }
+  run.given = given_options(vm);
   run.json = vm.count("json") > 0;
   run.profile = vm.count("profile") > 0;
-  TG_CHECK(run.stop_after >= 0, "--stop-after must be >= 0");
+  TG_CHECK(!vm.count("stop-after") || run.stop_after >= 1, "--stop-after must be >= 1, got ",
+           run.stop_after);
   if (vm.count("profile-schedule")) {
     TG_CHECK(vm.count("profile-trace"), "--profile-schedule needs --profile-trace");
     run.profile_schedule = train::parse_profile_schedule(vm["profile-schedule"].as<std::string>(),
@@ -186,9 +192,7 @@ int train(const Args& args) {
   all.add(what_options(run.config)).add(model_options(run.config));
   all.add(training_options(run.config, text.seed)).add(data_options(run.config, text.inputs));
   all.add(output_options(run));
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_command_line(args, all);
   if (vm.count("help")) {
     print_help(all);
     return 0;

@@ -32,6 +32,8 @@ void CpuKernels::copy(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape()) {  // (not TG_CHECK(): its message would be built on every copy)
     fail("copy: shapes ", shape_str(src.shape()), " and ", shape_str(dst.shape()), " differ");
   }
+  // Nothing to copy (as the CUDA copy): the row sizes below could overflow for [0, 2^62].
+  if (src.numel() == 0) return;
   const int64_t element = static_cast<int64_t>(dtype_size(src.dtype()));
   // A copy within one storage may overlap itself: memmove's order matters, so it stays one piece.
   const int64_t bytes = src.storage() == dst.storage() ? 0 : src.numel() * element;

@@ -35,7 +35,9 @@ void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor
       for (int64_t c = 0; c < cols; ++c) {
         if (std::isfinite(row[c])) largest = std::fmax(largest, std::fabs(row[c]));
       }
-      row_scale = largest > 0 ? largest / 127.0f : 1.0f;
+      // Never below the smallest normal f32: a denormal row's largest / 127 would be 0 or
+      // denormal (a scale the loader refuses, or one that flush-to-zero hardware reads as 0).
+      row_scale = largest > 0 ? std::max(largest / 127.0f, 0x1p-126f) : 1.0f;
     }
     scales[r] = row_scale;
     for (int64_t c = 0; c < cols; ++c) {

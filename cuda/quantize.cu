@@ -41,7 +41,8 @@ __global__ void quantize_rows_kernel(const float* x, int64_t cols, float fixed_s
       if (threadIdx.x < half) largest[threadIdx.x] = fmaxf(largest[threadIdx.x], largest[threadIdx.x + half]);
       __syncthreads();
     }
-    row_scale = largest[0] > 0 ? largest[0] / 127.0f : 1.0f;
+    // at least the smallest normal f32, as cpu/quantize.cpp's
+    row_scale = largest[0] > 0 ? fmaxf(largest[0] / 127.0f, 0x1p-126f) : 1.0f;
   }
   if (threadIdx.x == 0) scale[row] = row_scale;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {

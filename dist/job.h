@@ -9,6 +9,8 @@
 // the job with Communicator::abort, and the launcher stops the others (each says so in one line).
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tapegrad/dist/communicator.h"
 
@@ -31,10 +33,28 @@ void setup_succeeded(Communicator& comm);
 // "rank R of N: what" on the lowest failing rank and nothing on the others.
 [[noreturn]] void setup_failed(Communicator& comm, const std::string& what);
 
-// Test hooks, read from the environment (for the tests of tests/dist/, never needed otherwise):
-//   TAPEGRAD_TEST_RANK_DATA="R:PATH"  rank R reads its --data from PATH (one rank's bad input)
-//   TAPEGRAD_TEST_RANK_DIES="R:K"     rank R aborts (SIGABRT) as training step K starts
-std::string test_data_path(const Communicator& comm, const std::string& data);
-void test_maybe_die(const Communicator& comm, long long step);
+// Agreeing on the run: after the vote, before anything that sizes a buffer or counts a step from
+// the run's settings, every rank checks that it runs the job rank 0 runs. `definition` lists
+// what defines this rank's run, one (name, value) pair a setting, in an order every rank uses
+// (e.g. {"--dim", "32"}). Rank 0 broadcasts its list (the length, then the bytes) and every rank
+// compares it with its own, line by line; when some rank differs, the lowest such rank reports
+// the first differing setting once ("ranks disagree on --dim: rank 0 has 32, rank 1 has 64"),
+// and every rank throws JobStopped (exit code 2). One process: nothing to compare.
+using RunDefinition = std::vector<std::pair<std::string, std::string>>;
+void check_ranks_agree(Communicator& comm, const RunDefinition& definition);
+
+// The pieces of check_ranks_agree: the definition as text, one "name=value" line a setting
+// (a newline inside a name or value is written as \n); and the sentence naming the first line
+// where rank `rank`'s text differs from rank 0's, or "" when they are the same.
+std::string definition_text(const RunDefinition& definition);
+std::string first_disagreement(const std::string& rank0_text, const std::string& own_text,
+                               int rank);
+
+// A test hook, called on every rank as each training step starts. The installed tapegrad has
+// none: only the tests' own build of the command line (tapegrad_hooked, made with
+// tests/dist/hooked_tapegrad.cpp) sets one, which makes a chosen rank die at a chosen step.
+using StepHook = void (*)(int rank, long long step);
+void set_step_hook(StepHook hook);
+void run_step_hook(const Communicator& comm, long long step);
 
 }  // namespace tg::dist

@@ -26,16 +26,24 @@ void check(int code, const char* call) {
   fail(call, " failed: ", text, " (did another rank of the job fail?)");
 }
 
+// Set as the process leaves (MPI_Finalize at exit), after anything it had to report.
+volatile std::sig_atomic_t mpi_leaving = 0;
+
 // The launcher ends the surviving ranks with SIGTERM when one rank dies: say so in one line
-// (write(2) only: this runs in a signal handler), then exit with 128 + SIGTERM as usual.
+// (write(2) only: this runs in a signal handler), then exit with 128 + SIGTERM as usual. A rank
+// already leaving (every rank stopping together, dist/job.h, each exits as soon as it can) has
+// nothing to add: the launcher only ends it a little earlier.
 char terminated_line[160];
 void on_terminate(int) {
-  const ssize_t written = write(STDERR_FILENO, terminated_line, std::strlen(terminated_line));
-  (void)written;
+  if (!mpi_leaving) {
+    const ssize_t written = write(STDERR_FILENO, terminated_line, std::strlen(terminated_line));
+    (void)written;
+  }
   _exit(128 + SIGTERM);
 }
 
 void finalize() {
+  mpi_leaving = 1;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

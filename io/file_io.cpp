@@ -9,6 +9,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -148,6 +149,13 @@ void check_file_name(const std::string& path, const std::string& what) {
   }
 }
 
+// "0444": the permission bits of `mode`, for messages.
+std::string octal_mode(mode_t mode) {
+  char digits[8];
+  std::snprintf(digits, sizeof digits, "%04o", static_cast<unsigned>(mode & 07777));
+  return digits;
+}
+
 // Follows `path`'s symbolic links and refuses anything but a regular file or a new name; returns
 // the file to replace. `info` is filled when it exists.
 std::string replaceable_target(const std::string& path, const std::string& what, struct stat& info,
@@ -156,15 +164,37 @@ std::string replaceable_target(const std::string& path, const std::string& what,
   const std::string target = follow_symlinks(path, what);
   exists = ::stat(target.c_str(), &info) == 0;
   if (exists && !S_ISREG(info.st_mode)) fail_not_regular(what, path, info.st_mode);
+  // rename() needs only the directory's permission; a shell's `>` needs the file's. Replace only
+  // a file this process could have opened for writing (a 0444 checkpoint stays).
+  if (exists && ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
+    const int error = errno;
+    fail(what, ": cannot replace '", path, "': ", error_text(error), " (mode ",
+         octal_mode(info.st_mode), ")");
+  }
   return target;
 }
 
+// Temporaries are named ".tapegrad-" + 16 hex digits + ".tmp-" + 6 letters or digits (mkstemp's
+// XXXXXX), in the target's directory. The hex digits are a hash of the target's name: the name
+// marks the file as a temporary tapegrad made for that target, so the sweep below never takes a
+// user's "ck.st.tmp-notes1", and its length does not grow with the target's (a 255-byte file name,
+// the most a directory entry holds, still gets a temporary).
+constexpr const char* kTemporaryMarker = ".tapegrad-";
 constexpr const char* kTemporaryInfix = ".tmp-";
-constexpr size_t kTemporaryLetters = 6;  // mkstemp's XXXXXX
+constexpr size_t kTemporaryLetters = 6;
 
-// True for `name` == base + ".tmp-" + 6 letters or digits (what mkstemp makes of XXXXXX).
+// The 64-bit FNV-1a hash of `name` in 16 hex digits.
+std::string name_hash(const std::string& name) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const unsigned char byte : name) hash = (hash ^ byte) * 0x100000001b3ull;
+  char digits[17];
+  std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(hash));
+  return digits;
+}
+
+// True for `name` == temporary_name_prefix(base) + 6 letters or digits.
 bool is_temporary_of(const std::string& name, const std::string& base) {
-  const std::string prefix = base + kTemporaryInfix;
+  const std::string prefix = temporary_name_prefix(base);
   if (name.size() != prefix.size() + kTemporaryLetters || name.compare(0, prefix.size(), prefix) != 0) {
     return false;
   }
@@ -172,6 +202,12 @@ bool is_temporary_of(const std::string& name, const std::string& base) {
     if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
   }
   return true;
+}
+
+// A mkstemp pattern for a temporary of `target` (see above).
+std::string temporary_pattern(const std::string& target) {
+  return directory_of(target) + "/" + temporary_name_prefix(name_of(target)) +
+         std::string(kTemporaryLetters, 'X');
 }
 
 // Removes the orphaned temporaries of `target` (see the header): the regular files named like its
@@ -186,6 +222,7 @@ void remove_orphan_temporaries(const std::string& target) {
     const std::string path = directory + "/" + name;
     struct stat by_name {}, opened {};
     if (::lstat(path.c_str(), &by_name) != 0 || !S_ISREG(by_name.st_mode)) continue;
+    if (by_name.st_uid != ::geteuid()) continue;  // only our own user's saves leave ours
     Descriptor fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     if (fd.get() < 0 || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a save in progress
     // Unlink only the file that was locked: the name must still lead to it.
@@ -254,6 +291,10 @@ void InputFile::read_at(uint64_t offset, void* destination, uint64_t nbytes) con
 
 // ---- Replacing a file atomically ----------------------------------------------------------------
 
+std::string temporary_name_prefix(const std::string& target_name) {
+  return kTemporaryMarker + name_hash(target_name) + kTemporaryInfix;
+}
+
 AtomicFile::AtomicFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
   struct stat existing {};
   bool exists = false;
@@ -262,7 +303,7 @@ AtomicFile::AtomicFile(const std::string& path, const std::string& what) : path_
   // A sweep by another save can remove our temporary between mkstemp and flock; then the locked
   // file has no name any more (st_nlink 0) and we make another.
   for (int attempt = 0; attempt < 10 && fd_ < 0; ++attempt) {
-    std::string pattern = target_ + kTemporaryInfix + std::string(kTemporaryLetters, 'X');
+    std::string pattern = temporary_pattern(target_);
     Descriptor fd(::mkostemp(pattern.data(), O_CLOEXEC));
     if (fd.get() < 0) {
       const int error = errno;
@@ -298,7 +339,7 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, size_t nbytes) {
   TG_CHECK(fd_ >= 0, what_, ": the temporary file for '", path_, "' is already closed");
-  write_all(fd_, static_cast<const char*>(data), nbytes, what_, temporary_);
+  write_all(fd_, static_cast<const char*>(data), nbytes, what_, path_);  // the name the user gave
 }
 
 void AtomicFile::commit() {
@@ -356,7 +397,7 @@ void check_output_path(const std::string& path, const std::string& flag) {
   TG_CHECK(S_ISDIR(directory_info.st_mode), flag, ": cannot write '", path, "': '", directory,
            "' is ", kind_of(directory_info.st_mode), ", not a directory");
   // Can a file be created there? Try it, with a name a later save sweeps if we die right here.
-  std::string probe = target + kTemporaryInfix + std::string(kTemporaryLetters, 'X');
+  std::string probe = temporary_pattern(target);
   const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -444,6 +485,33 @@ bool same_file(const std::string& a, const std::string& b) {
     return ignored ? fs::absolute(followed, ignored).lexically_normal() : canonical;
   };
   return where(a) == where(b);
+}
+
+namespace {
+
+// True when `path` exists and is a stream (a character device or a FIFO), not a regular file.
+bool is_stream(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && (S_ISCHR(info.st_mode) || S_ISFIFO(info.st_mode));
+}
+
+}  // namespace
+
+void check_distinct_files(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& output = outputs[i];
+    if (output.path.empty()) continue;
+    for (const NamedPath& input : inputs) {
+      TG_CHECK(!same_file(output.path, input.path), output.flag, ": '", output.path, "' is the ",
+               input.flag, " file '", input.path, "': an output may not replace an input");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      const NamedPath& earlier = outputs[j];
+      if (!same_file(output.path, earlier.path) || is_stream(output.path)) continue;
+      fail(output.flag, ": '", output.path, "' is also the ", earlier.flag, " file '", earlier.path,
+           "': two outputs cannot share a file");
+    }
+  }
 }
 
 }  // namespace tg

@@ -15,19 +15,22 @@
 // devices from being opened at all (opening some devices has side effects).
 //
 // Outputs that replace a file (AtomicFile, write_file_atomically) go to a temporary file next to
-// the target, named <target>.tmp-XXXXXX, which is written, fsync'ed and renamed over the target:
-// a failed or interrupted save leaves the old file byte-identical. Rules:
+// the target, named .tapegrad-<hash of the target's name>.tmp-XXXXXX, which is written, fsync'ed
+// and renamed over the target: a failed or interrupted save leaves the old file byte-identical.
+// Rules:
 // - Only a regular file, or a name that does not exist yet, is replaced. A directory, FIFO,
 //   socket or device at the path is refused before anything is written (rename() would otherwise
 //   silently put a regular file in place of a device node or a FIFO).
+// - Only a file this process could open for writing is replaced: a read-only checkpoint stays, as
+//   with a shell's `>` (rename() alone needs only the directory's permission).
 // - Symbolic links are followed, like a shell's `>` redirect: the file the link leads to is
 //   replaced atomically (the temporary is created in that file's directory, so the rename never
 //   crosses file systems) and the link stays a link. A dangling link creates its target; a link
 //   to anything but a regular file is refused.
 // - The writer holds flock(LOCK_EX) on its temporary while it writes. A new save of X first
-//   removes every regular file in X's directory named exactly X's name + ".tmp-" + 6 letters or
-//   digits that it can lock with LOCK_EX|LOCK_NB: those are orphans of a process that died mid-save.
-//   A temporary whose lock is held (a concurrent save of the same X) is left alone. On a file
+//   removes every regular file in X's directory named as a temporary of X (the hash marks it),
+//   owned by this user, that it can lock with LOCK_EX|LOCK_NB: those are orphans of a process that
+//   died mid-save. A temporary whose lock is held (a concurrent save of the same X) is left alone. On a file
 //   system without flock nothing is removed.
 // - Between the last type check and the rename there is a window in which someone could put a
 //   FIFO at the path; the check is repeated right before rename() to keep it as small as possible.
@@ -45,6 +48,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tg {
 
@@ -103,6 +107,11 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The name every temporary of a target named `target_name` (no directory) starts with:
+// ".tapegrad-" + a 16-hex-digit hash of the name + ".tmp-"; 6 letters or digits follow. Only files
+// named so (and owned by this user, and not locked) are swept as orphans.
+std::string temporary_name_prefix(const std::string& target_name);
+
 // An AtomicFile holding `bytes`.
 void write_file_atomically(const std::string& path, std::string_view bytes, const std::string& what);
 
@@ -146,5 +155,17 @@ class LogFile {
 // (so a dangling link and the file it would create compare equal). Used to refuse an output path
 // that is also an input ("--save data.csv --data data.csv").
 bool same_file(const std::string& a, const std::string& b);
+
+// One file a command names: the flag (or "font") and the path.
+struct NamedPath {
+  std::string flag, path;
+};
+
+// The one rule for the files of a command, which calls it with all of them before it reads or
+// writes any: an output may be neither an input ("--log ck.st --resume ck.st") nor another output
+// ("--log F --grad-stats F"), under any name (same_file: symbolic and hard links count). Empty
+// paths are skipped. Two outputs may share only a stream that is not a regular file: two logs to
+// /dev/stdout or /dev/null write whole lines. tg::Error names both flags and the path.
+void check_distinct_files(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 }  // namespace tg

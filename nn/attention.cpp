@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/kernels.h"
 #include "tapegrad/nn/linformer.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/performer.h"
@@ -84,8 +83,7 @@ void MultiHeadAttention::redraw_features(uint64_t seed) {
   TG_CHECK(spec.kind == AttentionKind::performer,
            "MultiHeadAttention::redraw_features: only a performer has random features");
   const Tensor fresh = performer_features(spec.features, head_dim, seed, projection_matrix.dtype());
-  kernels(projection_matrix.device()).copy(copy_to_device(fresh, projection_matrix.device()),
-                                           projection_matrix);
+  projection_matrix.copy_(fresh);  // an in-place write: raises the version
   spec.seed = seed;
 }
 

@@ -36,8 +36,11 @@ void Linear::quantize(QuantMode mode, double fixed_input_scale) {
   TG_CHECK(quantization_ == QuantMode::none, "Linear(", in_features(), ", ", out_features(),
            ") is already quantized (", quant_mode_name(quantization_), ")");
   TG_CHECK(mode != QuantMode::none, "Linear::quantize: the mode must be dynamic or static");
-  TG_CHECK(mode != QuantMode::static_ || (std::isfinite(fixed_input_scale) && fixed_input_scale > 0),
-           "Linear::quantize: a static input scale must be finite and > 0, got ", fixed_input_scale);
+  // Stored as f32: a static scale must be a normal f32 (as every scale, ops/quantize.h).
+  TG_CHECK(mode != QuantMode::static_ ||
+               (fixed_input_scale >= 0x1p-126 && fixed_input_scale <= 3.4028234663852886e38),
+           "Linear::quantize: a static input scale must be a normal f32, in [2^-126, 3.4e38], got ",
+           fixed_input_scale);
   NoGrad no_grad;
   const QuantizedRows q = quantize_rows(weight.detach());
   const Tensor f32_bias = bias.defined() ? bias.detach().to(DType::f32) : Tensor();

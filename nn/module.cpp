@@ -4,7 +4,6 @@
 #include <map>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 
 namespace tg::nn {
@@ -108,8 +107,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NoGrad no_grad;
   std::map<std::string, Tensor> by_name(state.begin(), state.end());
   for (const auto& [name, target] : state_dict()) {
-    const Tensor& source = by_name.at(name);  // any device: moved to the target's first
-    kernels(target.device()).copy(source.to(target.device()), target);  // converts the dtype
+    const Tensor& source = by_name.at(name);  // on any device, of any dtype
+    target.copy_(source);  // converts the dtype and device; raises the version
   }
 }
 

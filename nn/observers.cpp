@@ -23,7 +23,7 @@ double Observer::scale(const std::string& what) const {
   TG_CHECK(std::isfinite(r) && r > 0, what, ": the calibration saw ",
            r == 0 ? "no input other than zeros" : "non-finite inputs",
            ", so it has no input scale (calibrate on real batches)");
-  return r / 127.0;
+  return std::max(r / 127.0, 0x1p-126);  // never below the smallest normal f32 (ops/quantize.h)
 }
 
 void MinMaxObserver::observe(const Tensor& x) {

@@ -88,7 +88,11 @@ void Optimizer::step() {
     grads[i] = grad.contiguous();  // a copy when the grad is a view (e.g. an expand)
   }
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (grads[i].defined()) update(i, params_[i], grads[i]);
+    if (!grads[i].defined()) continue;
+    update(i, params_[i], grads[i]);
+    // In-place writes: a graph that saved the old values must not back-propagate now (tape.h).
+    params_[i].bump_version();
+    for (const auto& [buffer, tensor] : param_states_[i]) tensor.bump_version();
   }
   ++step_count_;
 }

@@ -9,6 +9,7 @@
 #include <numbers>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/philox.h"
 #include "tapegrad/nn/masks.h"
@@ -110,8 +111,14 @@ Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DTy
   return from_values(matrix, {features, d}, dtype);
 }
 
-Tensor performer_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& projection, const Tensor& key_padding, bool is_causal) {
+Tensor performer_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                           const Tensor& projection_matrix, const Tensor& key_padding,
+                           bool is_causal) {
+  // Under autocast FAVOR+ is GEMM-class, as scaled_dot_product_attention: q, k, v and the f32
+  // projection buffer enter in the autocast dtype; inside, each op applies its own policy
+  // (autograd/autocast.h): the matmuls in half, exp, max and the sums in f32.
+  const Tensor q = autocast_to_half(query), k = autocast_to_half(key), v = autocast_to_half(value);
+  const Tensor projection = autocast_to_half(projection_matrix);
   check_performer_shapes(q, k, v, projection, key_padding);
   const double inv_sqrt_features = 1.0 / std::sqrt(static_cast<double>(projection.size(0)));
   const Tensor minus_inf = scalar(-std::numeric_limits<double>::infinity(), q.dtype(), q.device());

@@ -20,7 +20,8 @@ Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DTy
 // key gets 0. is_causal: out_i sums over j <= i only, through the masked [Sq, Sk] matrix
 // phi(q) phi(k)^T (O(S^2 M): there is no cumsum op). The log-features are shifted before exp by
 // detached maxima: per query, and one per head for all its keys, so the shifts cancel in the
-// ratio. Returns [B, H, Sq, dv].
+// ratio. Returns [B, H, Sq, dv]. Under autocast q, k, v and projection are first cast to the
+// autocast dtype (an f32 projection with half q, k, v is what a module gives there).
 Tensor performer_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& projection, const Tensor& key_padding, bool is_causal);
 

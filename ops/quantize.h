@@ -3,6 +3,10 @@
 //
 //   scale_r = max_c |x_rc| / 127,   q_rc = round(x_rc / scale_r) in [-127, 127],   x_rc ~ q_rc scale_r
 //
+// A scale is never below 2^-126, the smallest normal f32: a row whose largest entry is below
+// 127 * 2^-126 (denormal weights) gets 2^-126, and its entries round to a few steps of it or to 0
+// (an error of at most 2^-127 each). A row with no nonzero finite entry gets 1.
+//
 // A Linear's weight [out, in] is quantized once per output row (per channel); its input is
 // quantized per row at run time (dynamic: one scale per token, so an outlier token costs only its
 // own precision) or with one calibrated scale (static). The product of two int8 matrices is summed

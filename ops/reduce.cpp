@@ -58,16 +58,19 @@ Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
   const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   check_floating(x, "sum");
   const std::vector<int64_t> reduced = reduced_dims(x, dims, "sum");
+  const Shape kept = kept_shape(x.shape(), reduced);
   Tensor current = x.detach().contiguous();
   Shape shape = x.shape();
-  for (auto d = reduced.rbegin(); d != reduced.rend(); ++d) {
+  // No elements: the sums are 0. Summing dim by dim would allocate the partial sums, as large as
+  // 2^62 elements for an empty [2^62, 0] (the last dim goes first).
+  if (x.numel() == 0) current = zeros(kept, x.dtype(), x.device());
+  for (auto d = reduced.rbegin(); x.numel() != 0 && d != reduced.rend(); ++d) {
     const DimSplit split = split_at(shape, *d);
     shape[*d] = 1;
     Tensor summed = empty(shape, x.dtype(), x.device());
     kernels(x.device()).sum_dim(current, split, summed);
     current = summed;
   }
-  const Shape kept = kept_shape(x.shape(), reduced);
   Tensor out = current.view(keepdim ? kept : dropped_shape(x.shape(), reduced));
   // d sum(x)/dx = 1 everywhere: the gradient broadcast back over the summed dims
   record("sum", {x}, out, {}, [kept, from = x.shape()](const Tensor& g, const Node&) {

@@ -11,8 +11,30 @@
 namespace tg {
 namespace {
 
-Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
-  check_shape(shape, "view");
+// The safety net under every view: the elements of a view with shape, strides (>= 0) and offset
+// must lie inside the storage, elements [0, capacity). The ops below keep this by their own
+// checks; this one, O(dims), turns a slip in their arithmetic into a tg::Error, not a wild read.
+// A view without elements reads nothing; its offset stays within [0, capacity].
+void check_view_in_storage(const Tensor& base, const Shape& shape, const Shape& strides,
+                           int64_t offset, const char* op) {
+  const int64_t capacity =
+      static_cast<int64_t>(base.storage()->nbytes() / dtype_size(base.dtype()));
+  const bool no_elements = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t last = offset;  // the furthest element the view reaches
+  bool fits = offset >= 0 && offset <= capacity;
+  for (size_t d = 0; fits && !no_elements && d < shape.size(); ++d) {
+    int64_t reach = 0;
+    fits = strides[d] >= 0 && !__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) &&
+           !__builtin_add_overflow(last, reach, &last);
+  }
+  TG_CHECK(fits && (no_elements || last < capacity), "op '", op, "': a view of shape ",
+           shape_str(shape), ", strides ", shape_str(strides), " at offset ", offset,
+           " reaches outside its storage of ", capacity, " elements");
+}
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset, const char* op) {
+  check_shape(shape, op);
+  check_view_in_storage(base, shape, strides, offset, op);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
   impl->shape = std::move(shape);
@@ -31,7 +53,8 @@ Shape infer_shape(Shape shape, int64_t count, const char* op, const Shape& from)
       unknown = static_cast<int64_t>(i);
     } else {
       TG_CHECK(shape[i] >= 0, "op '", op, "': negative size in ", shape_str(shape));
-      known *= shape[i];
+      TG_CHECK(!__builtin_mul_overflow(known, shape[i], &known), "op '", op, "': cannot view ",
+               shape_str(from), " as ", shape_str(shape), ": its sizes multiply past int64");
     }
   }
   if (unknown >= 0) {
@@ -53,10 +76,12 @@ Tensor copy_of(const Tensor& t, DType dtype) {
 }  // namespace
 
 Tensor Tensor::view(const Shape& requested) const {
+  live("Tensor::view");
   const Shape shape = infer_shape(requested, numel(), "view", this->shape());
   TG_CHECK(is_contiguous(), "op 'view': tensor of shape ", shape_str(this->shape()),
            " is not contiguous; use reshape()");
-  Tensor out = make_view(*this, shape, contiguous_strides(shape), offset());
+  check_shape(shape, "view");  // before its strides are computed
+  Tensor out = make_view(*this, shape, contiguous_strides(shape), offset(), "view");
   // d view(x)/dx: the gradient reshaped back
   record("view", {*this}, out, {}, [from = this->shape()](const Tensor& g, const Node&) {
     return Grads{g.reshape(from)};
@@ -65,10 +90,12 @@ Tensor Tensor::view(const Shape& requested) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  live("Tensor::reshape");
   return is_contiguous() ? view(shape) : contiguous().view(shape);
 }
 
 Tensor Tensor::permute(const Shape& order) const {
+  live("Tensor::permute");
   TG_CHECK(static_cast<int64_t>(order.size()) == dim(), "op 'permute': order ", shape_str(order),
            " does not match a tensor of shape ", shape_str(shape()));
   Shape seen(order.size(), 0), shape(order.size()), strides(order.size()), inverse(order.size());
@@ -79,7 +106,7 @@ Tensor Tensor::permute(const Shape& order) const {
     strides[i] = this->strides()[from];
     inverse[from] = static_cast<int64_t>(i);
   }
-  Tensor out = make_view(*this, shape, strides, offset());
+  Tensor out = make_view(*this, shape, strides, offset(), "permute");
   // d permute(x)/dx: the gradient permuted back by the inverse order
   record("permute", {*this}, out, {},
          [inverse](const Tensor& g, const Node&) { return Grads{g.permute(inverse)}; });
@@ -87,6 +114,7 @@ Tensor Tensor::permute(const Shape& order) const {
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  live("Tensor::transpose");
   Shape order(dim());
   std::iota(order.begin(), order.end(), 0);
   std::swap(order[normalize_dim(dim0, dim(), "transpose")], order[normalize_dim(dim1, dim(), "transpose")]);
@@ -94,12 +122,22 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 }
 
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  live("Tensor::narrow");
   const int64_t d = normalize_dim(dim, this->dim(), "narrow");
-  TG_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], "op 'narrow': [", start, ", ",
-           start + length, ") is outside dim ", d, " of shape ", shape_str(shape()));
+  const int64_t extent = shape()[d];
+  // Compared without adding: start + length could overflow and pass.
+  TG_CHECK(start >= 0 && length >= 0 && start <= extent && length <= extent - start,
+           "op 'narrow': start ", start, " and length ", length, " do not fit in dim ", d,
+           " of size ", extent, " (shape ", shape_str(shape()), ")");
   Shape shape = this->shape();
   shape[d] = length;
-  Tensor out = make_view(*this, shape, strides(), offset() + start * strides()[d]);
+  // A window without elements (length 0, or another dim 0) reads nothing: it keeps the offset,
+  // which stays inside the storage (start * stride could point anywhere past it).
+  const int64_t window_offset =
+      length == 0 || numel() == 0 ? offset()
+                  : checked_add(offset(), checked_mul(start, strides()[d], "op 'narrow': offset"),
+                                "op 'narrow': offset");
+  Tensor out = make_view(*this, shape, strides(), window_offset, "narrow");
   // d narrow(x)/dx: the gradient placed back into zeros at [start, start + length)
   record("narrow", {*this}, out, {},
          [from = this->shape(), d, start, length](const Tensor& g, const Node&) {
@@ -121,7 +159,7 @@ Tensor expand_untaped(const Tensor& t, const Shape& shape) {
              shape_str(shape));
     strides[extra + i] = have == want ? t.strides()[i] : 0;
   }
-  return make_view(t, shape, strides, t.offset());
+  return make_view(t, shape, strides, t.offset(), "expand");
 }
 
 std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
@@ -138,6 +176,7 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
 }
 
 Tensor Tensor::expand(const Shape& requested) const {
+  live("Tensor::expand");
   Shape shape = requested;
   const int64_t extra = static_cast<int64_t>(shape.size()) - dim();
   for (int64_t i = 0; i < dim() && extra >= 0; ++i) {
@@ -150,6 +189,7 @@ Tensor Tensor::expand(const Shape& requested) const {
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
+  live("Tensor::squeeze");
   const int64_t d = normalize_dim(dim, this->dim(), "squeeze");
   const bool drops = shape()[d] == 1;  // like PyTorch, a dim of another size stays
   Shape shape = this->shape(), strides = this->strides();
@@ -157,7 +197,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
     shape.erase(shape.begin() + d);
     strides.erase(strides.begin() + d);
   }
-  Tensor out = make_view(*this, shape, strides, offset());
+  Tensor out = make_view(*this, shape, strides, offset(), "squeeze");
   // d squeeze(x)/dx: the gradient with the size-1 dim put back
   record("squeeze", {*this}, out, {}, [d, drops](const Tensor& g, const Node&) {
     return Grads{drops ? g.unsqueeze(d) : g};
@@ -166,18 +206,21 @@ Tensor Tensor::squeeze(int64_t dim) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
+  live("Tensor::unsqueeze");
   const int64_t d = normalize_dim(dim, this->dim() + 1, "unsqueeze");
   Shape shape = this->shape(), strides = this->strides();
-  const int64_t stride = d < this->dim() ? strides[d] * shape[d] : 1;
+  const int64_t stride =
+      d < this->dim() ? checked_mul(strides[d], shape[d], "op 'unsqueeze': stride") : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
-  Tensor out = make_view(*this, shape, strides, offset());
+  Tensor out = make_view(*this, shape, strides, offset(), "unsqueeze");
   // d unsqueeze(x)/dx: the gradient with the size-1 dim removed
   record("unsqueeze", {*this}, out, {}, [d](const Tensor& g, const Node&) { return Grads{g.squeeze(d)}; });
   return out;
 }
 
 Tensor Tensor::contiguous() const {
+  live("Tensor::contiguous");
   if (is_contiguous()) return *this;
   Tensor out = copy_of(*this, dtype());
   // d contiguous(x)/dx = identity
@@ -186,6 +229,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
+  live("Tensor::clone");
   Tensor out = copy_of(*this, dtype());
   // d clone(x)/dx = identity
   record("clone", {*this}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
@@ -193,6 +237,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::to(DType target) const {
+  live("Tensor::to");
   if (target == dtype()) return *this;
   Tensor out = copy_of(*this, target);
   if (!is_floating(target)) return out;  // indices and masks carry no gradient
@@ -204,6 +249,7 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::to(Device target) const {
+  live("Tensor::to");
   if (target == device()) return *this;
   Tensor out = copy_to_device(*this, target);
   if (!is_floating(dtype())) return out;
@@ -212,6 +258,50 @@ Tensor Tensor::to(Device target) const {
     return Grads{g.to(from)};
   });
   return out;
+}
+
+namespace {
+
+// What an in-place write needs: no tensor that requires grad while grad mode is on (the write
+// would be invisible to the tape, as PyTorch refuses for a leaf).
+void check_in_place_write(const Tensor& dst, const char* op) {
+  TG_CHECK(!(grad_enabled() && dst.requires_grad()), "op '", op, "': the tensor of shape ",
+           shape_str(dst.shape()), " requires grad, and an in-place write is not recorded on the "
+           "tape; write under NoGrad (as an optimizer does) or into a detach()ed handle");
+}
+
+}  // namespace
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  live("Tensor::copy_");
+  TG_CHECK(src.defined(), "op 'copy_': the source is an undefined tensor");
+  check_in_place_write(*this, "copy_");
+  for (int64_t d = 0; d < dim(); ++d) {
+    TG_CHECK(shape()[d] <= 1 || strides()[d] != 0, "op 'copy_': the destination of shape ",
+             shape_str(shape()), " has elements that share memory (an expanded view)");
+  }
+  const int64_t extra = dim() - src.dim();
+  bool broadcasts = extra >= 0;
+  for (int64_t d = 0; broadcasts && d < src.dim(); ++d) {
+    broadcasts = src.shape()[d] == 1 || src.shape()[d] == shape()[extra + d];
+  }
+  TG_CHECK(broadcasts, "op 'copy_': cannot copy a tensor of shape ", shape_str(src.shape()),
+           " into one of shape ", shape_str(shape()));
+  NoGrad no_grad;
+  Tensor source = src.device() == device() ? src : copy_to_device(src, device());
+  // Reading and writing one storage could read what was just written: read a copy.
+  if (source.storage() == storage()) source = copy_of(source, source.dtype());
+  kernels(device()).copy(expand_untaped(source, shape()), *this);
+  bump_version();
+  return *this;
+}
+
+const Tensor& Tensor::fill_(double value) const {
+  live("Tensor::fill_");
+  check_in_place_write(*this, "fill_");
+  kernels(device()).fill(*this, value);
+  bump_version();
+  return *this;
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -229,7 +319,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     other[d] = first.shape()[d];
     TG_CHECK(other == first.shape(), "op 'cat': shapes ", shape_str(first.shape()), " and ",
              shape_str(t.shape()), " differ outside dim ", d);
-    shape[d] += t.shape()[d];
+    shape[d] = checked_add(shape[d], t.shape()[d], "op 'cat': the joined size");
   }
   Tensor out = empty(shape, first.dtype(), first.device());
   std::vector<int64_t> lengths;

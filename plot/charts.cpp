@@ -21,12 +21,13 @@ constexpr Rgb kMissing{200, 200, 200};   // non-finite heatmap cells
 constexpr double kTitleSize = 20, kLabelSize = 15, kTickSize = 12.5;
 constexpr int kMargin = 16;
 
-// A step of 1, 2 or 5 times a power of ten giving about `target` intervals over `range`.
-double nice_step(double range, double target) {
-  const double rough = range / target;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(rough)));
-  const double norm = rough / magnitude;
-  return (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude;
+// A step of 1, 2 or 5 times a power of ten giving about `target` intervals over `range` (a long
+// double: the span of two doubles may pass DBL_MAX, see "Axis spans" below).
+double nice_step(long double range, double target) {
+  const long double rough = range / target;
+  const long double magnitude = std::pow(10.0L, std::floor(std::log10(rough)));
+  const long double norm = rough / magnitude;
+  return static_cast<double>((norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude);
 }
 
 // The next step of the 1-2-5 progression.
@@ -36,12 +37,13 @@ double next_step(double step) {
   return (norm < 2 ? 2 : norm < 5 ? 5 : 10) * magnitude;
 }
 
-// Multiples of `step` in [lo, hi].
+// Multiples of `step` in [lo, hi]. The comparisons are in long double: near DBL_MAX, hi + slack
+// and k * step would both be Inf in double, and Inf <= Inf would never end the loop.
 std::vector<double> ticks_between(double lo, double hi, double step) {
   std::vector<double> ticks;
-  const double slack = step * 1e-9;
-  for (double k = std::ceil((lo - slack) / step); k * step <= hi + slack; k += 1) {
-    ticks.push_back(std::abs(k) < 0.5 ? 0.0 : k * step);
+  const long double slack = step * 1e-9L, last = hi + slack;
+  for (long double k = std::ceil((lo - slack) / step); k * step <= last; k += 1) {
+    ticks.push_back(std::abs(k) < 0.5 ? 0.0 : static_cast<double>(k * step));
   }
   return ticks;
 }
@@ -350,48 +352,121 @@ constexpr Rgb kPalette[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214
                             {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
                             {188, 189, 34}, {23, 190, 207}};
 
+// ---- Axis spans: the difference of two finite doubles may pass DBL_MAX (-1e308 to 1e308 spans
+// 2e308) and a tiny one may fall below the smallest double. Spans are taken in long double, whose
+// exponent range is wider (x86-64: 80-bit, aarch64: 128-bit), and an axis's ends stay doubles.
+static_assert(std::numeric_limits<long double>::max_exponent >
+                  std::numeric_limits<double>::max_exponent,
+              "plot/charts.cpp takes the spans of doubles in long double");
+
+// Spans narrower than this get widened around their middle: their ticks could not be labelled.
+constexpr double kNarrowestAxisSpan = 1e-290;
+
+// hi - lo, without overflow.
+long double axis_span_between(double lo, double hi) { return static_cast<long double>(hi) - lo; }
+
+// A long double rounded to the nearest finite double (an axis end past DBL_MAX becomes DBL_MAX).
+double axis_end(long double value) {
+  const long double largest = std::numeric_limits<double>::max();
+  return static_cast<double>(std::clamp(value, -largest, largest));
+}
+
 // The span [lo, hi] of an axis's finite values (empty until the first one).
 struct Range {
   double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
   void add(double v) {
     if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   }
-  // Widened by `pad` of its span on each side; a single value gets a span around it.
+  long double span() const { return axis_span_between(lo, hi); }
+  // Where v lies along the range: 0 at lo, 1 at hi.
+  double fraction(double v) const {
+    return static_cast<double>((v - static_cast<long double>(lo)) / span());
+  }
+  // Widened by `pad` of its span on each side; a single value (or a span too narrow to tick) gets
+  // a span around it. The ends stay finite doubles.
   void widen(double pad) {
-    if (hi == lo) {
-      const double half = lo == 0 ? 1 : std::abs(lo) * 0.1;
-      lo -= half, hi += half;
+    if (hi == lo || span() < kNarrowestAxisSpan) {
+      const long double middle = (static_cast<long double>(lo) + hi) / 2;
+      const long double half =
+          middle == 0 ? 1 : std::max<long double>(std::abs(middle) * 0.1L, kNarrowestAxisSpan);
+      lo = axis_end(middle - half), hi = axis_end(middle + half);
     }
-    const double span = hi - lo;
-    lo -= pad * span, hi += pad * span;
+    const long double padding = pad * span();
+    lo = axis_end(lo - padding), hi = axis_end(hi + padding);
   }
 };
 
-// Draws the finite runs of (xs, ys) (already in pixels) as one anti-aliased stroke, clipped to
-// the box [cx0, cx1) x [cy0, cy1). Coverage is the maximum over segments, so joints do not darken.
-void polyline(Canvas& canvas, const std::vector<double>& xs, const std::vector<double>& ys, Rgb color,
-              double thickness, int cx0, int cy0, int cx1, int cy1) {
-  const int w = cx1 - cx0, h = cy1 - cy0;
-  std::vector<float> coverage(static_cast<size_t>(w) * h, 0.0f);
+// The coverage of one stroke over the box [x0, x1) x [y0, y1), kept between strokes (all zero
+// then) with the list of pixels the stroke touched: a stroke costs the pixels it covers, not the
+// whole box, so that a chart of 16000 series draws in seconds.
+struct StrokeCoverage {
+  int x0, y0, w, h;
+  std::vector<float> coverage;  // [h][w]
+  std::vector<size_t> touched;  // indices into coverage that are not zero
+  StrokeCoverage(int left, int top, int right, int bottom)
+      : x0(left), y0(top), w(right - left), h(bottom - top),
+        coverage(static_cast<size_t>(w) * h, 0.0f) {}
+  // Raises pixel (i, j)'s coverage to c (the maximum over segments: joints do not darken).
+  void cover(int i, int j, double c) {
+    if (!(c > 0)) return;
+    float& cell = coverage[static_cast<size_t>(j - y0) * w + (i - x0)];
+    if (cell == 0) touched.push_back(static_cast<size_t>(j - y0) * w + (i - x0));
+    cell = std::max(cell, static_cast<float>(std::min(c, 1.0)));
+  }
+  // Mixes the stroke into the canvas in `color`, and clears it for the next one.
+  void blend_into(Canvas& canvas, Rgb color) {
+    for (const size_t at : touched) {
+      const int i = x0 + static_cast<int>(at % w), j = y0 + static_cast<int>(at / w);
+      canvas.blend(i, j, color, coverage[at]);
+      coverage[at] = 0;
+    }
+    touched.clear();
+  }
+};
+
+// The columns of the row centred at yc that may lie within `reach` of the segment (x0, y0)-(x1,
+// y1): where the segment crosses the band yc +- reach, widened by reach. Empty when first > last.
+std::pair<int, int> segment_columns(double x0, double y0, double x1, double y1, double yc,
+                                    double reach) {
+  double t_first = 0, t_last = 1;  // the part of the segment inside the band
+  if (y1 != y0) {
+    const double ta = (yc - reach - y0) / (y1 - y0), tb = (yc + reach - y0) / (y1 - y0);
+    t_first = std::max(0.0, std::min(ta, tb)), t_last = std::min(1.0, std::max(ta, tb));
+  } else if (std::abs(yc - y0) > reach) {
+    return {1, 0};
+  }
+  if (t_first > t_last) return {1, 0};
+  const double xa = x0 + t_first * (x1 - x0), xb = x0 + t_last * (x1 - x0);
+  return {static_cast<int>(std::floor(std::min(xa, xb) - reach)),
+          static_cast<int>(std::ceil(std::max(xa, xb) + reach))};
+}
+
+// Adds one anti-aliased segment of the given thickness to the stroke, clipped to its box.
+void cover_segment(StrokeCoverage& stroke, double x0, double y0, double x1, double y1,
+                   double thickness) {
   const double reach = thickness / 2 + 1;
+  const int top = std::max(stroke.y0, static_cast<int>(std::floor(std::min(y0, y1) - reach)));
+  const int bottom =
+      std::min(stroke.y0 + stroke.h - 1, static_cast<int>(std::ceil(std::max(y0, y1) + reach)));
+  for (int j = top; j <= bottom; ++j) {
+    const auto [first, last] = segment_columns(x0, y0, x1, y1, j + 0.5, reach);
+    const int left = std::max(stroke.x0, first), right = std::min(stroke.x0 + stroke.w - 1, last);
+    for (int i = left; i <= right; ++i) {
+      stroke.cover(i, j, thickness / 2 + 0.5 - segment_distance(i + 0.5, j + 0.5, x0, y0, x1, y1));
+    }
+  }
+}
+
+// Draws the finite runs of (xs, ys) (already in pixels) as one anti-aliased stroke, clipped to
+// the stroke's box.
+void polyline(Canvas& canvas, StrokeCoverage& stroke, const std::vector<double>& xs,
+              const std::vector<double>& ys, Rgb color, double thickness) {
   for (size_t k = 0; k + 1 < xs.size(); ++k) {
     const double x0 = xs[k], y0 = ys[k], x1 = xs[k + 1], y1 = ys[k + 1];
     if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) continue;
-    const int left = std::max(cx0, static_cast<int>(std::floor(std::min(x0, x1) - reach)));
-    const int right = std::min(cx1 - 1, static_cast<int>(std::ceil(std::max(x0, x1) + reach)));
-    const int top = std::max(cy0, static_cast<int>(std::floor(std::min(y0, y1) - reach)));
-    const int bottom = std::min(cy1 - 1, static_cast<int>(std::ceil(std::max(y0, y1) + reach)));
-    for (int j = top; j <= bottom; ++j) {
-      for (int i = left; i <= right; ++i) {
-        const double c = thickness / 2 + 0.5 - segment_distance(i + 0.5, j + 0.5, x0, y0, x1, y1);
-        float& cell = coverage[static_cast<size_t>(j - cy0) * w + (i - cx0)];
-        cell = std::max(cell, static_cast<float>(std::clamp(c, 0.0, 1.0)));
-      }
-    }
+    cover_segment(stroke, x0, y0, x1, y1, thickness);
   }
-  for (int j = 0; j < h; ++j) {
-    for (int i = 0; i < w; ++i) canvas.blend(cx0 + i, cy0 + j, color, coverage[static_cast<size_t>(j) * w + i]);
-  }
+  stroke.blend_into(canvas, color);
 }
 
 }  // namespace
@@ -416,6 +491,29 @@ namespace {
 
 constexpr int kAreaW = 640, kAreaH = 400;     // the plot area, in pixels
 constexpr int kSwatch = 24, kLegendLine = 20;  // a legend entry: its swatch, its line's height
+// A legend of more rows would only make the chart taller (1024 layers have over 16000 parameter
+// tensors): past kMaxLegendRows, the last row says how many more series are drawn.
+constexpr size_t kMaxLegendRows = 40;
+constexpr double kMaxLegendNameWidth = 320;  // longer names end in an ellipsis
+
+// What the legend lists: a name per series, or the first kMaxLegendRows - 1 and "... and N more".
+struct LegendRows {
+  std::vector<std::string> names;
+  std::string more;  // empty when every series is named
+  int count() const { return static_cast<int>(names.size()) + (more.empty() ? 0 : 1); }
+};
+
+LegendRows legend_rows(const std::vector<Series>& series) {
+  LegendRows rows;
+  const size_t named = series.size() <= kMaxLegendRows ? series.size() : kMaxLegendRows - 1;
+  for (size_t k = 0; k < named; ++k) {
+    rows.names.push_back(abbreviate(series[k].name, kTickSize, kMaxLegendNameWidth));
+  }
+  if (named < series.size()) {
+    rows.more = "\u2026 and " + std::to_string(series.size() - named) + " more";
+  }
+  return rows;
+}
 
 // The series as drawn. On a log axis everything is drawn in log10(y) (y <= 0 has no place there
 // and becomes NaN, a gap); only the tick labels show y itself.
@@ -470,7 +568,7 @@ double widest_x_label(const Range& x, double step) {
 
 // Ticks: about six a side, fewer when the x labels would collide.
 void place_ticks(LineAxes& axes) {
-  const double x_span = axes.x.hi - axes.x.lo, y_span = axes.y.hi - axes.y.lo;
+  const long double x_span = axes.x.span(), y_span = axes.y.span();
   axes.x_step = nice_step(x_span, 6);
   while ((widest_x_label(axes.x, axes.x_step) + 16) * x_span / axes.x_step > kAreaW) {
     axes.x_step = next_step(axes.x_step);
@@ -485,11 +583,12 @@ void place_ticks(LineAxes& axes) {
 struct LineChart {
   LineAxes axes;
   int left = 0, top = 0;           // the plot area's top-left pixel
+  LegendRows legend;
   int legend_w = 0, legend_h = 0;  // the legend box
   int width = 0, height = 0;       // the canvas
   // Pixel coordinates of a data point.
-  double px(double x) const { return left + (x - axes.x.lo) / (axes.x.hi - axes.x.lo) * kAreaW; }
-  double py(double y) const { return top + (axes.y.hi - y) / (axes.y.hi - axes.y.lo) * kAreaH; }
+  double px(double x) const { return left + axes.x.fraction(x) * kAreaW; }
+  double py(double y) const { return top + (1 - axes.y.fraction(y)) * kAreaH; }
 };
 
 // Room around the plot area: the y label and tick labels on the left, the title above, the tick
@@ -504,12 +603,13 @@ LineChart layout_line_chart(LineAxes axes, const std::vector<Series>& series,
     y_tick_w = std::max(y_tick_w, Canvas::text_width(c.axes.y_tick_text(v), kTickSize));
   }
   // Legend entries: a 24-pixel swatch, then the name.
-  double legend_text_w = 0;
-  for (const Series& s : series) {
-    legend_text_w = std::max(legend_text_w, Canvas::text_width(s.name, kTickSize));
+  c.legend = legend_rows(series);
+  double legend_text_w = Canvas::text_width(c.legend.more, kTickSize);
+  for (const std::string& name : c.legend.names) {
+    legend_text_w = std::max(legend_text_w, Canvas::text_width(name, kTickSize));
   }
   c.legend_w = static_cast<int>(std::ceil(8 + kSwatch + 6 + legend_text_w + 8));
-  c.legend_h = 8 + kLegendLine * static_cast<int>(series.size()) + 4;
+  c.legend_h = 8 + kLegendLine * c.legend.count() + 4;
 
   const double label_line = Canvas::text_height(kLabelSize);
   const double y_label_w = y_label.empty() ? 0 : label_line + kGap;
@@ -549,7 +649,8 @@ void draw_axes(Canvas& canvas, const LineChart& c) {
 }
 
 // One series as a 2-pixel line through its finite points, clipped to the plot area.
-void draw_series(Canvas& canvas, const LineChart& c, const Series& s, Rgb color) {
+void draw_series(Canvas& canvas, StrokeCoverage& stroke, const LineChart& c, const Series& s,
+                 Rgb color) {
   std::vector<double> xs(s.x.size()), ys(s.y.size());
   size_t finite = 0;
   for (size_t i = 0; i < s.x.size(); ++i) {
@@ -558,7 +659,7 @@ void draw_series(Canvas& canvas, const LineChart& c, const Series& s, Rgb color)
     ys[i] = ok ? c.py(s.y[i]) : std::nan("");
     finite += ok ? 1 : 0;
   }
-  polyline(canvas, xs, ys, color, 2.0, c.left, c.top, c.left + kAreaW, c.top + kAreaH);
+  polyline(canvas, stroke, xs, ys, color, 2.0);
   // Markers when the points are few (a sparse validation curve), and for isolated points.
   for (size_t i = 0; i < xs.size(); ++i) {
     if (!std::isfinite(xs[i])) continue;
@@ -586,16 +687,21 @@ void draw_labels(Canvas& canvas, const LineChart& c, const std::string& title,
 }
 
 // The legend, right of the plot, level with its top: each series' colour, then its name.
-void draw_legend(Canvas& canvas, const LineChart& c, const std::vector<Series>& series) {
+void draw_legend(Canvas& canvas, const LineChart& c) {
   const int lx = c.left + kAreaW + kMargin, ly = c.top;
   const double ll = lx - 0.5, lt = ly - 0.5, lr = lx + c.legend_w - 0.5, lb = ly + c.legend_h - 0.5;
   canvas.line(ll, lt, lr, lt, kGrid), canvas.line(lr, lt, lr, lb, kGrid);
   canvas.line(lr, lb, ll, lb, kGrid), canvas.line(ll, lb, ll, lt, kGrid);
-  for (size_t k = 0; k < series.size(); ++k) {
+  const std::vector<std::string>& names = c.legend.names;
+  for (size_t k = 0; k < names.size(); ++k) {
     const Rgb color = kPalette[k % std::size(kPalette)];
     const double cy = ly + 8 + kLegendLine * (k + 0.5);
     canvas.line(lx + 8, cy, lx + 8 + kSwatch, cy, color, 2.0);
-    canvas.text(series[k].name, lx + 8 + kSwatch + 6, cy, kTickSize, kInk, Align::start,
+    canvas.text(names[k], lx + 8 + kSwatch + 6, cy, kTickSize, kInk, Align::start, Align::center);
+  }
+  if (!c.legend.more.empty()) {
+    const double cy = ly + 8 + kLegendLine * (names.size() + 0.5);
+    canvas.text(c.legend.more, lx + 8 + kSwatch + 6, cy, kTickSize, kInk, Align::start,
                 Align::center);
   }
 }
@@ -614,11 +720,12 @@ void line_chart_png(const std::string& path, const std::vector<Series>& given_se
 
   Canvas canvas(chart.width, chart.height);
   draw_axes(canvas, chart);
+  StrokeCoverage stroke(chart.left, chart.top, chart.left + kAreaW, chart.top + kAreaH);
   for (size_t k = 0; k < series.size(); ++k) {
-    draw_series(canvas, chart, series[k], kPalette[k % std::size(kPalette)]);
+    draw_series(canvas, stroke, chart, series[k], kPalette[k % std::size(kPalette)]);
   }
   draw_labels(canvas, chart, title, x_label, y_label);
-  draw_legend(canvas, chart, series);
+  draw_legend(canvas, chart);
   canvas.save_png(path);
 }
 

@@ -17,6 +17,12 @@
 
 namespace tg::plot {
 
+std::string font_path() {
+  const char* override_path = std::getenv("TAPEGRAD_FONT");
+  const bool overridden = override_path != nullptr && *override_path != '\0';
+  return overridden ? override_path : kDefaultFontPath;
+}
+
 namespace {
 
 // ---- Font: DejaVu Sans through stb_truetype --------------------------------------------------
@@ -27,9 +33,8 @@ struct Font {
 };
 
 Font load_font() {
-  const char* override_path = std::getenv("TAPEGRAD_FONT");
-  const bool overridden = override_path != nullptr && *override_path != '\0';
-  const std::string path = overridden ? override_path : kDefaultFontPath;
+  const std::string path = font_path();
+  const bool overridden = path != kDefaultFontPath;
   const std::string remedy = std::string(" (DejaVu Sans comes with the Debian package ") + kFontPackage +
                              (overridden ? "; this path is from TAPEGRAD_FONT)" : ")");
   std::string bytes;

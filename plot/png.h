@@ -13,6 +13,9 @@ namespace tg::plot {
 // variable TAPEGRAD_FONT names another TrueType file instead.
 inline constexpr const char* kDefaultFontPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 inline constexpr const char* kFontPackage = "fonts-dejavu-core";
+// The font file the plots read: TAPEGRAD_FONT when set and not empty, else kDefaultFontPath.
+// Commands list it among their inputs, so that no --out can replace it.
+std::string font_path();
 
 struct Rgb {
   uint8_t r = 0, g = 0, b = 0;
@@ -101,8 +104,10 @@ struct Series {
 enum class YScale { linear, log };
 
 // Every series in its own colour on shared axes with numeric ticks and a grid, and a legend (the
-// chart grows taller when the legend needs it). YScale::log draws log10(y), ticked with the values
-// themselves; points with y <= 0 have no place on it and are skipped like NaN.
+// chart grows taller when the legend needs it; past 40 series it names the first 39 and says how
+// many more are drawn). YScale::log draws log10(y), ticked with the values themselves; points with
+// y <= 0 have no place on it and are skipped like NaN. Any finite values are drawn, -1e308 to 1e308
+// included (the axes' spans are taken in long double).
 void line_chart_png(const std::string& path, const std::vector<Series>& series,
                     const std::string& title, const std::string& x_label,
                     const std::string& y_label, YScale y_scale = YScale::linear);

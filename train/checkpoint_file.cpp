@@ -7,9 +7,11 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/json_bytes.h"
+#include "tapegrad/io/quoted_text.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/nn/quantization.h"
@@ -101,14 +103,15 @@ void check_model_tensors(const nn::NamedTensors& model, const nn::StateShapes& e
   for (const auto& [name, t] : model) declared.emplace(name, &t);
   for (const auto& [name, shape] : expected) {
     const auto found = declared.find(name);
-    TG_CHECK(found != declared.end(), "tensor '", name, "' is missing (the config and data state imply ",
-             "it, with shape ", shape_str(shape), ")");
-    TG_CHECK(found->second->shape() == shape, "tensor '", name, "' has shape ",
+    TG_CHECK(found != declared.end(), "tensor ", quoted_text(name),
+             " is missing (the config and data state imply it, with shape ", shape_str(shape), ")");
+    TG_CHECK(found->second->shape() == shape, "tensor ", quoted_text(name), " has shape ",
              shape_str(found->second->shape()), " but the config and data state imply ", shape_str(shape));
     declared.erase(found);
   }
-  TG_CHECK(declared.empty(), "unexpected tensor '", declared.empty() ? "" : declared.begin()->first,
-           "' (a ", task, " model with this config and data state has none of that name)");
+  TG_CHECK(declared.empty(), "unexpected tensor ",
+           quoted_text(declared.empty() ? "" : declared.begin()->first), " (a ", task,
+           " model with this config and data state has none of that name)");
 }
 
 // "3.exp_avg" -> 3; nullopt unless the name is digits, a dot and a buffer name.
@@ -121,28 +124,47 @@ std::optional<uint64_t> parameter_index(const std::string& name) {
   return error == std::errc() && stop == digits_end ? std::optional<uint64_t>(index) : std::nullopt;
 }
 
+// Values no optimizer writes: a negative step count, or a negative exp_avg_sq (Adam's running
+// mean of squared gradients, whose square root the next step takes: NaN, then "divergence").
+// NaN and Inf are check_finite's.
+void check_optimizer_values(const std::string& stored, const std::string& buffer, const Tensor& t) {
+  if (buffer != "step" && buffer != "exp_avg_sq") return;
+  const std::vector<double> values = t.cpu().contiguous().to_host_f64();
+  const auto negative = std::find_if(values.begin(), values.end(), [](double v) { return v < 0; });
+  if (negative == values.end()) return;
+  fail("tensor ", quoted_text(stored), " holds ", *negative, " at element ",
+       negative - values.begin(), ": ", buffer == "step" ? "a step count" : "exp_avg_sq",
+       " must be >= 0");
+}
+
 // Optimizer entries against the parameters they belong to (`parameters` in the optimizer's
 // order: named_parameters(), the state_dict without its persistent buffers).
 void check_optimizer_tensors(const nn::NamedTensors& optimizer, const nn::StateShapes& parameters) {
   for (const auto& [name, t] : optimizer) {
     const std::string stored = kOptimizerPrefix + name;
     if (name == "step") {
-      TG_CHECK(t.dim() == 0, "tensor '", stored, "' must be a scalar, got shape ", shape_str(t.shape()));
+      TG_CHECK(t.dim() == 0, "tensor ", quoted_text(stored), " must be a scalar, got shape ",
+               shape_str(t.shape()));
+      check_optimizer_values(stored, name, t);
       continue;
     }
     const std::optional<uint64_t> index = parameter_index(name);
-    TG_CHECK(index.has_value(), "unexpected tensor '", stored, "' (expected '", kOptimizerPrefix,
-             "step' or '", kOptimizerPrefix, "<parameter index>.<buffer>')");
-    TG_CHECK(*index < parameters.size(), "tensor '", stored, "' names parameter ", *index,
-             " but the model has ", parameters.size());
-    if (name.substr(name.find('.') + 1) == "step") {
-      TG_CHECK(t.dim() == 0, "tensor '", stored, "' has shape ", shape_str(t.shape()),
+    TG_CHECK(index.has_value(), "unexpected tensor ", quoted_text(stored), " (expected '",
+             kOptimizerPrefix, "step' or '", kOptimizerPrefix, "<parameter index>.<buffer>')");
+    TG_CHECK(*index < parameters.size(), "tensor ", quoted_text(stored), " names parameter ",
+             *index, " but the model has ", parameters.size());
+    const std::string buffer = name.substr(name.find('.') + 1);
+    if (buffer == "step") {
+      TG_CHECK(t.dim() == 0, "tensor ", quoted_text(stored), " has shape ", shape_str(t.shape()),
                " but a step count is a scalar");
+      check_optimizer_values(stored, buffer, t);
       continue;
     }
     const auto& [parameter, shape] = parameters[*index];
-    TG_CHECK(t.shape() == shape, "tensor '", stored, "' has shape ", shape_str(t.shape()), " but parameter ",
-             *index, " ('", parameter, "') implies ", shape_str(shape));
+    TG_CHECK(t.shape() == shape, "tensor ", quoted_text(stored), " has shape ",
+             shape_str(t.shape()), " but parameter ", *index, " ('", parameter, "') implies ",
+             shape_str(shape));
+    check_optimizer_values(stored, buffer, t);
   }
 }
 
@@ -164,7 +186,7 @@ bool all_finite(const Tensor& t) {
 
 void check_finite(const nn::NamedTensors& tensors, const std::string& prefix) {
   const std::string bad = first_non_finite(tensors);
-  TG_CHECK(bad.empty(), "tensor '", prefix, bad, "' holds NaN/Inf values");
+  TG_CHECK(bad.empty(), "tensor ", quoted_text(prefix + bad), " holds NaN/Inf values");
 }
 
 }  // namespace
@@ -174,6 +196,40 @@ std::string first_non_finite(const nn::NamedTensors& tensors) {
     if (!all_finite(t)) return name;
   }
   return "";
+}
+
+namespace {
+
+// "3e+38 in 'embedding.weight'": the largest |value| among the model's floating tensors.
+std::string checkpoint_largest_weight(const nn::NamedTensors& model) {
+  double largest = 0;
+  std::string where;
+  for (const auto& [name, t] : model) {
+    if (!is_floating(t.dtype())) continue;
+    for (const double v : t.cpu().contiguous().to_host_f64()) {
+      if (std::abs(v) > largest) largest = std::abs(v), where = name;
+    }
+  }
+  std::ostringstream text;
+  text << largest << " in " << quoted_text(where);
+  return text.str();
+}
+
+}  // namespace
+
+void check_finite_result(double value, const std::string& what, const Checkpoint& checkpoint) {
+  TG_CHECK(std::isfinite(value), what, " is ", value, ", not a finite number: the model overflows ",
+           "on this input (its largest weight is ", checkpoint_largest_weight(checkpoint.model),
+           "; f32 holds up to 3.4e+38)");
+}
+
+void check_finite_results(const std::vector<double>& values, const std::string& what,
+                          const Checkpoint& checkpoint) {
+  const auto bad =
+      std::find_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
+  if (bad == values.end()) return;
+  const std::string element = " (element " + std::to_string(bad - values.begin()) + ")";
+  check_finite_result(*bad, what + element, checkpoint);
 }
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {

@@ -5,6 +5,7 @@
 // config, the data encoding (vocabulary, labels or normalisation), the step, the RNG state and
 // the loss scaler's state.
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,7 +41,9 @@ Checkpoint load_checkpoint(const std::string& path);
 // well-formed (data_state_from_json); every model tensor is one the config and data state imply
 // (model_state_shapes), none missing, none unexpected, each of the implied shape; each optimizer
 // entry is "step" or "<parameter index>.<buffer>" with the parameter's shape ("step" buffers are
-// scalars); no floating tensor, model or optimizer, holds NaN or Inf. Throws tg::Error naming the
+// scalars); no step count and no Adam exp_avg_sq is negative ("exp_avg_sq must be >= 0": its
+// square root would turn the next step into NaN); no floating tensor, model or optimizer, holds
+// NaN or Inf. Throws tg::Error naming the
 // tensor (and both shapes) or the field. The optimizer's own load_state still checks the buffer
 // names its kind keeps and their dtypes, before it changes anything. A quantized checkpoint
 // (config.quantization) must hold the quantized Linears' tensors (nn::quantized_state_shapes) with
@@ -52,6 +55,15 @@ void validate_checkpoint(const Checkpoint& checkpoint);
 // Linears first become int8 Linears (nn::quantize_structure), then load_state_dict. What eval,
 // sample, plot and analyze call, so that they load quantized checkpoints as any other.
 void load_model(nn::Module& model, const Checkpoint& checkpoint);
+
+// A number computed from a checkpoint's model (a loss, logits, attention weights, a head metric)
+// that is not finite: finite weights can still overflow f32 in the forward pass (3e38 times 2 is
+// Inf, and Inf - Inf is NaN). tg::Error naming `what`, the value and the checkpoint's largest
+// weight, the usual cause. eval, analyze, plot attention and sample all refuse such a result with
+// it (exit 2) rather than print NaN. check_finite_results names the first bad element.
+void check_finite_result(double value, const std::string& what, const Checkpoint& checkpoint);
+void check_finite_results(const std::vector<double>& values, const std::string& what,
+                          const Checkpoint& checkpoint);
 
 // The name of the first floating tensor holding a NaN or an infinity, or "" when all are finite.
 // (train checks its weights with it before saving: it never writes what load_checkpoint refuses.)

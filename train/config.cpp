@@ -69,7 +69,7 @@ void TrainConfig::validate() const {
     TG_CHECK(!inputs[i].empty(), "--inputs: column ", i + 1, " has an empty name");
     for (size_t j = 0; j < i; ++j) TG_CHECK(inputs[i] != inputs[j], "--inputs names '", inputs[i], "' twice");
   }
-  TG_CHECK(inputs.empty() || task == "timeseries", "--inputs is for timeseries only");
+  TG_CHECK(inputs.empty() || task == "timeseries", "--inputs does not apply to --task ", task);
   TG_CHECK(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw",
            "--optimizer must be sgd, adam or adamw, got '", optimizer, "'");
   TG_CHECK(val_frac >= 0 && val_frac < 1, "--val-frac must be in [0, 1), got ", val_frac);
@@ -99,6 +99,25 @@ nlohmann::json inputs_to_json(const std::vector<std::string>& inputs) {
 }
 
 }  // namespace
+
+std::vector<FlagScope> train_flag_scopes(const TrainConfig& c) {
+  const std::string task = "--task " + c.task;
+  // charlm --layers 0 is an embedding and a head: no attention, no layers to recompute.
+  const bool has_attention = c.task != "charlm" || c.layers > 0;
+  const std::string no_attention = "a model without attention (--task charlm --layers 0)";
+  // sinusoidal is added to the embedding (and none leaves it out); rope and alibi act in attention.
+  const bool position_outside_attention = c.position == "sinusoidal" || c.position == "none";
+  return {
+      {{"window", "horizon", "target", "inputs", "normalize"}, c.task == "timeseries", task},
+      {{"tokenizer"}, c.task == "textcls", task},
+      {{"context"}, c.task == "charlm", task},
+      {{"attention", "heads", "dropout", "checkpoint-activations"}, has_attention, no_attention},
+      {{"position"}, has_attention || position_outside_attention,
+       no_attention + ", where --position " + c.position + " has no attention to act in"},
+      tf32_scope(c.device),
+      {{"eval-every"}, c.val_frac > 0, "--val-frac 0 (no validation split)"},
+  };
+}
 
 std::vector<std::string> parse_inputs(const std::string& text) {
   std::vector<std::string> names;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/nn/models.h"
+#include "tapegrad/train/flag_scope.h"
 
 namespace tg::train {
 
@@ -72,6 +73,11 @@ nlohmann::json to_json(const TrainConfig& config);
 // may be missing (amp: "none", quantization: "none", attention: "full", position: "sinusoidal",
 // schedule: "cosine", inputs: every column), never malformed.
 TrainConfig config_from_json(const nlohmann::json& json);
+
+// Which of `tapegrad train`'s flags apply to this config (train/flag_scope.h): each task's data
+// flags to that task only, the attention flags to a model with attention, --tf32 to CUDA,
+// --eval-every to a run with a validation split.
+std::vector<FlagScope> train_flag_scopes(const TrainConfig& config);
 
 // --inputs "A,B,C" -> {"A", "B", "C"}; an empty name (",," or a trailing comma) is a tg::Error.
 std::vector<std::string> parse_inputs(const std::string& text);

@@ -5,6 +5,9 @@
 // - A UTF-8 byte-order mark at the start of a file is skipped; "\r\n" line ends are accepted.
 // - Blank lines (only whitespace) are skipped in CSV and TSV files; line numbers in messages are
 //   the physical (1-based) line numbers of the file.
+// - CSV cells are numbers by io/strict_numbers.h: decimal only (no hex, inf, nan or leading '+'),
+//   subnormals accepted. A header naming a column twice is an error. Text from the file is quoted
+//   in messages with io/quoted_text.h (a NUL or newline is spelled out, never printed raw).
 // - Invalid UTF-8: each byte that does not start a well-formed sequence becomes its own one-byte
 //   token and decoding resumes at the next byte (no error: any file can be read, and the same
 //   bytes always give the same tokens).
@@ -18,14 +21,15 @@
 #include "tapegrad/train/datasets.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
+#include <limits>
 #include <tuple>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/io/file_io.h"
+#include "tapegrad/io/quoted_text.h"
+#include "tapegrad/io/strict_numbers.h"
 
 namespace tg::train {
 
@@ -101,18 +105,33 @@ std::vector<std::string> split_csv(const std::string& line) {
   return cells;
 }
 
-bool parse_number(const std::string& cell, double& value) {
-  if (cell.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  value = std::strtod(cell.c_str(), &end);
-  return end == cell.c_str() + cell.size() && errno != ERANGE && std::isfinite(value);
-}
-
 struct Table {
   std::vector<std::string> columns;
   std::vector<std::vector<double>> rows;
 };
+
+// The header's names, each at most once: a second column of the same name could never be picked
+// by --target or --inputs, and a checkpoint's columns would not say which one it read.
+void check_distinct_columns(const std::vector<std::string>& columns, const std::string& path) {
+  std::unordered_map<std::string, size_t> first_column;  // name -> its first column, 0-based
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const auto [first, added] = first_column.emplace(columns[c], c);
+    TG_CHECK(added, "load_timeseries: '", path, "' line 1: columns ", first->second + 1, " and ",
+             c + 1, " are both named ", quoted_text(columns[c]));
+  }
+}
+
+// One cell as a number (io/strict_numbers.h: decimal only, finite), or a tg::Error naming it.
+double csv_number(const Table& table, const std::string& path, const Line& line, size_t c,
+                  const std::string& cell) {
+  std::string why;
+  const std::optional<double> value = read_finite_double(cell, &why);
+  if (!value) {
+    fail("load_timeseries: '", path, "' line ", line.number, ", column ", c + 1, " (",
+         quoted_text(table.columns[c]), "): ", quoted_text(cell), " ", why);
+  }
+  return *value;
+}
 
 Table read_csv(const std::string& path) {
   const char* what = "load_timeseries";
@@ -120,6 +139,7 @@ Table read_csv(const std::string& path) {
   TG_CHECK(!lines.empty(), what, ": '", path, "' is empty (expected a header row and numeric rows)");
   Table table;
   table.columns = split_csv(lines[0].text);
+  check_distinct_columns(table.columns, path);
   TG_CHECK(lines.size() > 1, what, ": '", path, "' has a header row but no data rows");
   const size_t width = table.columns.size();
   for (size_t l = 1; l < lines.size(); ++l) {
@@ -127,10 +147,7 @@ Table read_csv(const std::string& path) {
     TG_CHECK(cells.size() == width, what, ": '", path, "' line ", lines[l].number, ": ragged row with ",
              cells.size(), " cells, the header has ", width);
     std::vector<double> row(width);
-    for (size_t c = 0; c < width; ++c) {
-      TG_CHECK(parse_number(cells[c], row[c]), what, ": '", path, "' line ", lines[l].number, ", column ",
-               c + 1, " ('", table.columns[c], "'): '", cells[c], "' is not a finite number");
-    }
+    for (size_t c = 0; c < width; ++c) row[c] = csv_number(table, path, lines[l], c, cells[c]);
     table.rows.push_back(std::move(row));
   }
   return table;
@@ -148,8 +165,9 @@ std::pair<Tensor, Tensor> make_windows(const Table& table, int64_t first, int64_
   auto normalised = [&](int64_t row, int64_t column) {
     const float value = static_cast<float>((table.rows[row][column] - norm.mean[column]) / norm.stddev[column]);
     // A value past f32's range (about 3.4e38) would train on infinities: normalise it or scale it.
-    TG_CHECK(std::isfinite(value), "load_timeseries: data row ", row + 1, ", column '", table.columns[column],
-             "': ", table.rows[row][column], " is too large for f32 after normalisation");
+    TG_CHECK(std::isfinite(value), "load_timeseries: data row ", row + 1, ", column ",
+             quoted_text(table.columns[column]), ": ", table.rows[row][column],
+             " is too large for f32 after normalisation");
     return value;
   };
   for (int64_t n = 0; n < count; ++n) {
@@ -166,37 +184,16 @@ int64_t column_index(const Table& table, const std::string& name, const std::str
   const auto found = std::find(table.columns.begin(), table.columns.end(), name);
   if (found == table.columns.end()) {
     std::string names;
-    for (const auto& column : table.columns) names += (names.empty() ? "" : ", ") + column;
-    fail("load_timeseries: '", path, "': ", role, " column '", name, "' not found (columns: ", names, ")");
+    for (const auto& column : table.columns) {
+      names += (names.empty() ? "" : ", ") + quoted_text(column);
+    }
+    fail("load_timeseries: '", path, "': ", role, " column ", quoted_text(name),
+         " not found (columns: ", names, ")");
   }
   return found - table.columns.begin();
 }
 
 // ---- UTF-8 --------------------------------------------------------------------------------------
-
-// Length of the well-formed UTF-8 sequence starting at text[i], or 0 when it is not one
-// (the table of well-formed byte sequences in the Unicode standard, section 3.9).
-size_t utf8_sequence_length(const std::string& text, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) length = 2;
-  else if (lead == 0xE0) length = 3, low = 0xA0;          // no overlong forms
-  else if (lead >= 0xE1 && lead <= 0xEC) length = 3;
-  else if (lead == 0xED) length = 3, high = 0x9F;         // no surrogates
-  else if (lead >= 0xEE && lead <= 0xEF) length = 3;
-  else if (lead == 0xF0) length = 4, low = 0x90;          // no overlong forms
-  else if (lead >= 0xF1 && lead <= 0xF3) length = 4;
-  else if (lead == 0xF4) length = 4, high = 0x8F;         // nothing above U+10FFFF
-  else return 0;                                          // continuation byte, C0, C1, F5..FF
-  if (i + length > text.size()) return 0;
-  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
-  for (size_t k = 2; k < length; ++k)
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  return length;
-}
 
 std::vector<std::string> utf8_chars(const std::string& text) {
   std::vector<std::string> chars;
@@ -249,7 +246,7 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
   for (const std::string& name : spec.inputs) {
     const int64_t index = column_index(table, name, path, "input");
     TG_CHECK(std::find(data.input_columns.begin(), data.input_columns.end(), index) == data.input_columns.end(),
-             what, ": input column '", name, "' is named twice");
+             what, ": input column ", quoted_text(name), " is named twice");
     data.input_columns.push_back(index);
   }
   if (spec.inputs.empty()) {
@@ -270,7 +267,8 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
              " stddevs, '", path, "' has ", width, " columns");
     for (int64_t c = 0; c < width; ++c)
       TG_CHECK(std::isfinite(norm->mean[c]) && std::isfinite(norm->stddev[c]) && norm->stddev[c] > 0, what,
-               ": the given normalization of column '", table.columns[c], "' is invalid (mean ", norm->mean[c],
+               ": the given normalization of column ", quoted_text(table.columns[c]),
+               " is invalid (mean ", norm->mean[c],
                ", stddev ", norm->stddev[c], ")");
     data.norm = *norm;
   } else if (!spec.zscore) {
@@ -289,8 +287,9 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
       for (int64_t r = 0; r < covered; ++r) squares += (table.rows[r][c] - mean) * (table.rows[r][c] - mean);
       const double stddev = std::sqrt(squares / static_cast<double>(covered));
       data.norm.mean[c] = mean;
-      TG_CHECK(std::isfinite(mean) && std::isfinite(stddev), what, ": '", path, "': column '",
-               table.columns[c], "' has values too large to normalise (mean ", mean, ", stddev ", stddev, ")");
+      TG_CHECK(std::isfinite(mean) && std::isfinite(stddev), what, ": '", path, "': column ",
+               quoted_text(table.columns[c]), " has values too large to normalise (mean ", mean,
+               ", stddev ", stddev, ")");
       data.norm.stddev[c] = stddev > 0 ? stddev : 1.0;
     }
   }
@@ -348,6 +347,7 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
     std::vector<std::string> tokens;
   };
   std::vector<Raw> raws;
+  int64_t longer = 0, longest = 0, longest_line = 0;  // lines past max_len, the longest of them
   for (const Line& line : lines) {
     const size_t tab = line.text.find('\t');
     TG_CHECK(tab != std::string::npos, what, ": '", path, "' line ", line.number,
@@ -356,9 +356,19 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
     TG_CHECK(!raw.label.empty(), what, ": '", path, "' line ", line.number, ": label missing before the tab");
     TG_CHECK(!raw.tokens.empty(), what, ": '", path, "' line ", line.number, ": the text has no ",
              tokenizer_name(tokenizer), " tokens");
-    if (static_cast<int64_t>(raw.tokens.size()) > max_len) raw.tokens.resize(max_len);
+    const int64_t length = static_cast<int64_t>(raw.tokens.size());
+    if (length > max_len) ++longer;
+    if (length > max_len && length > longest) {
+      longest = length;
+      longest_line = raw.line;
+    }
     raws.push_back(std::move(raw));
   }
+  // Never cut short: a sequence past max_len is an error (the model's positions end there).
+  TG_CHECK(longer == 0, what, ": '", path, "' line ", longest_line, " has ", longest, " ",
+           tokenizer_name(tokenizer), " tokens, past the model's max_len ", max_len,
+           longer == 1 ? " (the only line past it" : " (the longest of " +
+           std::to_string(longer) + " lines past it", "; train with --max-len ", longest, ")");
   const int64_t total = static_cast<int64_t>(raws.size());
   const int64_t train_count = total - validation_count(total, val_frac);
   TG_CHECK(train_count >= 1, what, ": '", path, "' leaves no training examples");
@@ -382,8 +392,9 @@ TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t m
   for (int64_t i = 0; i < total; ++i) {
     const Raw& raw = raws[i];
     const auto found = std::find(data.labels.begin(), data.labels.end(), raw.label);
-    TG_CHECK(found != data.labels.end(), what, ": '", path, "' line ", raw.line, ": label '", raw.label,
-             labels ? "' is not one of the given labels" : "' does not appear in the training split");
+    TG_CHECK(found != data.labels.end(), what, ": '", path, "' line ", raw.line, ": label ",
+             quoted_text(raw.label),
+             labels ? " is not one of the given labels" : " does not appear in the training split");
     TextExample example;
     example.label = found - data.labels.begin();
     for (const auto& token : raw.tokens) example.tokens.push_back(data.vocab.id(token));
@@ -418,31 +429,69 @@ TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::v
 
 // ---- character language model -------------------------------------------------------------------
 
+namespace {
+
+// How many characters `text` holds: its UTF-8 code points, and each byte of it that does not
+// start a well-formed sequence.
+int64_t charlm_character_count(const std::string& text) {
+  int64_t count = 0;
+  for (size_t i = 0; i < text.size(); ++count) {
+    i += std::max<size_t>(utf8_sequence_length(text, i), 1);  // a bad byte alone
+  }
+  return count;
+}
+
+// Calls visit(character) on each character of `text` in order (as utf8_chars splits it), with
+// no vector of them.
+template <typename Visit>
+void charlm_for_each_character(const std::string& text, Visit visit) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = std::max<size_t>(utf8_sequence_length(text, i), 1);  // a bad byte alone
+    visit(text.substr(i, length));  // at most 4 bytes: in the string itself, no allocation
+    i += length;
+  }
+}
+
+}  // namespace
+
+int64_t CharLMData::corpus_bytes() const {
+  return static_cast<int64_t>((train.capacity() + val.capacity()) * sizeof(CharId));
+}
+
+// One pass counts the characters, so that train and val are allocated once at their exact size;
+// the second gives each its id (the training part adds its characters to the vocabulary, in order
+// of first appearance, unless `vocab` is given).
 CharLMData load_charlm(const std::string& path, double val_frac, const Vocabulary* vocab) {
   const char* what = "load_charlm";
   check_val_frac(val_frac, what);
-  const std::vector<std::string> chars = utf8_chars(read_file(path, what));
-  TG_CHECK(!chars.empty(), what, ": '", path, "' is empty");
-  const int64_t total = static_cast<int64_t>(chars.size());
+  const std::string text = read_file(path, what);
+  const int64_t total = charlm_character_count(text);
+  TG_CHECK(total > 0, what, ": '", path, "' is empty");
   const int64_t train_count = total - validation_count(total, val_frac);
 
   CharLMData data;
-  if (vocab) {
+  if (vocab) {  // one built here always fits (CharId)
+    TG_CHECK(vocab->size() <= std::numeric_limits<CharId>::max(), what, ": a vocabulary of ",
+             vocab->size(), " characters does not fit a 32-bit id");
     data.vocab = *vocab;
-  } else {
-    for (int64_t i = 0; i < train_count; ++i) data.vocab.add(chars[i]);
   }
-  for (int64_t i = 0; i < total; ++i) (i < train_count ? data.train : data.val).push_back(data.vocab.id(chars[i]));
+  data.train.reserve(train_count);
+  data.val.reserve(total - train_count);
+  charlm_for_each_character(text, [&](const std::string& character) {
+    const bool training = static_cast<int64_t>(data.train.size()) < train_count;
+    const int64_t id = training && !vocab ? data.vocab.add(character) : data.vocab.id(character);
+    (training ? data.train : data.val).push_back(static_cast<CharId>(id));
+  });
   return data;
 }
 
-int64_t charlm_examples(const std::vector<int64_t>& ids, int64_t context) {
+int64_t charlm_examples(const std::vector<CharId>& ids, int64_t context) {
   TG_CHECK(context >= 1, "charlm_examples: context ", context, " must be at least 1");
   const int64_t n = static_cast<int64_t>(ids.size());
   return n - 1 >= context ? (n - 1) / context : 0;  // (not context + 1, which may overflow)
 }
 
-std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<int64_t>& tokens, int64_t context,
+std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<CharId>& tokens, int64_t context,
                                             const std::vector<int64_t>& example_ids) {
   TG_CHECK(!example_ids.empty(), "make_charlm_batch: no examples in the batch");
   const int64_t count = charlm_examples(tokens, context);

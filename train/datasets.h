@@ -59,7 +59,7 @@ struct Vocabulary {
 // ---- text classification: TSV, one "label<TAB>text" per line -----------------------------------
 
 struct TextExample {
-  std::vector<int64_t> tokens;  // truncated to max_len, at least 1 token
+  std::vector<int64_t> tokens;  // 1 to max_len tokens (a longer line is an error, never cut)
   int64_t label = 0;
 };
 
@@ -71,7 +71,8 @@ struct TextClsData {
 };
 
 // `vocab` and `labels` given: encode with them (eval of a checkpoint); validation lines whose
-// label is unknown are an error.
+// label is unknown are an error. A line of more than max_len tokens is an error naming the
+// longest such line and its length, never truncated.
 TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t max_len,
                          double val_frac, const Vocabulary* vocab = nullptr,
                          const std::vector<std::string>* labels = nullptr);
@@ -89,17 +90,24 @@ TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::v
 
 // ---- character language model: plain UTF-8 text -----------------------------------------------
 
+// A character's id in 4 bytes: a vocabulary holds at most the 1,112,064 Unicode scalar values, 256
+// lone bytes and the two specials, far below 2^31.
+using CharId = int32_t;
+
+// The corpus is held once, as one CharId per character (4 bytes per character, the file's bytes
+// are dropped after decoding); an example is a window into it, copied only into its batch.
 struct CharLMData {
-  Vocabulary vocab;                  // characters of the training split
-  std::vector<int64_t> train, val;   // token ids; val = the last val_frac of the text
+  Vocabulary vocab;                 // characters of the training split
+  std::vector<CharId> train, val;   // token ids; val = the last val_frac of the text
+  int64_t corpus_bytes() const;     // heap bytes of train and val (their capacity)
 };
 CharLMData load_charlm(const std::string& path, double val_frac, const Vocabulary* vocab = nullptr);
 
 // Example i is ids[i*context, i*context + context + 1): inputs are the first context tokens,
 // targets the same shifted by one. Returns how many examples fit.
-int64_t charlm_examples(const std::vector<int64_t>& ids, int64_t context);
+int64_t charlm_examples(const std::vector<CharId>& ids, int64_t context);
 // inputs and targets [B, context] for examples[ids].
-std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<int64_t>& tokens, int64_t context,
+std::pair<Tensor, Tensor> make_charlm_batch(const std::vector<CharId>& tokens, int64_t context,
                                             const std::vector<int64_t>& example_ids);
 
 // ---- batch order -------------------------------------------------------------------------------

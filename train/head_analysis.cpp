@@ -22,16 +22,29 @@ std::vector<int64_t> evenly_spaced(int64_t total, int64_t count) {
   return ids;
 }
 
+// What attention layer `layer` reads, checked finite: huge but finite weights overflow f32 before
+// it (a LayerNorm's sum), and softmax turns a row of NaN scores into zeros, not NaN.
+Tensor finite_attention_input(const Tensor& input, size_t layer, const Checkpoint& checkpoint) {
+  check_finite_results(input.to_host_f64(), "the input of attention layer " + std::to_string(layer),
+                       checkpoint);
+  return input;
+}
+
 // The attention weights [B, heads, S, S] of every layer of a model, on h [B, S, dim] as the first
 // attention reads it, with the model's mask. Encoder layers are pre-norm: each attention reads
 // norm1 of the layer's input.
 std::vector<Tensor> all_layer_weights(const std::vector<std::shared_ptr<nn::TransformerEncoderLayer>>& layers,
                                       const std::shared_ptr<nn::MultiHeadAttention>& single, Tensor h,
-                                      const Tensor& mask, bool causal) {
-  if (single) return {single->forward(h, h, h, mask, /*need_weights=*/true, causal).weights};
+                                      const Tensor& mask, bool causal,
+                                      const Checkpoint& checkpoint) {
+  if (single) {
+    finite_attention_input(h, 0, checkpoint);
+    return {single->forward(h, h, h, mask, /*need_weights=*/true, causal).weights};
+  }
   std::vector<Tensor> weights;
   for (const auto& layer : layers) {
-    const Tensor normed = layer->norm1->forward(h);
+    const Tensor normed =
+        finite_attention_input(layer->norm1->forward(h), weights.size(), checkpoint);
     weights.push_back(layer->attn->forward(normed, normed, normed, mask, true, causal).weights);
     h = layer->forward(h, mask, causal);
   }
@@ -50,6 +63,17 @@ void accumulate(std::vector<std::vector<HeadMetricTotals>>& totals, const std::v
       for (size_t h = 0; h < per_head.size(); ++h) totals[l][h] += per_head[h];
     }
   }
+}
+
+// The weights of every layer finite, or check_finite_result's error naming the layer: huge but
+// finite weights overflow f32 and leave NaN attention, whose metrics would read as zeros.
+const std::vector<Tensor>& finite_attention_weights(const std::vector<Tensor>& weights,
+                                                    const Checkpoint& checkpoint) {
+  for (size_t l = 0; l < weights.size(); ++l) {
+    check_finite_results(weights[l].to_host_f64(),
+                         "the attention weights of layer " + std::to_string(l), checkpoint);
+  }
+  return weights;
 }
 
 }  // namespace
@@ -81,8 +105,9 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
                                            ids.begin() + std::min(ids.size(), start + kBatch));
       const TextBatch batch = make_text_batch(data.train, batch_ids);
       const Tensor mask = nn::padding_mask(batch.lengths, batch.tokens.size(1));  // true = a real key
-      accumulate(totals, all_layer_weights(model.layers, model.mha, model.embed(batch.tokens), mask, false),
-                 batch.lengths, false);
+      const std::vector<Tensor> weights = all_layer_weights(
+          model.layers, model.mha, model.embed(batch.tokens), mask, false, checkpoint);
+      accumulate(totals, finite_attention_weights(weights, checkpoint), batch.lengths, false);
     }
     analysis.sequences = static_cast<int64_t>(ids.size());
   } else {
@@ -99,8 +124,9 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
                                            ids.begin() + std::min(ids.size(), start + kBatch));
       const Tensor inputs = make_charlm_batch(data.train, config.context, batch_ids).first;
       const std::vector<int64_t> lengths(batch_ids.size(), config.context);
-      accumulate(totals, all_layer_weights(model.layers, nullptr, model.embed(inputs), Tensor(), true),
-                 lengths, true);
+      const std::vector<Tensor> weights =
+          all_layer_weights(model.layers, nullptr, model.embed(inputs), Tensor(), true, checkpoint);
+      accumulate(totals, finite_attention_weights(weights, checkpoint), lengths, true);
     }
     analysis.sequences = static_cast<int64_t>(ids.size());
   }

@@ -28,6 +28,7 @@
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/progress.h"
+#include "tapegrad/train/run_definition.h"
 #include "tapegrad/train/tasks.h"
 #include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
@@ -49,19 +50,16 @@ std::string number(double value) {
 }
 
 // Every output is checked before training, not after it: a path that cannot be written, or one
-// that would overwrite the data being trained on, is an error while nothing has been spent yet.
+// that would overwrite an input or another output, is an error while nothing has been spent yet.
 void check_outputs(const TrainRun& run, const std::string& data) {
-  const std::pair<const char*, const std::string*> outputs[] = {
-      {"--save", &run.save}, {"--save-init", &run.save_init}, {"--log", &run.log},
-      {"--profile-trace", &run.profile_trace}, {"--grad-stats", &run.grad_stats}};
-  for (const auto& [flag, path] : outputs) {
-    if (path->empty()) continue;
+  const std::vector<NamedPath> outputs = {
+      {"--save", run.save}, {"--save-init", run.save_init}, {"--log", run.log},
+      {"--grad-stats", run.grad_stats}, {"--profile-trace", run.profile_trace}};
+  check_distinct_files({{"--data", data}, {"--resume", run.resume}}, outputs);
+  for (const NamedPath& output : outputs) {
     // (A log may be a stream such as /dev/stdout; opening it, just before training, checks it.)
-    const bool is_log = flag == std::string("--log") || flag == std::string("--grad-stats");
-    if (!is_log) check_output_path(*path, flag);
-    TG_CHECK(!same_file(*path, data), flag, " ", *path, " is the training data file ", data);
-    TG_CHECK(flag == std::string("--save") || run.save.empty() || !same_file(*path, run.save), flag,
-             " ", *path, " is also the --save file");
+    const bool is_log = output.flag == "--log" || output.flag == "--grad-stats";
+    if (!output.path.empty() && !is_log) check_output_path(output.path, output.flag);
   }
 }
 
@@ -78,9 +76,13 @@ void check_resume_conflicts(const TrainConfig& saved, const TrainConfig& asked,
     std::string key = flag == "no-shuffle" ? "shuffle" : flag;
     std::replace(key.begin(), key.end(), '-', '_');
     if (may_change.count(flag) || !saved_json.contains(key)) continue;
-    TG_CHECK(saved_json[key] == asked_json[key], "--resume: --", flag, " ", asked_json[key].dump(),
-             " conflicts with the checkpoint's ", key, " ", saved_json[key].dump(),
-             " (a resumed run keeps the saved model and settings)");
+    if (saved_json[key] == asked_json[key]) continue;
+    // A switch is named alone ("--no-shuffle"), a value with it ("--lr 0.1").
+    const std::string asked_text = saved_json[key].is_boolean() ? "" : " " + asked_json[key].dump();
+    const std::string saved_text = flag == "no-shuffle" ? "shuffled batches"
+                                                        : key + " " + saved_json[key].dump();
+    fail("--resume: --", flag, asked_text, " conflicts with the checkpoint's ", saved_text,
+         " (a resumed run keeps the saved model and settings)");
   }
 }
 
@@ -141,6 +143,7 @@ struct Training {
   void build_model();
   void save_initial_weights() const;
   void plan_steps();
+  dist::RunDefinition definition() const;
   void open_logs();
   // After the vote.
   void start_gradient_sync();
@@ -160,6 +163,7 @@ struct Training {
                 const std::string& val_columns);
   std::optional<int> check_divergence(int64_t step, const StepReport& report, bool evaluated);
   // The end.
+  void stop_recording();
   void finish_outputs();
   void write_trace_file();
   std::optional<int> save_final();
@@ -192,6 +196,8 @@ struct Training {
   int64_t bytes_before = 0;  // allocated when training started
   std::unique_ptr<Profiler> profiler;
   std::unique_ptr<TraceRecorder> trace;
+  nlohmann::json trace_events;     // the trace's, once recording stopped
+  int64_t trace_steps_kept = 0;
   std::optional<Progress> progress;
   std::vector<std::vector<int64_t>> batches;  // the epoch batches_epoch's
   int64_t batches_epoch = -1;
@@ -209,11 +215,11 @@ Training::Training(const TrainRun& asked, dist::Communicator& comm)
 void Training::resolve_config() {
   if (resuming) resume_config();
   config.validate();
+  check_flags_apply(run.given, train_flag_scopes(config));  // resumed: the checkpoint's model
   // (eval and sample accept such a checkpoint: dropout is off there)
   TG_CHECK(config.model_config().attention.kind != nn::AttentionKind::performer || config.dropout == 0,
            "--attention performer cannot train with --dropout ", config.dropout,
            ": FAVOR+ never forms the attention weights that dropout drops (pass --dropout 0)");
-  config.data = dist::test_data_path(comm, config.data);  // a test hook (one rank's bad input)
   TG_CHECK(config.batch % ranks == 0, "--batch ", config.batch,
            " (the global batch) is not divisible by the ", ranks, " processes of the job");
   std::error_code ignored;
@@ -253,7 +259,6 @@ void Training::build_model() {
   model = &task->model();
   model->train();
   if (resuming) model->load_state_dict(resumed.model);
-  if (!run.save_init.empty()) save_initial_weights();
   optimizer = make_optimizer(config, model->parameters());
   if (!resumed.optimizer.empty()) optimizer->load_state(resumed.optimizer);
   // --amp: forward and loss under autocast; f16 needs loss scaling, bf16 (f32's exponent range)
@@ -294,6 +299,21 @@ void Training::plan_steps() {
            " steps");
   schedule = config.schedule == "constant" ? warmup_constant(config.lr, config.warmup, total)
                                            : WarmupCosine(config.lr, config.warmup, total);
+}
+
+// Data parallel: what defines this rank's run (train/run_definition.h), which the ranks compare
+// before anything is written and before any collective is sized by it. Built before the vote
+// (reading the --resume file again may fail); nothing to compare in one process.
+dist::RunDefinition Training::definition() const {
+  if (ranks == 1) return {};
+  const std::string checkpoint =
+      resuming ? "step " + std::to_string(resumed.step) + ", SHA-256 " +
+                     sha256_hex(read_regular_file(run.resume, "--resume"))
+               : "none";
+  return run_definition({.config = config, .stop_after = run.stop_after, .resumed = checkpoint,
+                         .data_sha256 = data_hash, .data_state = data_state,
+                         .examples = examples, .planned_steps = total, .first_step = first,
+                         .last_step = last, .parameters = model->named_parameters()});
 }
 
 // --log (its header written now) and --grad-stats, with the parameter names its rows carry.
@@ -365,7 +385,7 @@ std::optional<int> Training::train_steps() {
 std::optional<int> Training::run_step(int64_t step) {
   const int64_t epoch = step / per_epoch;
   if (epoch != batches_epoch) start_epoch(epoch);
-  dist::test_maybe_die(comm, step + 1);  // a test hook (a rank that dies mid-run)
+  dist::run_step_hook(comm, step + 1);  // a test hook (tapegrad_hooked's rank that dies)
   const StepReport report = take_step(step);
   const bool evaluate = evaluation_due(step);
   const std::string val_columns = evaluate && task->examples(false) > 0 ? validate(step) : ",";
@@ -493,30 +513,36 @@ std::optional<int> Training::check_divergence(int64_t step, const StepReport& re
   return std::nullopt;
 }
 
-// After the last step: the progress bar ends, the logs close, the trace is written and the
-// per-op profile printed.
-void Training::finish_outputs() {
+// After the last step: the progress bar ends, and the trace and the profiler stop recording
+// (the save that follows is not part of any step).
+void Training::stop_recording() {
   progress->finish();
+  if (trace) {
+    trace_events = trace->trace();
+    trace_steps_kept = trace->steps_kept();
+    trace.reset();  // out of the seam before the profiler ends
+  }
+  profiler.reset();
+}
+
+// After the checkpoint: the logs close, the trace is written and the per-op profile printed.
+void Training::finish_outputs() {
   if (log) log->close();
   if (grad_stats) grad_stats->close();
-  if (trace) write_trace_file();
-  if (profiler) {
-    profiler.reset();
+  if (!run.profile_trace.empty()) write_trace_file();
+  if (run.profile) {
     std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap "
               << "since the previous op, see autograd/profiler.h):\n"
               << format_profile(profile_results(), 30);
   }
 }
 
-// --profile-trace: the steps the recorder kept, written once it is out of the seam.
+// --profile-trace: the steps the recorder kept.
 void Training::write_trace_file() {
-  const nlohmann::json events = trace->trace();
-  const int64_t steps_written = trace->steps_kept();
-  trace.reset();  // out of the seam before the profiler ends
-  write_trace(run.profile_trace, events, "--profile-trace");
+  write_trace(run.profile_trace, trace_events, "--profile-trace");
   std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s); open it in ui.perfetto.dev or "
                "chrome://tracing\n", run.profile_trace.c_str(),
-               static_cast<long long>(steps_written), run.profile_schedule.describe().c_str());
+               static_cast<long long>(trace_steps_kept), run.profile_schedule.describe().c_str());
 }
 
 // --save: every rank checks the final weights (the same weights everywhere), rank 0 writes them;
@@ -583,19 +609,27 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   training.resolve_config();
   training.build_model();
   training.plan_steps();
+  const dist::RunDefinition definition = training.definition();
+  // Every rank has its data, model and optimizer: vote, so that a failure on one stops them all;
+  // then check that all of them run the same job (dist/job.h), before anything is written.
+  dist::setup_succeeded(comm);
+  dist::check_ranks_agree(comm, definition);
+  if (!training.run.save_init.empty()) training.save_initial_weights();
   if (training.resuming) set_rng_state(training.resumed.rng);  // dropout continues where it stopped
   training.open_logs();
-  // Every rank has its data, model and optimizer: vote, so that a failure on one stops them all.
-  dist::setup_succeeded(comm);
+  dist::setup_succeeded(comm);  // and rank 0 opened its logs
   setup_done = true;
   training.start_gradient_sync();
   training.announce_run();
   training.start_profiling();
   training.announce_data_parallel();
   if (const std::optional<int> stopped = training.train_steps()) return *stopped;  // diverged
-  training.finish_outputs();
+  // The checkpoint first, the diagnostics after: a trace that cannot be written never costs the
+  // trained model.
+  training.stop_recording();
   const int64_t peak_bytes = allocator_stats().peak_bytes - training.bytes_before;
   if (const std::optional<int> stopped = training.save_final()) return *stopped;  // diverged
+  training.finish_outputs();
   comm.barrier();  // no rank reports success before rank 0 has written its checkpoint
   if (comm.rank() == 0) training.print_summary(peak_bytes);
   return 0;

@@ -148,7 +148,8 @@ float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixe
       const float magnitude = __builtin_fabsf(row[c]);
       if (magnitude < __builtin_inff() && magnitude > row_largest) row_largest = magnitude;
     }
-    scale = row_largest > 0 ? row_largest / 127.0f : 1.0f;
+    const float per_row_scale = row_largest / 127.0f;  // at least 2^-126, as the plain loop's
+    scale = row_largest > 0 ? (per_row_scale > 0x1p-126f ? per_row_scale : 0x1p-126f) : 1.0f;
   }
   const __m256 scale_vec = _mm256_set1_ps(scale);
   // 32 at a time: four vectors of i32 narrowed to 32 bytes. The two packs work within 128-bit

@@ -317,3 +317,18 @@ TEST_CASE("checkpoint under autocast recomputes with the same policy and gradien
     require_equal_values(recomputed[i], plain[i]);  // the same computation, bit for bit
   }
 }
+
+TEST_CASE("a cached parameter cast is made again after an in-place write", "[autocast][version]") {
+  const Tensor w = from_values({1, 2}, {2}).requires_grad_();
+  Autocast autocast(DType::bf16);
+  const Tensor before = autocast_to_half(w);
+  REQUIRE(before.to_host_f64() == std::vector<double>{1, 2});
+  {
+    NoGrad no_grad;
+    w.copy_(from_values({3, 4}, {2}));  // what an optimizer step inside the scope does
+  }
+  const Tensor after = autocast_to_half(w);
+  REQUIRE_FALSE(after.same(before));
+  REQUIRE(after.to_host_f64() == std::vector<double>{3, 4});  // not the stale [1, 2]
+  REQUIRE(autocast_to_half(w).same(after));  // and cached again
+}

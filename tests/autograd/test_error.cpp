@@ -59,3 +59,12 @@ TEST_CASE("set_num_threads takes 0 (all cores) to kMaxThreads", "[error][threads
   tg::set_num_threads(0);
   REQUIRE(tg::num_threads() >= 1);
 }
+
+TEST_CASE("tg::fail keeps a message on one line: a NUL or newline it quotes is spelled out",
+          "[error]") {
+  const std::string cell("1\0" "2\n3", 5);
+  REQUIRE_THROWS_WITH(tg::fail("value '", cell, "' is bad"), "value '1\\x002\\x0a3' is bad");
+  REQUIRE_THROWS_WITH([] { TG_CHECK(false, "tab\there, DEL\x7f, esc\x1b[2J"); }(),
+                      "tab\\x09here, DEL\\x7f, esc\\x1b[2J");
+  REQUIRE_THROWS_WITH(tg::fail("caf\xC3\xA9 \\x00 stays"), "caf\xC3\xA9 \\x00 stays");  // UTF-8, text
+}

@@ -132,3 +132,17 @@ TEST_CASE("storage: a Storage object counts its own bytes", "[storage]") {
   }
   REQUIRE(allocator_stats().current_bytes == start);
 }
+
+TEST_CASE("storage: the version starts at 0 and counts in-place writes for every view",
+          "[storage][version]") {
+  const Tensor t = zeros({2, 2});
+  REQUIRE(t.version() == 0);
+  t.storage()->bump_version();
+  REQUIRE(t.version() == 1);
+  const Tensor view = t.transpose(0, 1);
+  view.fill_(3);  // through a view: the one storage's counter
+  REQUIRE(t.version() == 2);
+  REQUIRE(view.version() == 2);
+  REQUIRE(t.clone().version() == 0);  // a copy is a new storage
+  REQUIRE(empty({3}).version() == 0);
+}

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -440,4 +441,96 @@ TEST_CASE("tape: a very deep graph is freed without overflowing the stack", "[ta
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   INFO("child exit code " << exit_code << " (139 = SIGSEGV: freeing the graph recursed per node)");
   REQUIRE(exit_code == 0);
+}
+
+TEST_CASE("tape: backward refuses a node whose saved tensor was written in place since",
+          "[tape][version]") {
+  // y = sum(w * x): mul saves w and x; d y/dw = x = [3, 4] as the forward saw it.
+  const Tensor w = from_values({1, 2}, {2}).requires_grad_();
+  const Tensor x = from_values({3, 4}, {2});
+  Tensor y = sum(w * x);
+  x.fill_(0);  // the gradient would now be [0, 0], silently
+  REQUIRE_THROWS_WITH(y.backward(),
+                      Catch::Contains("modified by an in-place operation") &&
+                          Catch::Contains("'mul'") && Catch::Contains("shape [2]") &&
+                          Catch::Contains("at version 0, now version 1"));
+  REQUIRE_FALSE(w.grad().defined());
+  // A detach()ed handle shares the storage, and so its version.
+  Tensor z = sum(w * x);
+  x.detach().copy_(from_values({5, 6}, {2}));
+  REQUIRE_THROWS_WITH(z.backward(), Catch::Contains("version 1, now version 2"));
+  // A fresh forward after the write saves the new version and back-propagates: dz/dw = [5, 6].
+  sum(w * x).backward();
+  require_values(w.grad(), {5, 6});
+}
+
+TEST_CASE("tape: a write into a tensor no node saved does not trip the version check",
+          "[tape][version]") {
+  // add saves nothing: d sum(w + x)/dw = [1, 1] whatever x holds.
+  const Tensor w = from_values({1, 2}, {2}).requires_grad_();
+  const Tensor x = from_values({3, 4}, {2});
+  Tensor y = sum(w + x);
+  x.fill_(9);
+  y.backward();
+  require_values(w.grad(), {1, 1});
+}
+
+TEST_CASE("tape: retain_graph keeps checking versions on the second backward", "[tape][version]") {
+  const Tensor w = from_values({2}, {1}).requires_grad_();
+  Tensor y = sum(w * w);  // dy/dw = 2w = 4
+  y.backward(Tensor(), true);
+  require_values(w.grad(), {4});
+  {
+    NoGrad no_grad;
+    w.fill_(5);  // an optimizer-like update of the leaf
+  }
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("modified by an in-place operation"));
+  require_values(w.grad(), {4});  // nothing was added
+}
+
+TEST_CASE("tape: threads back-propagating into one shared leaf lose no update",
+          "[tape][threads]") {
+  // Each backward of sum(w * c) adds c = [1, 2] to w.grad: 4 threads x 250 backwards each give
+  // exactly [1000, 2000] (small integers: exact in f64 in any order).
+  constexpr int threads = 4, iterations = 250;
+  const Tensor w = from_values({0.5, -1.5}, {2}, DType::f64).requires_grad_();
+  const Tensor c = from_values({1, 2}, {2}, DType::f64);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < iterations; ++i) sum(w * c).backward();
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  require_values(w.grad(), {1.0 * threads * iterations, 2.0 * threads * iterations}, 0);
+}
+
+TEST_CASE("tape: a backward through another thread's graph is refused", "[tape][threads]") {
+  const Tensor w = from_values({1}, {1}).requires_grad_();
+  Tensor y = sum(w * 2.0);
+  std::string message;
+  std::thread other([&] {
+    try {
+      y.backward();
+    } catch (const Error& error) {
+      message = error.what();
+    }
+  });
+  other.join();
+  REQUIRE_THAT(message, Catch::Contains("not on this thread's tape"));
+  y.backward();  // on its own thread it still works: dy/dw = 2
+  require_values(w.grad(), {2});
+}
+
+TEST_CASE("tape: a gradient without elements reduces to zeros, with nothing large allocated",
+          "[tape][broadcast]") {
+  // x broadcast to [2^40, 0]: no elements, so dy/dx = 0. Reducing the [2^40, 0] gradient dim by
+  // dim (the last first) would allocate [2^40, 1] partial sums, 4 TiB.
+  const Tensor x = scalar(2.0).requires_grad_();
+  const Tensor wide = x.expand({int64_t{1} << 40, 0});
+  reset_allocator_stats();
+  const int64_t before = allocator_stats().current_bytes;
+  sum(wide).backward();
+  require_values(x.grad(), {0});
+  REQUIRE(allocator_stats().peak_bytes - before < 4096);
 }

@@ -1,6 +1,7 @@
 // Tensor handles: factories, values, item, strides, contiguity, printing.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -204,4 +205,89 @@ TEST_CASE("tensor: shape_str formats shapes", "[tensor][print]") {
   REQUIRE(shape_str({}) == "[]");
   REQUIRE(shape_str({7}) == "[7]");
   REQUIRE(shape_str({2, 3, 4}) == "[2, 3, 4]");
+}
+
+// Every accessor and op of a Tensor() names itself in a tg::Error; none dereferences null.
+TEST_CASE("tensor: an undefined Tensor() throws tg::Error naming the accessor",
+          "[tensor][undefined]") {
+  const Tensor none;
+  REQUIRE_FALSE(none.defined());
+  REQUIRE(none.impl() == nullptr);
+  const auto require_named = [](const char* accessor, const std::function<void()>& call) {
+    INFO(accessor);
+    REQUIRE_THROWS_AS(call(), Error);
+    REQUIRE_THROWS_WITH(call(), Catch::Contains("undefined tensor") && Catch::Contains(accessor));
+  };
+  require_named("Tensor::dim", [&] { (void)none.dim(); });
+  require_named("Tensor::numel", [&] { (void)none.numel(); });
+  require_named("Tensor::shape", [&] { (void)none.shape(); });
+  require_named("Tensor::strides", [&] { (void)none.strides(); });
+  require_named("Tensor::offset", [&] { (void)none.offset(); });
+  require_named("Tensor::dtype", [&] { (void)none.dtype(); });
+  require_named("Tensor::device", [&] { (void)none.device(); });
+  require_named("Tensor::size", [&] { (void)none.size(0); });
+  require_named("Tensor::is_contiguous", [&] { (void)none.is_contiguous(); });
+  require_named("Tensor::data", [&] { (void)none.data(); });
+  require_named("Tensor::storage", [&] { (void)none.storage(); });
+  require_named("Tensor::version", [&] { (void)none.version(); });
+  require_named("Tensor::item", [&] { (void)none.item(); });
+  require_named("Tensor::to_host_f64", [&] { (void)none.to_host_f64(); });
+  require_named("Tensor::grad", [&] { (void)none.grad(); });
+  require_named("Tensor::set_grad", [&] { none.set_grad(zeros({1})); });
+  require_named("Tensor::zero_grad", [&] { none.zero_grad(); });
+  require_named("Tensor::requires_grad", [&] { (void)none.requires_grad(); });
+  require_named("Tensor::requires_grad_", [&] { Tensor t; t.requires_grad_(); });
+  require_named("Tensor::is_leaf", [&] { (void)none.is_leaf(); });
+  require_named("Tensor::grad_fn", [&] { (void)none.grad_fn(); });
+  require_named("Tensor::detach", [&] { (void)none.detach(); });
+  require_named("Tensor::backward", [&] { none.backward(); });
+  require_named("Tensor::view", [&] { (void)none.view({1}); });
+  require_named("Tensor::reshape", [&] { (void)none.reshape({1}); });
+  require_named("Tensor::narrow", [&] { (void)none.narrow(0, 0, 1); });
+  require_named("Tensor::transpose", [&] { (void)none.transpose(0, 1); });
+  require_named("Tensor::permute", [&] { (void)none.permute({0}); });
+  require_named("Tensor::expand", [&] { (void)none.expand({2}); });
+  require_named("Tensor::squeeze", [&] { (void)none.squeeze(0); });
+  require_named("Tensor::unsqueeze", [&] { (void)none.unsqueeze(0); });
+  require_named("Tensor::contiguous", [&] { (void)none.contiguous(); });
+  require_named("Tensor::clone", [&] { (void)none.clone(); });
+  require_named("Tensor::to", [&] { (void)none.to(DType::f64); });
+  require_named("Tensor::copy_", [&] { none.copy_(zeros({1})); });
+  require_named("Tensor::fill_", [&] { none.fill_(0); });
+  // As an argument: an op reading its shape names the accessor too.
+  REQUIRE_THROWS_WITH(zeros({1}) + none, Catch::Contains("undefined tensor"));
+}
+
+TEST_CASE("tensor: set_grad takes only a gradient of the tensor's shape, dtype and device",
+          "[tensor][grad]") {
+  const Tensor param = from_values({1, 2}, {2}).requires_grad_();  // f32 [2]
+  // An f64 grad on an f32 parameter: backward would add 8-byte elements to 4-byte ones.
+  REQUIRE_THROWS_WITH(param.set_grad(from_values({1, 1}, {2}, DType::f64)),
+                      Catch::Contains("set_grad") && Catch::Contains("f64") &&
+                          Catch::Contains("f32"));
+  // A grad with more elements: backward would read past the parameter's.
+  REQUIRE_THROWS_WITH(param.set_grad(zeros({3})),
+                      Catch::Contains("set_grad") && Catch::Contains("[3]") &&
+                          Catch::Contains("[2]"));
+  REQUIRE_THROWS_AS(param.set_grad(zeros({1, 2})), Error);
+  REQUIRE_FALSE(param.grad().defined());  // nothing was stored
+
+  param.set_grad(from_values({5, 6}, {2}));
+  // d sum(3 p)/dp = [3, 3], added to [5, 6].
+  sum(param * 3.0).backward();
+  REQUIRE(param.grad().to_host_f64() == std::vector<double>{8, 9});
+  param.set_grad(Tensor());  // undefined clears
+  REQUIRE_FALSE(param.grad().defined());
+}
+
+TEST_CASE("tensor: a shape whose sizes multiply past int64 is refused, also with no elements",
+          "[tensor][factories]") {
+  constexpr int64_t big = int64_t{1} << 62;
+  // No elements, but the strides of dims 0 and 1 would be 4 * 2^62 and 2^62 * 4 * ...
+  REQUIRE_THROWS_WITH(empty({0, big, 4}), Catch::Contains("empty") && Catch::Contains("int64"));
+  REQUIRE_THROWS_AS(zeros({big, 0, big}), Error);
+  // Sizes whose product still fits are fine without elements (strides [2^40, 1]).
+  const Tensor wide = empty({0, int64_t{1} << 40});
+  REQUIRE(wide.numel() == 0);
+  REQUIRE(wide.strides() == Shape{int64_t{1} << 40, 1});
 }

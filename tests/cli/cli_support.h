@@ -26,11 +26,12 @@ struct CliResult {
 };
 
 // Runs `tapegrad <arguments>` (a shell-quoted string) with stdout and stderr captured; `launcher`
-// (e.g. "timeout 120 mpirun -np 2") goes in front of the binary.
+// (e.g. "timeout 120 mpirun -np 2") goes in front of the binary; `binary` is tapegrad's path.
 inline CliResult run_cli(const std::string& arguments, const TempDir& dir,
-                         const std::string& launcher = "") {
+                         const std::string& launcher = "",
+                         const std::string& binary = TAPEGRAD_BIN) {
   const std::string out = dir.file(".stdout"), err = dir.file(".stderr");
-  const std::string command = launcher + " '" + TAPEGRAD_BIN + "' " + arguments + " > '" + out +
+  const std::string command = launcher + " '" + binary + "' " + arguments + " > '" + out +
                               "' 2> '" + err + "' < /dev/null";
   const int status = std::system(command.c_str());
   CliResult result;

@@ -70,6 +70,21 @@ TEST_CASE("charlm trains with Performer", "[cli][attention][needs-mha-variants]"
   require_loss_falls(charlm(dir, "--attention performer:16 --position rope"), dir);
 }
 
+TEST_CASE("Performer trains under --amp bf16 and fp16, causal and not", "[cli][attention][amp]") {
+  // The projection matrix is an f32 buffer; under autocast q, k and v are half.
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  write_bytes(dir.file("series.csv"), small_csv());
+  for (const char* amp : {"bf16", "fp16"}) {
+    SECTION(amp) {
+      require_loss_falls(charlm(dir, std::string("--attention performer:16 --amp ") + amp), dir);
+      require_loss_falls("--task timeseries --window 6 --horizon 2 --layers 1 --max-len 8 "
+                         "--epochs 8 --lr 3e-2 --attention performer:8 --amp " + std::string(amp) +
+                         " --data " + dir.file("series.csv"), dir);
+    }
+  }
+}
+
 TEST_CASE("timeseries trains with Linformer", "[cli][attention][needs-mha-variants]") {
   TempDir dir;
   write_bytes(dir.file("series.csv"), small_csv());
@@ -197,5 +212,6 @@ TEST_CASE("bench attn-scaling: one row per layout and length", "[bench][attentio
   REQUIRE(table.exit_code == 0);
   REQUIRE_THAT(table.out, Catch::Contains("local:256") && Catch::Contains("peak bytes"));
   require_one_line_error(run_cli("bench --workload attn-scaling --max-seq 0", dir), "--max-seq must be in [1, 16384]");
-  require_one_line_error(run_cli("bench --workload textcls-small --max-seq 64", dir), "--max-seq is an option");
+  require_one_line_error(run_cli("bench --workload textcls-small --max-seq 64", dir),
+                         "--max-seq does not apply to --workload textcls-small");
 }

@@ -63,7 +63,7 @@ TEST_CASE("train --inputs picks the columns the model reads, and eval reloads th
   REQUIRE(evaluated.exit_code == 0);
   REQUIRE(nlohmann::json::parse(evaluated.out)["examples"] == 36);
   require_one_line_error(run_cli("train --task timeseries --inputs value,year --data " + dir.file("series.csv") + kTiny, dir),
-                         "input column 'year' not found (columns: t, value)");
+                         "input column 'year' not found (columns: 't', 'value')");
   require_one_line_error(run_cli("train --task timeseries --inputs value, --data " + dir.file("series.csv") + kTiny, dir),
                          "empty name");
   require_one_line_error(run_cli("train --resume " + dir.file("ts.st") + " --steps 6 --inputs t,value", dir),

@@ -62,3 +62,14 @@ TEST_CASE("CPU fills at any thread count, and a copy within one storage keeps me
     REQUIRE(buffer.to_host_f64() == expected);
   });
 }
+
+TEST_CASE("CPU copy of a tensor without elements does nothing, whatever its other sizes",
+          "[cpu-memory]") {
+  // [0, 1, 2^61] f64, not contiguous (a narrow of [0, 2, 2^61]): a row would be 2^61 x 8 bytes,
+  // which overflows int64 (UBSan, in the sanitizer suite, reports the multiplication).
+  const Tensor source = empty({0, 2, int64_t{1} << 61}, DType::f64).narrow(1, 0, 1);
+  REQUIRE_FALSE(source.is_contiguous());
+  const Tensor target = empty(source.shape(), DType::f64);
+  kernels(kCPU).copy(source, target);
+  REQUIRE(target.numel() == 0);
+}

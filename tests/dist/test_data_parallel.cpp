@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
+#include "tapegrad/io/sha256.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tests/support/temp_files.h"
 #include "tests/cli/cli_support.h"
@@ -15,12 +17,26 @@
 namespace tg::testing {
 namespace {
 
-// `tapegrad <arguments>` on `ranks` processes; `env` is "NAME=VALUE" passed to every rank.
-CliResult run_ranks(int ranks, const std::string& arguments, const TempDir& dir, const std::string& env = "") {
+// `tapegrad <arguments>` on `ranks` processes.
+CliResult run_ranks(int ranks, const std::string& arguments, const TempDir& dir) {
   if (ranks == 1) return run_cli(arguments, dir);
-  std::string launcher = mpi_launcher(ranks);
-  if (!env.empty()) launcher += " -x " + env;
-  return run_cli(arguments, dir, launcher);
+  return run_cli(arguments, dir, mpi_launcher(ranks));
+}
+
+// The tests' tapegrad_hooked (tests/dist/hooked_tapegrad.cpp) on `ranks` processes, with `env`
+// ("NAME=VALUE", its test hook) passed to every rank.
+CliResult run_hooked_ranks(int ranks, const std::string& arguments, const TempDir& dir,
+                           const std::string& env) {
+  return run_cli(arguments, dir, mpi_launcher(ranks) + " -x " + env, TAPEGRAD_HOOKED_BIN);
+}
+
+// A job of 2 ranks that each get their own arguments: mpirun's `-np 1 A : -np 1 B`; with
+// `first_ranks`, that many ranks run A (`-np N A : -np 1 B`).
+CliResult run_two_ranks(const std::string& rank0_arguments, const std::string& rank1_arguments,
+                        const TempDir& dir, int first_ranks = 1) {
+  const std::string launcher =
+      mpi_launcher(first_ranks) + " '" + TAPEGRAD_BIN + "' " + rank0_arguments + " : -np 1";
+  return run_cli(rank1_arguments, dir, launcher);
 }
 
 // Equal within f32 reduction-order noise: the model's and the optimizer's tensors agree to 1e-3
@@ -140,7 +156,7 @@ TEST_CASE("mpi: a rank that dies mid-run stops the job, and the good checkpoint 
                              "' --batch 8 --threads 1 --save '" + dir.file("model.st") + "'";
   REQUIRE(run_ranks(1, common + " --steps 4", dir).exit_code == 0);
   const std::string good = read_bytes(dir.file("model.st"));
-  const CliResult died = run_ranks(2, common + " --steps 6", dir, "TAPEGRAD_TEST_RANK_DIES=1:3");
+  const CliResult died = run_hooked_ranks(2, common + " --steps 6", dir, "TAPEGRAD_TEST_RANK_DIES=1:3");
   INFO(died.err);
   REQUIRE(died.exit_code != 0);
   REQUIRE(died.exit_code != 124);  // timeout(1)'s code: the job hung
@@ -155,9 +171,10 @@ TEST_CASE("mpi: bad input on one rank is reported once with its rank, and every 
   TempDir dir;
   const std::string data = dir.file("text.txt");
   write_bytes(data, small_text());
-  const CliResult bad = run_ranks(2, "train --task charlm --context 8 --layers 1 --data '" + data +
-                                         "' --batch 8 --steps 2 --save '" + dir.file("model.st") + "'",
-                                  dir, "TAPEGRAD_TEST_RANK_DATA=1:" + dir.file("missing.txt"));
+  const std::string common = "train --task charlm --context 8 --layers 1 --batch 8 --steps 2 --save '" +
+                             dir.file("model.st") + "' --data ";
+  // Rank 1 is given a data file that does not exist.
+  const CliResult bad = run_two_ranks(common + "'" + data + "'", common + "'" + dir.file("missing.txt") + "'", dir);
   INFO(bad.err);
   REQUIRE(bad.exit_code == 2);
   size_t reports = 0;
@@ -194,6 +211,132 @@ TEST_CASE("mpi: one process under mpirun reduces its gradients and trains as wit
   REQUIRE(one.exit_code == 0);
   REQUIRE_THAT(one.err, Catch::Contains("data parallel: 1 process (mpi)") && Catch::Contains("(gradients: mpi)"));
   require_same_checkpoint(dir.file("plain.st"), dir.file("one.st"));
+}
+
+
+// Ranks that disagree on what defines the run (dist/job.h's check_ranks_agree): each job is two
+// ranks with different flags (mpirun's `-np 1 A : -np 1 B`), which before the check crashed
+// (--dim, --layers, --task), aborted inside Open MPI (other data), hung (--steps, --stop-after, other
+// checkpoints) or trained inconsistent replicas (--seed, --lr, --batch, --no-shuffle, --amp).
+namespace {
+
+struct DisagreeCase {
+  std::string rank0, rank1;  // each rank's flags after the common ones
+  std::string expected;      // the error line, after "tapegrad train: error: "
+};
+
+// Every rank's outputs: none of them may be written when the ranks disagree.
+std::string disagree_outputs(const TempDir& dir, bool resuming) {
+  std::string outputs = " --save '" + dir.file("out.st") + "' --log '" + dir.file("log.csv") + "'";
+  if (!resuming) {
+    outputs += " --save-init '" + dir.file("init.st") + "' --profile-trace '" + dir.file("trace.json") + "'";
+  }
+  return outputs;
+}
+
+// The job stopped at once: exit code 2 (not a signal, not timeout(1)'s 124), one line from
+// tapegrad, naming the setting and both values, and no file in `dir` but the inputs.
+void require_disagreement(const CliResult& job, const DisagreeCase& c, const TempDir& dir,
+                          const std::set<std::string>& inputs) {
+  INFO("rank 0: " << c.rank0 << "\nrank 1: " << c.rank1 << "\nstderr:\n" << job.err);
+  REQUIRE(job.exit_code == 2);
+  std::vector<std::string> said;  // tapegrad's lines (mpirun adds its own)
+  for (const std::string& line : lines_of(job.err)) {
+    if (line.find("tapegrad") != std::string::npos) said.push_back(line);
+  }
+  REQUIRE(said == std::vector<std::string>{"tapegrad train: error: " + c.expected});
+  REQUIRE(job.out.empty());
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) {
+    const std::string name = entry.path().filename().string();
+    INFO(name);
+    REQUIRE((inputs.count(name) || name == ".stdout" || name == ".stderr"));
+  }
+}
+
+// Runs each case as a 2-rank job of `common` plus the case's flags and every output.
+void require_disagreements(const std::string& common, const std::vector<DisagreeCase>& cases,
+                           const TempDir& dir, const std::set<std::string>& inputs, bool resuming = false) {
+  const std::string outputs = disagree_outputs(dir, resuming);
+  for (const DisagreeCase& c : cases) {
+    const CliResult job = run_two_ranks(common + c.rank0 + outputs, common + c.rank1 + outputs, dir);
+    require_disagreement(job, c, dir, inputs);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mpi: ranks with another model, task or data stop with one line naming it", "[.mpi][mpi_ranks_disagree_model]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  std::string other, tsv;
+  for (int i = 0; i < 60; ++i) other += "a stitch in time saves nine! ";
+  for (int i = 0; i < 48; ++i) tsv += std::string(i % 2 ? "neg" : "pos") + "\tgood day " + std::to_string(i % 5) + "\n";
+  write_bytes(dir.file("other.txt"), other);
+  write_bytes(dir.file("texts.tsv"), tsv);
+  const std::string text = " --data '" + dir.file("text.txt") + "'";
+  const std::string charlm = "--task charlm --context 8" + text;
+  const std::string common = "train --threads 1 --batch 8 --steps 2 --heads 2 ";
+  require_disagreements(common, {
+      {"--layers 1 --dim 32 " + charlm, "--layers 1 --dim 64 " + charlm,
+       "ranks disagree on --dim: rank 0 has 32, rank 1 has 64"},
+      {"--dim 16 --layers 1 " + charlm, "--dim 16 --layers 2 " + charlm,
+       "ranks disagree on --layers: rank 0 has 1, rank 1 has 2"},
+      {"--dim 16 --layers 1 " + charlm,
+       "--dim 16 --layers 1 --task textcls --tokenizer word --data '" + dir.file("texts.tsv") + "'",
+       "ranks disagree on --task: rank 0 has charlm, rank 1 has textcls"},
+      // Other data, so another vocabulary: named by the files' contents.
+      {"--dim 16 --layers 1 " + charlm,
+       "--dim 16 --layers 1 --task charlm --context 8 --data '" + dir.file("other.txt") + "'",
+       "ranks disagree on --data (SHA-256 of its contents): rank 0 has " + train::sha256_hex(small_text()) +
+           ", rank 1 has " + train::sha256_hex(other)},
+  }, dir, {"text.txt", "other.txt", "texts.tsv"});
+  // 3 ranks, the last one differs: it alone reports, and the others leave without a word.
+  const std::string three = "train --threads 1 --steps 2 --heads 2 --layers 1 --batch 6 " + charlm +
+                            disagree_outputs(dir, false);
+  const DisagreeCase last{"--dim 32", "--dim 64", "ranks disagree on --dim: rank 0 has 32, rank 2 has 64"};
+  require_disagreement(run_two_ranks(three + " --dim 32", three + " --dim 64", dir, 2), last, dir,
+                       {"text.txt", "other.txt", "texts.tsv"});
+}
+
+TEST_CASE("mpi: ranks with other training settings stop with one line naming them", "[.mpi][mpi_ranks_disagree_training]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  const std::string common = "train --task charlm --context 8 --layers 1 --dim 16 --heads 2 --threads 1 --data '" +
+                             dir.file("text.txt") + "' ";
+  require_disagreements(common, {
+      {"--batch 8 --steps 4 --seed 1", "--batch 8 --steps 4 --seed 2", "ranks disagree on --seed: rank 0 has 1, rank 1 has 2"},
+      {"--batch 8 --steps 4 --lr 0.001", "--batch 8 --steps 4 --lr 0.002", "ranks disagree on --lr: rank 0 has 0.001, rank 1 has 0.002"},
+      {"--steps 4 --batch 8", "--steps 4 --batch 4", "ranks disagree on --batch: rank 0 has 8, rank 1 has 4"},
+      {"--batch 8 --steps 4", "--batch 8 --steps 4 --no-shuffle", "ranks disagree on --no-shuffle: rank 0 has false, rank 1 has true"},
+      {"--batch 8 --steps 4", "--batch 8 --steps 4 --amp bf16", "ranks disagree on --amp: rank 0 has none, rank 1 has bf16"},
+      {"--batch 8 --steps 4", "--batch 8 --steps 6", "ranks disagree on --steps: rank 0 has 4, rank 1 has 6"},
+      {"--batch 8 --steps 4", "--batch 8 --steps 4 --stop-after 2", "ranks disagree on --stop-after: rank 0 has none, rank 1 has 2"},
+  }, dir, {"text.txt"});
+}
+
+TEST_CASE("mpi: ranks resuming other checkpoints stop; the same data or checkpoint under other paths trains", "[.mpi][mpi_ranks_disagree_resume]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  const auto f = [&](const char* name) { return "'" + dir.file(name) + "'"; };
+  const std::string fresh = "--task charlm --context 8 --layers 1 --dim 16 --heads 2 --batch 8 --steps 4 --data " + f("text.txt");
+  REQUIRE(run_ranks(1, "train " + fresh + " --threads 1 --stop-after 1 --save " + f("a.st"), dir).exit_code == 0);
+  REQUIRE(run_ranks(1, "train " + fresh + " --threads 1 --stop-after 2 --save " + f("b.st"), dir).exit_code == 0);
+  const std::string a = train::sha256_hex(read_bytes(dir.file("a.st")));
+  const std::string b = train::sha256_hex(read_bytes(dir.file("b.st")));
+  require_disagreements("train --threads 1 ", {
+      {"--resume " + f("a.st"), "--resume " + f("b.st"),
+       "ranks disagree on --resume: rank 0 has step 1, SHA-256 " + a + ", rank 1 has step 2, SHA-256 " + b},
+      {"--resume " + f("b.st"), fresh,
+       "ranks disagree on --resume: rank 0 has step 2, SHA-256 " + b + ", rank 1 has none"},
+  }, dir, {"text.txt", "a.st", "b.st"}, /*resuming=*/true);
+  // The same bytes under other paths, and another thread count, are the same run.
+  std::filesystem::copy_file(dir.file("text.txt"), dir.file("copy.txt"));
+  std::filesystem::copy_file(dir.file("b.st"), dir.file("copy.st"));
+  const CliResult same = run_two_ranks("train --threads 1 --resume " + f("b.st") + " --save " + f("end.st"),
+                                       "train --threads 2 --resume " + f("copy.st") + " --data " + f("copy.txt"), dir);
+  INFO(same.err);
+  REQUIRE(same.exit_code == 0);
+  REQUIRE(train::load_checkpoint(dir.file("end.st")).step == 4);
 }
 
 }  // namespace tg::testing

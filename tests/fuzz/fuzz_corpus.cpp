@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t kContext = 4;
 
 // One batch of every example that fits in `tokens` (make_charlm_batch refuses an empty batch).
-void batch_all(const std::vector<int64_t>& tokens) {
+void batch_all(const std::vector<tg::train::CharId>& tokens) {
   std::vector<int64_t> ids(tg::train::charlm_examples(tokens, kContext));
   if (ids.empty()) return;
   std::iota(ids.begin(), ids.end(), 0);

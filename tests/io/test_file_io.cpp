@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -276,32 +277,51 @@ TEST_CASE("a failed or abandoned atomic write leaves the old file byte-identical
       const FileSizeLimit limit(4);
       message = error_of([&] { tg::write_file_atomically(path, std::string(100, 'n'), "--save"); });
     }
-    CHECK_THAT(message, Contains("--save: writing '" + path + ".tmp-") && Contains("File too large"));
+    CHECK_THAT(message, Contains("--save: writing '" + path + "' failed: File too large"));
   }
   SECTION("abandoned before commit (an exception on the way)") {
     tg::AtomicFile file(path, "--save");
     file.write("half of the new");
-    CHECK(file.temporary_path().rfind(path + ".tmp-", 0) == 0);
+    CHECK(file.temporary_path().rfind(dir.file(tg::temporary_name_prefix("model.bin")), 0) == 0);
     CHECK(fs::exists(file.temporary_path()));
   }
   CHECK(read_bytes(path) == old_bytes);
   CHECK(names_in(dir.path) == std::vector<std::string>{"model.bin"});
 }
 
+TEST_CASE("a temporary's name marks it: .tapegrad-, a hash of the target's name, .tmp-, 6 more",
+          "[file_io]") {
+  const std::string prefix = tg::temporary_name_prefix("model.bin");
+  REQUIRE(prefix.size() == std::string(".tapegrad-").size() + 16 + std::string(".tmp-").size());
+  CHECK(prefix.rfind(".tapegrad-", 0) == 0);
+  CHECK(prefix.substr(26) == ".tmp-");
+  CHECK(prefix.substr(10, 16).find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(tg::temporary_name_prefix("model.bin") == prefix);  // a function of the name
+  CHECK(tg::temporary_name_prefix("model.bim") != prefix);
+  TempDir dir;
+  tg::AtomicFile file(dir.file("model.bin"), "--save");
+  const std::string name = fs::path(file.temporary_path()).filename().string();
+  CHECK(name.rfind(prefix, 0) == 0);
+  CHECK(name.size() == prefix.size() + 6);
+}
+
 TEST_CASE("a save holds a lock on its temporary and sweeps unlocked orphans of the same file", "[file_io]") {
   TempDir dir;
   const std::string path = dir.file("model.bin");
-  write_bytes(dir.file("model.bin.tmp-abcdef"), "orphan of a killed save");
-  write_bytes(dir.file("model.bin.tmp-X1y2Z3"), "orphan too");
-  write_bytes(dir.file("model.bin.tmp-LOCKED"), "a save in progress");
-  // Not temporaries of model.bin: kept.
-  write_bytes(dir.file("model.bin.tmp-abcdefg"), "7 letters");
-  write_bytes(dir.file("model.bin.tmp-abc"), "3 letters");
-  write_bytes(dir.file("model.bin.tmp-ab.def"), "not a letter");
-  write_bytes(dir.file("other.bin.tmp-abcdef"), "another file's");
-  make_fifo(dir, "model.bin.tmp-fifo00");  // not a regular file
+  const std::string ours = tg::temporary_name_prefix("model.bin");
+  write_bytes(dir.file(ours + "abcdef"), "orphan of a killed save");
+  write_bytes(dir.file(ours + "X1y2Z3"), "orphan too");
+  write_bytes(dir.file(ours + "LOCKED"), "a save in progress");
+  // Not temporaries of model.bin: kept. A user's file named like "model.bin.tmp-notes1" is one.
+  write_bytes(dir.file("model.bin.tmp-notes1"), "a user's notes");
+  write_bytes(dir.file(ours + "abcdefg"), "7 letters");
+  write_bytes(dir.file(ours + "abc"), "3 letters");
+  write_bytes(dir.file(ours + "ab.def"), "not a letter");
+  const std::string others = tg::temporary_name_prefix("other.bin");
+  write_bytes(dir.file(others + "abcdef"), "another file's");
+  make_fifo(dir, ours + "fifo00");  // not a regular file
 
-  const int held = ::open(dir.file("model.bin.tmp-LOCKED").c_str(), O_RDONLY);
+  const int held = ::open(dir.file(ours + "LOCKED").c_str(), O_RDONLY);
   REQUIRE(held >= 0);
   REQUIRE(::flock(held, LOCK_EX) == 0);
   {
@@ -319,13 +339,58 @@ TEST_CASE("a save holds a lock on its temporary and sweeps unlocked orphans of t
   }
   ::close(held);
   CHECK(read_bytes(path) == "new");
-  CHECK(names_in(dir.path) == std::vector<std::string>{"model.bin",           "model.bin.tmp-LOCKED",
-                                                       "model.bin.tmp-ab.def", "model.bin.tmp-abc",
-                                                       "model.bin.tmp-abcdefg", "model.bin.tmp-fifo00",
-                                                       "other.bin.tmp-abcdef"});
+  std::vector<std::string> kept = {"model.bin",        "model.bin.tmp-notes1", ours + "LOCKED",
+                                   ours + "ab.def",    ours + "abc",           ours + "abcdefg",
+                                   ours + "fifo00",    others + "abcdef"};
+  std::sort(kept.begin(), kept.end());
+  CHECK(names_in(dir.path) == kept);
   // Once its lock is gone, the next save takes it too.
   tg::write_file_atomically(path, "newer", "--save");
-  CHECK_FALSE(fs::exists(dir.file("model.bin.tmp-LOCKED")));
+  CHECK_FALSE(fs::exists(dir.file(ours + "LOCKED")));
+  CHECK(read_bytes(dir.file("model.bin.tmp-notes1")) == "a user's notes");
+}
+
+TEST_CASE("a file name of 255 bytes, the most a directory entry holds, can be saved", "[file_io]") {
+  TempDir dir;
+  const std::string path = dir.file(std::string(255, 'c'));
+  tg::write_file_atomically(path, "long", "--save");
+  CHECK(read_bytes(path) == "long");
+  CHECK_NOTHROW(tg::check_output_path(path, "--save"));
+}
+
+namespace {
+
+// Runs `call` as a user who does not own the test's files: as root, in a child process that
+// drops to `nobody` (root may write any file), else in this process. True when it threw.
+bool throws_as_another_user(const std::function<void()>& call) {
+  if (::geteuid() != 0) return !error_of(call).empty();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    ::_exit(error_of(call).empty() ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) != 3);
+  return WEXITSTATUS(status) == 1;
+}
+
+}  // namespace
+
+TEST_CASE("a read-only file is not replaced by a user who can write its directory", "[file_io]") {
+  TempDir dir;
+  fs::permissions(dir.path, fs::perms::all);  // anyone may create and rename here
+  const std::string path = dir.file("ck.st");
+  write_bytes(path, "trained");
+  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  CHECK(throws_as_another_user([&] { tg::write_file_atomically(path, "replaced", "--save"); }));
+  CHECK(throws_as_another_user([&] { tg::check_output_path(path, "--save"); }));
+  CHECK(read_bytes(path) == "trained");
+  // A file the user may write is replaced as before.
+  fs::permissions(path, fs::perms::all);
+  CHECK_FALSE(throws_as_another_user([&] { tg::write_file_atomically(path, "new", "--save"); }));
+  CHECK(read_bytes(path) == "new");
 }
 
 // ---- The pre-flight check -----------------------------------------------------------------------
@@ -445,3 +510,32 @@ TEST_CASE("same_file sees through relative paths, symbolic and hard links", "[fi
   CHECK(tg::same_file(dir.file("dangling"), dir.file("will-exist.st")));
   CHECK_FALSE(tg::same_file("", data));
 }
+
+TEST_CASE("check_distinct_files refuses an output that is an input or another output", "[file_io]") {
+  TempDir dir;
+  write_bytes(dir.file("ck.st"), "trained");
+  fs::create_hard_link(dir.file("ck.st"), dir.file("hard.st"));
+  fs::create_symlink("ck.st", dir.file("soft.st"));
+  const std::vector<tg::NamedPath> inputs = {{"--data", dir.file("data.csv")},
+                                             {"--resume", dir.file("ck.st")}};
+  for (const std::string& alias : {"ck.st", "hard.st", "soft.st"}) {
+    CHECK_THAT(error_of([&] { tg::check_distinct_files(inputs, {{"--log", dir.file(alias)}}); }),
+               Contains("--log: '" + dir.file(alias) + "' is the --resume file") &&
+                   Contains("an output may not replace an input"));
+  }
+  // Two outputs with one path, even one that does not exist yet.
+  CHECK_THAT(error_of([&] {
+               tg::check_distinct_files(inputs, {{"--save", dir.file("new.st")},
+                                                 {"--log", dir.file("log.csv")},
+                                                 {"--grad-stats", dir.file("./log.csv")}});
+             }),
+             Contains("--grad-stats: '" + dir.file("./log.csv") + "' is also the --log file") &&
+                 Contains("two outputs cannot share a file"));
+  // Distinct files, empty (not given) paths, and two logs to one stream are fine.
+  CHECK_NOTHROW(tg::check_distinct_files(inputs, {{"--save", dir.file("new.st")},
+                                                  {"--save-init", ""},
+                                                  {"--log", "/dev/null"},
+                                                  {"--grad-stats", "/dev/null"}}));
+  CHECK(read_bytes(dir.file("ck.st")) == "trained");
+}
+

@@ -172,3 +172,26 @@ TEST_CASE("TextClassifier: padding never changes a result", "[module]") {
     }
   }
 }
+
+TEST_CASE("load_state_dict is an in-place write: a graph from before it refuses backward",
+          "[module][version]") {
+  nn::Linear a(3, 2), b(3, 2);
+  const Tensor x = ones({1, 3});
+  Tensor y = sum(b.forward(x));
+  const uint64_t before = b.weight.version();
+  b.load_state_dict(a.state_dict());
+  REQUIRE(b.weight.version() == before + 1);
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("modified by an in-place operation"));
+  sum(b.forward(x)).backward();  // a forward after the load is fine
+  REQUIRE(b.weight.grad().defined());
+}
+
+TEST_CASE("Module::to between forward and backward: backward refuses the stale gradient",
+          "[module][grad]") {
+  nn::Linear linear(3, 2);
+  Tensor y = sum(linear.forward(ones({1, 3})));
+  linear.to(DType::f64);
+  // The forward's weight gradient is f32; the leaf is f64 now: it must not land in .grad.
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("converted after the forward"));
+  REQUIRE_FALSE(linear.weight.grad().defined());
+}

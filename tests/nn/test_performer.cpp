@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
@@ -243,6 +244,40 @@ TEST_CASE("performer: with many features it approximates softmax attention", "[p
                    << " with 8");
     REQUIRE(many < 0.05);
     REQUIRE(many < few);  // the estimate improves with M
+  }
+}
+
+TEST_CASE("performer under autocast: half q, k, v with the f32 projection, close to f32",
+          "[performer][autocast]") {
+  // As in a module under autocast: q, k, v come out of half Linears, the projection is an f32
+  // buffer. The result must be f32's within the half type's rounding: inputs rounded to 8 (bf16)
+  // or 11 (f16) significant bits and matmuls rounded once, through exp; outputs are convex
+  // combinations of v in [-1, 1]: 2 units in the last place of 1 (for bf16 2^-6, about
+  // PyTorch's bf16 rtol of 1.6e-2).
+  manual_seed(67);
+  const Tensor q = uniform({2, 2, 6, 8}, -1, 1), k = uniform({2, 2, 6, 8}, -1, 1);
+  const Tensor v = uniform({2, 2, 6, 8}, -1, 1);
+  const Tensor w = nn::performer_features(16, 8, 5);
+  REQUIRE(w.dtype() == DType::f32);
+  for (bool causal : {false, true}) {
+    const std::vector<double> reference =
+        nn::performer_attention(q, k, v, w, Tensor(), causal).to_host_f64();
+    for (const auto& [half, ulp] :
+         {std::pair{DType::bf16, 0x1p-7}, std::pair{DType::f16, 0x1p-10}}) {
+      INFO("causal " << causal << ", " << dtype_name(half));
+      Tensor qf = q.clone().requires_grad_(), kf = k.clone().requires_grad_();
+      Tensor out;
+      {
+        const Autocast autocast(half);
+        out = nn::performer_attention(qf.to(half), kf.to(half), v.to(half), w, Tensor(), causal);
+      }
+      require_relatively_close(out.to_host_f64(), reference, 2 * ulp);
+      sum(out).backward();  // the gradient reaches the f32 leaves, finite
+      REQUIRE(qf.grad().dtype() == DType::f32);
+      for (const Tensor& t : {qf, kf}) {
+        for (double g : t.grad().to_host_f64()) REQUIRE(std::isfinite(g));
+      }
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
@@ -13,6 +14,7 @@
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/ops/quantize.h"
 
 using namespace tg;
 using Catch::Contains;
@@ -105,7 +107,11 @@ TEST_CASE("quantized Linear: state_dict names and dtypes, parameters gone", "[qu
   REQUIRE(fixed.input_scale.item() == 0.5);
   REQUIRE_THROWS_WITH(fixed.quantize(nn::QuantMode::dynamic), Contains("already quantized (static)"));
   nn::Linear bad(8, 3);
-  REQUIRE_THROWS_WITH(bad.quantize(nn::QuantMode::static_, 0), Contains("finite and > 0"));
+  // A static scale is stored as f32 and must be a normal one: 1e-50 would be stored as 0, 1e39
+  // as inf (a file no loader takes), 1e-39 as a denormal.
+  for (double scale : {0.0, 1e-50, 1e-39, 1e39, -1.0, double(NAN)}) {
+    REQUIRE_THROWS_WITH(bad.quantize(nn::QuantMode::static_, scale), Contains("must be a normal f32"));
+  }
   REQUIRE_THROWS_WITH(nn::parse_quant_mode("int4"), Contains("none, dynamic, static"));
 }
 
@@ -164,6 +170,10 @@ TEST_CASE("quantize_static: the observed range sets input_scale (max |x| = 2.54 
   REQUIRE(linear.quantization() == nn::QuantMode::static_);
   REQUIRE(linear.input_scale.item() == Approx(0.02).epsilon(1e-6));
   REQUIRE_FALSE(linear.input_observer);  // the observers are gone once converted
+  // Denormal inputs: max |x| / 127 = 2^-147 is denormal; the scale is the smallest normal f32.
+  nn::Linear tiny(3, 2);
+  nn::quantize_static(tiny, [&] { tiny.forward(from_values({0x1p-140, 0, -0x1p-141}, {1, 3})); });
+  REQUIRE(tiny.input_scale.item() == 0x1p-126);
 
   // A Linear the calibration never reaches has no scale: an error naming it, nothing converted.
   manual_seed(3);
@@ -225,6 +235,57 @@ TEST_CASE("observers: min/max and the percentile of |x| on a known distribution"
   REQUIRE_THROWS_WITH(empty.scale("Linear 'fc'"), Contains("Linear 'fc': the calibration saw no input"));
   REQUIRE_THROWS_WITH(nn::PercentileObserver(0), Contains("(0, 100]"));
   REQUIRE_THROWS_WITH(all.observe(from_values({NAN}, {1})), Contains("NaN"));
+}
+
+TEST_CASE("quantize: denormal and mixed weights give a loadable state, within half a step",
+          "[quantize]") {
+  // Each Linear's rows, in turn: as drawn (normal), times 2^-140 (every entry denormal: the
+  // scale max/127 underflowed to 0, which check_quantized_state refuses), times 2^-118 (entries
+  // about 2^-120, some normal and some denormal, max/127 denormal). Every scale must be a normal
+  // f32 and every weight come back within half its row's step.
+  const nn::ModelConfig config{.dim = 8, .heads = 2, .layers = 1};
+  const nn::ModelStateShapes f32 = nn::TextClassifier::state_shapes(20, 3, config);
+  const Tensor tokens = from_indices({1, 2, 3, 4, 5, 6}, {2, 3});
+  for (nn::QuantMode mode : {nn::QuantMode::dynamic, nn::QuantMode::static_}) {
+    INFO(nn::quant_mode_name(mode));
+    manual_seed(6);
+    nn::TextClassifier model(20, 3, config);
+    nn::NamedTensors state = model.state_dict();
+    std::map<std::string, std::vector<double>> originals;  // Linear path -> its f32 weights
+    for (const auto& [path, linear] : nn::named_linears(model)) {
+      std::vector<double> w = linear->weight.to_host_f64();
+      const int64_t in = linear->in_features();
+      for (int64_t o = 0; o < linear->out_features(); ++o) {
+        const double factor = o % 3 == 0 ? 1.0 : o % 3 == 1 ? 0x1p-140 : 0x1p-118;
+        for (int64_t i = 0; i < in; ++i) w[o * in + i] = static_cast<float>(w[o * in + i] * factor);
+      }
+      for (auto& [name, t] : state) {
+        if (name == path + ".weight") t = from_values(w, t.shape());
+      }
+      originals[path] = w;
+    }
+    model.load_state_dict(state);
+    if (mode == nn::QuantMode::dynamic) nn::quantize_dynamic(model);
+    else nn::quantize_static(model, [&] { model.forward(tokens, {3, 3}); });
+    REQUIRE_NOTHROW(nn::check_quantized_state(model.state_dict(), f32, mode));
+    for (const auto& [path, linear] : nn::named_linears(model)) {
+      INFO(path);
+      const std::vector<double> scales = linear->weight_scale.to_host_f64();
+      const std::vector<double> back =
+          dequantize_rows({linear->weight, linear->weight_scale}).to_host_f64();
+      const std::vector<double>& w = originals.at(path);
+      const int64_t in = linear->in_features();
+      for (int64_t o = 0; o < linear->out_features(); ++o) {
+        const double row_max = max_abs(w, o * in, (o + 1) * in);
+        INFO("row " << o << ", max |w| " << row_max << ", scale " << scales[o]);
+        REQUIRE(scales[o] >= 0x1p-126);  // a normal f32: never 0, never denormal
+        REQUIRE(scales[o] <= std::max(row_max / 127 * (1 + 1e-6), 0x1p-126));
+        for (int64_t i = 0; i < in; ++i) {  // + the f32 rounding of q s, <= 2^-24 127 s
+          REQUIRE(std::abs(back[o * in + i] - w[o * in + i]) <= scales[o] * (0.5 + 8e-6));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("quantized models: state shapes without building, and a bit-identical round trip", "[quantize]") {

@@ -30,6 +30,21 @@ TEST_CASE("quantize_rows by hand: scale max|x|/127, round half to even, zero row
   REQUIRE(fixed.scales.to_host_f64() == std::vector<double>{0.5});
 }
 
+TEST_CASE("quantize_rows: a scale is never below 2^-126, so denormal rows never get 0",
+          "[quantize]") {
+  // row 0: largest 2^-145, a denormal whose / 127 is below half of 2^-149 (it was 0.0f): scale
+  //        2^-126, and 2^-145 / 2^-126 = 2^-19 rounds to 0 (an error of 2^-145 <= 2^-127)
+  // row 1: largest 2^-120 (normal), 2^-120 / 127 is denormal: scale 2^-126; 2^-120 -> 64 steps
+  //        exactly, the denormal 2^-130 -> 1/16 of a step -> 0, -3 * 2^-127 -> -1.5 -> -2 (even)
+  // row 2: largest 127 * 2^-126: its own scale, exactly 2^-126 (the bound is not a cliff)
+  const QuantizedRows q = quantize_rows(from_values(
+      {0x1p-145, -0x1p-146, 0, 0x1p-120, 0x1p-130, -3 * 0x1p-127, 127 * 0x1p-126, 0x1p-126, 0},
+      {3, 3}));
+  REQUIRE(q.scales.to_host_f64() == std::vector<double>{0x1p-126, 0x1p-126, 0x1p-126});
+  REQUIRE(q.values.to_host_i64() == std::vector<int64_t>{0, 0, 0, 64, 0, -2, 127, 1, 0});
+  REQUIRE(dequantize_rows(q).to_host_f64()[3] == 0x1p-120);
+}
+
 TEST_CASE("quantize -> dequantize is within half a step of every element", "[quantize]") {
   manual_seed(1);
   const Tensor x = uniform({37, 53}, -3, 3) * uniform({37, 1}, 0, 10);  // rows of varied range

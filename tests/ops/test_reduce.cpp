@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/thread_counts.h"
@@ -256,4 +257,18 @@ TEST_CASE("reduce: split_at gives (outer, n, inner)", "[reduce]") {
   REQUIRE(first.outer == 1);
   REQUIRE(first.n == 7);
   REQUIRE(first.inner == 2);
+}
+
+TEST_CASE("reduce: the sum of a tensor without elements is 0, with nothing large allocated",
+          "[reduce][sum]") {
+  // [2^40, 0]: summing the last dim first would allocate [2^40, 1], 4 TiB of partial sums.
+  const Tensor none = empty({int64_t{1} << 40, 0}, DType::f64).requires_grad_();
+  reset_allocator_stats();
+  const int64_t before = allocator_stats().current_bytes;
+  Tensor total = sum(none);
+  REQUIRE(total.item() == 0.0);
+  REQUIRE(sum(none, {0}, true).shape() == Shape{1, 0});  // also empty: nothing to add
+  total.backward();
+  REQUIRE(none.grad().shape() == none.shape());
+  REQUIRE(allocator_stats().peak_bytes - before < 4096);
 }

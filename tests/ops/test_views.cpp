@@ -1,6 +1,9 @@
 // Views share storage and index it correctly; copies do not; cat/stack; gradients by hand.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -319,4 +322,97 @@ TEST_CASE("views: gradient of contiguous() and a view of a view", "[views][grad]
   x.zero_grad();
   sum(x.narrow(1, 0, 2).transpose(0, 1).unsqueeze(0).expand({2, 2, 2})).backward();
   REQUIRE(x.grad().to_host_f64() == std::vector<double>{2, 2, 0, 2, 2, 0});
+}
+
+TEST_CASE("views: narrow with extreme start and length throws instead of wrapping around",
+          "[views][errors]") {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t min = std::numeric_limits<int64_t>::min();
+  const Tensor t = iota({3, 4});
+  // start + length = INT64_MAX + 2 wraps to a negative number, which is <= 3.
+  REQUIRE_THROWS_WITH(t.narrow(0, max - 1, 3),
+                      Catch::Contains("narrow") && Catch::Contains(std::to_string(max - 1)) &&
+                          Catch::Contains("[3, 4]"));
+  REQUIRE_THROWS_AS(t.narrow(0, 1, max), Error);
+  REQUIRE_THROWS_AS(t.narrow(0, max, max), Error);
+  REQUIRE_THROWS_AS(t.narrow(0, 3, max), Error);
+  REQUIRE_THROWS_AS(t.narrow(0, min, 1), Error);
+  REQUIRE_THROWS_AS(t.narrow(0, 2, min), Error);
+  REQUIRE_THROWS_AS(t.narrow(min, 0, 1), Error);
+  REQUIRE_THROWS_AS(t.narrow(max, 0, 1), Error);
+  // The edges still work: the whole dim, and an empty window at its end.
+  REQUIRE(t.narrow(1, 0, 4).numel() == 12);
+  REQUIRE(t.narrow(1, 4, 0).numel() == 0);
+}
+
+TEST_CASE("views: an empty window keeps its offset inside the storage", "[views]") {
+  // x [2, 3]; column 2 is shape [2, 1], strides [3, 1], offset 2. Rows [2, 2) of it would start
+  // at 2 + 2 * 3 = 8, past the 6 elements: the empty view keeps offset 2 instead.
+  const Tensor column = iota({2, 3}).narrow(1, 2, 1);
+  const Tensor none = column.narrow(0, 2, 0);
+  REQUIRE(none.numel() == 0);
+  REQUIRE(none.offset() >= 0);
+  REQUIRE(none.offset() <= 6);
+  REQUIRE(none.to_host_f64().empty());
+}
+
+TEST_CASE("views: view, expand and cat with sizes that multiply past int64 throw",
+          "[views][errors]") {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t big = int64_t{1} << 62;
+  const Tensor none = iota({0});
+  // No elements, but the strides of [0, 2^62, 4] would overflow.
+  REQUIRE_THROWS_WITH(none.view({0, big, 4}), Catch::Contains("view"));
+  REQUIRE_THROWS_WITH(none.view({-1, big, big}), Catch::Contains("view"));
+  REQUIRE_THROWS_WITH(iota({4}).view({-1, big, big}), Catch::Contains("view"));
+  REQUIRE_THROWS_WITH(iota({1}).expand({max, max}), Catch::Contains("expand"));
+  REQUIRE_THROWS_WITH(iota({1}).expand({0, big, 4}), Catch::Contains("expand"));
+  // Two empty tensors whose joined size passes INT64_MAX.
+  const Tensor half = empty({0, max / 2 + 1});
+  REQUIRE_THROWS_WITH(cat({half, half}, 1), Catch::Contains("cat"));
+}
+
+TEST_CASE("views: copy_ broadcasts and converts into the tensor, fill_ sets every element",
+          "[views][in_place]") {
+  const Tensor x = zeros({2, 3});
+  REQUIRE(x.version() == 0);
+  x.copy_(from_values({1, 2, 3}, {3}, DType::f64));  // broadcast over rows, f64 -> f32
+  REQUIRE(x.to_host_f64() == std::vector<double>{1, 2, 3, 1, 2, 3});
+  REQUIRE(x.version() == 1);
+  x.narrow(1, 1, 1).fill_(7);  // a strided window of the same storage
+  REQUIRE(x.to_host_f64() == std::vector<double>{1, 7, 3, 1, 7, 3});
+  REQUIRE(x.version() == 2);  // a view's write counts for the whole storage
+  // Source and destination in one storage: the source is read before anything is written
+  // (in place, the transpose's element (1, 0) would be read after (0, 1) overwrote it).
+  const Tensor square = iota({2, 2});
+  square.copy_(square.transpose(0, 1));
+  REQUIRE(square.to_host_f64() == std::vector<double>{0, 2, 1, 3});
+}
+
+TEST_CASE("views: copy_ and fill_ refuse what they cannot write", "[views][in_place][errors]") {
+  REQUIRE_THROWS_WITH(zeros({2, 3}).copy_(zeros({2})),
+                      Catch::Contains("copy_") && Catch::Contains("[2]") &&
+                          Catch::Contains("[2, 3]"));
+  REQUIRE_THROWS_WITH(zeros({1}).expand({3}).copy_(iota({3})), Catch::Contains("share memory"));
+  REQUIRE_THROWS_WITH(zeros({2}).copy_(Tensor()), Catch::Contains("undefined"));
+  // A leaf that requires grad is written only under NoGrad.
+  const Tensor param = zeros({2}).requires_grad_();
+  REQUIRE_THROWS_WITH(param.fill_(1), Catch::Contains("fill_") && Catch::Contains("NoGrad"));
+  REQUIRE_THROWS_WITH(param.copy_(ones({2})), Catch::Contains("copy_"));
+  REQUIRE(param.version() == 0);
+  NoGrad no_grad;
+  param.fill_(1);
+  REQUIRE(param.to_host_f64() == std::vector<double>{1, 1});
+  REQUIRE(param.version() == 1);
+}
+
+TEST_CASE("views: narrow of a tensor without elements, and its gradient", "[views][grad]") {
+  // [0, 5] has no elements: columns [2, 5) of it start at no element of its empty storage.
+  const Tensor none = zeros({0, 5}).requires_grad_();
+  const Tensor window = none.narrow(1, 2, 3);
+  REQUIRE(window.shape() == Shape{0, 3});
+  REQUIRE(window.offset() == 0);
+  // The backward narrows a fresh [0, 5] of zeros the same way.
+  sum(window).backward();
+  REQUIRE(none.grad().shape() == Shape{0, 5});
 }

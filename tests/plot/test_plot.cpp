@@ -387,3 +387,94 @@ TEST_CASE("plot loss refuses an --out that is the --log itself", "[plot]") {
                          "is the --log file");
   CHECK(read_bytes(dir.file("log.csv")) == kLog);
 }
+
+namespace {
+
+// How many pixels are within `tolerance` of a colour: a drawn series has hundreds, its legend
+// swatch alone a few dozen.
+size_t pixels_near(const Png& png, const int (&rgb)[3], int tolerance = 2) {
+  size_t count = 0;
+  for (size_t i = 0; i + 2 < png.rgb.size(); i += 3) {
+    count += std::abs(png.rgb[i] - rgb[0]) <= tolerance && std::abs(png.rgb[i + 1] - rgb[1]) <= tolerance &&
+             std::abs(png.rgb[i + 2] - rgb[2]) <= tolerance;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("plot loss draws losses of +-1e308: the axis span passes DBL_MAX", "[plot]") {
+  TempDir dir;
+  // Before: max - min = inf, every pixel coordinate NaN, a chart with only its legend, exit 0.
+  for (const std::string& losses : {std::string("1,1e308\n2,-1e308\n3,0\n"),
+                                    std::string("1,1.7976931348623157e308\n2,-1.7976931348623157e308\n"),
+                                    std::string("1,1.7e308\n2,1.7e308\n"),         // one huge value
+                                    std::string("1,0\n2,4.9e-324\n3,1e-320\n")}) {  // subnormals
+    INFO(losses);
+    write_bytes(dir.file("log.csv"), "step,loss\n" + losses);
+    const Run run = tapegrad({"loss", "--log", dir.file("log.csv"), "--out", dir.file("loss.png")});
+    INFO("stderr: " << run.err);
+    REQUIRE(run.code == 0);
+    // The line itself is drawn, not only the legend's 24-pixel swatch.
+    CHECK(pixels_near(read_png(dir.file("loss.png")), kBlue) > 300);
+  }
+  // Steps past DBL_MAX apart on the x axis too.
+  write_bytes(dir.file("wide.csv"), "step,loss\n-1e308,1\n1e308,2\n");
+  REQUIRE(tapegrad({"loss", "--log", dir.file("wide.csv"), "--out", dir.file("wide.png")}).code == 0);
+  CHECK(pixels_near(read_png(dir.file("wide.png")), kBlue) > 300);
+}
+
+TEST_CASE("plot loss reads decimal numbers only and refuses a header naming a field twice",
+          "[plot]") {
+  TempDir dir;
+  const std::string out = dir.file("out.png");
+  auto loss_from = [&](const std::string& csv) {
+    write_bytes(dir.file("log.csv"), csv);
+    return tapegrad({"loss", "--log", dir.file("log.csv"), "--out", out});
+  };
+  // strtod read 0x10 as 16 and "infinity" as a number; neither is a decimal number.
+  require_one_line_error(loss_from("step,loss\n1,0x10\n"), "line 2: loss '0x10' is not a decimal number");
+  require_one_line_error(loss_from("step,loss\n0x1,2\n"), "step '0x1' is not a decimal number");
+  require_one_line_error(loss_from("step,loss\n1,2\n2,+3\n"), "line 3: loss '+3' is not");
+  require_one_line_error(loss_from("step,loss,val_loss\n1,2,infinity\n"), "val_loss 'infinity'");
+  require_one_line_error(loss_from(std::string("step,loss\n1,2\0" "9\n", 16)), "loss '2\\x009'");
+  require_one_line_error(loss_from("step,loss,lr,loss\n1,2,0.1,3\n"),
+                         "line 1: fields 2 and 4 are both named 'loss'");
+  CHECK_FALSE(fs::exists(out));
+  // A subnormal loss is a finite number.
+  REQUIRE(loss_from("step,loss\n1,1e-320\n2,0.5\n").code == 0);
+}
+
+TEST_CASE("plot grads draws a model of 1024 layers: the legend stops, the lines do not", "[plot]") {
+  TempDir dir;
+  // The tensors of a 1024-layer charlm, as train --grad-stats names them, on three steps.
+  std::vector<std::string> names = {"embedding.weight"};
+  const char* per_layer[] = {"norm1.weight", "norm1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
+                             "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
+                             "attn.v_proj.bias", "attn.o_proj.weight", "attn.o_proj.bias",
+                             "norm2.weight", "norm2.bias", "mlp.linear1.weight", "mlp.linear1.bias",
+                             "mlp.linear2.weight", "mlp.linear2.bias"};
+  for (int layer = 0; layer < 1024; ++layer) {
+    for (const char* name : per_layer) names.push_back("layers." + std::to_string(layer) + "." + name);
+  }
+  for (const char* name : {"norm.weight", "norm.bias", "head.weight", "head.bias"}) names.push_back(name);
+  std::string csv = "step,name,mean_abs_grad,grad_norm,update_ratio\n";
+  for (const int step : {1, 11, 21}) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      csv += std::to_string(step) + "," + names[i] + "," + std::to_string((i % 97 + 1) * 1e-4 * step) +
+             ",0.1,0.001\n";
+    }
+  }
+  write_bytes(dir.file("grads.csv"), csv);
+  Launch launch;
+  launch.alarm_seconds = 300;  // a chart that hangs fails here, not the suite
+  // Before: a legend row a series made the canvas over 300000 pixels tall: "canvas: size ...".
+  const Run run = tapegrad({"grads", "--log", dir.file("grads.csv"), "--out", dir.file("g.png")}, launch);
+  INFO("stderr: " << run.err);
+  REQUIRE(run.code == 0);
+  const Png png = read_png(dir.file("g.png"));
+  CHECK(png.height <= 1200);  // 40 legend rows, not 16389
+  CHECK(png.width <= 1600);
+  CHECK(pixels_near(png, kBlue) > 300);
+  CHECK(pixels_near(png, kOrange) > 300);
+}

@@ -339,6 +339,53 @@ TEST_CASE("checkpoint: NaN or Inf in any tensor is refused, naming it", "[checkp
   }, "tensor 'norm.weight' holds NaN/Inf values");
 }
 
+TEST_CASE("checkpoint: a negative exp_avg_sq or step count is refused, naming the tensor",
+          "[checkpoint]") {
+  testing::TempDir dir;
+  const Checkpoint checkpoint = charlm_checkpoint();
+  const auto set = [](const std::string& name, int64_t at, double value) {
+    return [name, at, value](SafetensorsFile& file) {
+      Tensor& t = tensor_named(file, name);
+      std::vector<double> values = t.to_host_f64();
+      values[at] = value;
+      t = from_values(values, t.shape(), t.dtype());
+    };
+  };
+  // Adam takes the square root of exp_avg_sq at the next step: -0.25 would be NaN, then
+  // "training diverged" far from the cause.
+  require_refused(dir, checkpoint, set("optimizer.3.exp_avg_sq", 5, -0.25),
+                  "tensor 'optimizer.3.exp_avg_sq' holds -0.25 at element 5: exp_avg_sq must be >= 0");
+  require_refused(dir, checkpoint, set("optimizer.0.step", 0, -1),
+                  "tensor 'optimizer.0.step' holds -1 at element 0: a step count must be >= 0");
+  require_refused(dir, checkpoint, set("optimizer.step", 0, -3), "a step count must be >= 0");
+  // Zero is a second moment like any other (a parameter that never had a gradient), and
+  // exp_avg, a running mean of gradients, may be negative.
+  REQUIRE_NOTHROW(load_checkpoint(edited(dir, checkpoint, set("optimizer.3.exp_avg_sq", 5, 0.0))));
+  REQUIRE_NOTHROW(load_checkpoint(edited(dir, checkpoint, set("optimizer.3.exp_avg", 5, -0.25))));
+}
+
+TEST_CASE("checkpoint: tensor names from the file are quoted safely in errors", "[checkpoint]") {
+  testing::TempDir dir;
+  const Checkpoint checkpoint = charlm_checkpoint();
+  require_refused(dir, checkpoint, [](SafetensorsFile& file) {
+    file.tensors.emplace_back(std::string("extra\0\nname", 11), zeros({2}));
+  }, "unexpected tensor 'extra\\x00\\x0aname' (a charlm model");
+}
+
+TEST_CASE("check_finite_result names what overflowed and the largest weight", "[checkpoint]") {
+  Checkpoint checkpoint = charlm_checkpoint();
+  REQUIRE_NOTHROW(check_finite_result(2.5, "the loss", checkpoint));
+  REQUIRE_NOTHROW(check_finite_results({1.0, -1e38}, "the logits", checkpoint));
+  for (auto& [name, t] : checkpoint.model) {
+    if (name == "head.weight") t = full(t.shape(), -3e38);
+  }
+  REQUIRE_THROWS_WITH(check_finite_result(NAN, "the loss on x.txt", checkpoint),
+                      Contains("the loss on x.txt is ") && Contains(", not a finite number") &&
+                          Contains("largest weight is 3e+38 in 'head.weight'"));
+  REQUIRE_THROWS_WITH(check_finite_results({0.5, 1.0, INFINITY}, "the logits", checkpoint),
+                      Contains("the logits (element 2) is inf, not a finite number"));
+}
+
 TEST_CASE("data state: byte strings are stored losslessly, valid UTF-8 as JSON strings", "[checkpoint]") {
   const Vocabulary vocab = small_vocabulary();
   const nlohmann::json stored = vocabulary_to_json(vocab);

@@ -73,3 +73,56 @@ TEST_CASE("config quantization: stored, strict, and none when an older checkpoin
   bad["quantization"] = 8;
   REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("'quantization' must be a string"));
 }
+
+TEST_CASE("check_flags_apply: a given flag outside its scope is one error naming the setting",
+          "[config][flags]") {
+  const std::vector<FlagScope> table = {{{"window", "horizon"}, false, "--task charlm"},
+                                        {{"tokenizer"}, true, "--task textcls"}};
+  REQUIRE_NOTHROW(check_flags_apply({"tokenizer", "steps"}, table));  // in scope, or unlisted
+  REQUIRE_THROWS_WITH(check_flags_apply({"steps", "horizon"}, table),
+                      "--horizon does not apply to --task charlm");
+  REQUIRE_NOTHROW(check_flags_apply({}, table));
+}
+
+TEST_CASE("train_flag_scopes: each task's flags, attention, --tf32 and --eval-every",
+          "[config][flags]") {
+  TrainConfig config;
+  config.task = "charlm";
+  const auto refused = [&](const std::string& flag, const std::string& expected) {
+    INFO(flag);
+    REQUIRE_THROWS_WITH(check_flags_apply({flag}, train_flag_scopes(config)),
+                        Catch::Contains(expected));
+  };
+  const auto accepted = [&](const std::string& flag) {
+    INFO(flag);
+    REQUIRE_NOTHROW(check_flags_apply({flag}, train_flag_scopes(config)));
+  };
+  for (const char* flag : {"window", "horizon", "target", "inputs", "normalize", "tokenizer"}) {
+    refused(flag, std::string("--") + flag + " does not apply to --task charlm");
+  }
+  for (const char* flag : {"context", "attention", "position", "heads", "eval-every"}) {
+    accepted(flag);
+  }
+  refused("tf32", "--tf32 does not apply to --device cpu");
+  config.device = "cuda:1";  // only parsed here: no device is needed
+  accepted("tf32");
+  config.layers = 0;  // an embedding and a head
+  for (const char* flag : {"attention", "heads", "dropout", "checkpoint-activations"}) {
+    refused(flag, std::string("--") + flag + " does not apply to a model without attention");
+  }
+  accepted("position");  // sinusoidal: the table is added to the embedding
+  config.position = "rope";
+  refused("position", "--position does not apply to a model without attention");
+  config.val_frac = 0;
+  refused("eval-every", "--eval-every does not apply to --val-frac 0 (no validation split)");
+  config = TrainConfig();
+  config.task = "textcls";
+  config.layers = 0;  // the tutorial's model: one attention
+  accepted("tokenizer");
+  accepted("attention");
+  accepted("checkpoint-activations");
+  refused("context", "--context does not apply to --task textcls");
+  config.task = "timeseries";
+  for (const char* flag : {"window", "horizon", "target", "inputs", "normalize"}) accepted(flag);
+  refused("tokenizer", "--tokenizer does not apply to --task timeseries");
+}

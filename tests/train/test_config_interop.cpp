@@ -41,7 +41,7 @@ TEST_CASE("schedule, inputs and timeseries layers are checked", "[config]") {
   config.layers = 1;
   config.validate();
   config.task = "charlm";
-  REQUIRE_THROWS_WITH(config.validate(), Catch::Contains("--inputs is for timeseries only"));
+  REQUIRE_THROWS_WITH(config.validate(), Catch::Contains("--inputs does not apply to --task charlm"));
   nlohmann::json json = to_json(config);
   json["inputs"] = "a,b";
   REQUIRE_THROWS_WITH(config_from_json(json), Catch::Contains("'inputs' must be an array"));

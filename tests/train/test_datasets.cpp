@@ -138,6 +138,56 @@ TEST_CASE("datasets: zscore statistics come from the training windows only", "[d
   }
 }
 
+TEST_CASE("datasets: CSV numbers are finite decimals; subnormals are, hex and inf are not",
+          "[datasets]") {
+  TempDir dir;
+  auto load = [&](const std::string& contents) {
+    return load_timeseries(dir.write("numbers.csv", contents), spec(1, 1, 0.0));
+  };
+  // 1e-320 is a finite (subnormal) double; as f32 it is 0. 1e-400 rounds to 0 as strtod reads it.
+  const TimeSeriesData tiny = load("a,b\n1e-320,2\n-1e-400,4.5e-310\n3,1E2\n");
+  REQUIRE(tiny.train_x.to_host_f64() == std::vector<double>{0, 2, 0, 0});
+  REQUIRE(tiny.train_y.to_host_f64() == std::vector<double>{0, 100});
+  // strtod reads each of these (0x10 as 16); a CSV of decimal numbers holds none of them.
+  for (const char* cell : {"0x10", "0x1p4", "inf", "-infinity", "NaN", "+1", "1e5x", "1,5"}) {
+    INFO(cell);
+    const std::string csv = std::string("a,b\n1,2\n3,") + cell + "\n";
+    if (std::string(cell) == "1,5") {
+      REQUIRE_THROWS_WITH(load(csv), Contains("ragged"));
+      continue;
+    }
+    REQUIRE_THROWS_WITH(load(csv), Contains("line 3, column 2 ('b'): '" + std::string(cell) +
+                                            "' is not a decimal number"));
+  }
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,1e309\n"),
+                      Contains("'1e309' is out of range for a double"));
+}
+
+TEST_CASE("datasets: a NUL or control byte in a bad CSV cell is spelled out in the message",
+          "[datasets]") {
+  TempDir dir;
+  const std::string csv = std::string("a,b\n1,2\n3,4\0" "5\x1b[2Jx\n", 19);
+  const std::string path = dir.write("nul.csv", csv);
+  // Before: the message stopped at the NUL ("... column 2 ('b'): '4").
+  REQUIRE_THROWS_WITH(load_timeseries(path, spec(1, 1, 0.0)),
+                      Contains("line 3, column 2 ('b'): '4\\x005\\x1b[2Jx' is not a decimal number"));
+  const std::string header = std::string("a,b\x07\n1,2\n3,y\n");
+  REQUIRE_THROWS_WITH(load_timeseries(dir.write("bel.csv", header), spec(1, 1, 0.0)),
+                      Contains("column 2 ('b\\x07'): 'y'"));
+}
+
+TEST_CASE("datasets: a CSV header naming a column twice is refused, naming it", "[datasets]") {
+  TempDir dir;
+  const std::string path = dir.write("twice.csv", "a,b,a\n1,2,3\n4,5,6\n7,8,9\n");
+  REQUIRE_THROWS_WITH(load_timeseries(path, spec(1, 1, 0.0)),
+                      Contains("twice.csv' line 1: columns 1 and 3 are both named 'a'"));
+  // Quotes and spaces around a name do not make it another name.
+  const std::string quoted = dir.write("quoted.csv", "x, \"x\"\n1,2\n3,4\n");
+  REQUIRE_THROWS_WITH(load_timeseries(quoted, spec(1, 1, 0.0)),
+                      Contains("columns 1 and 2 are both named 'x'"));
+  REQUIRE_NOTHROW(load_timeseries(dir.write("distinct.csv", "a,A\n1,2\n3,4\n"), spec(1, 1, 0.0)));
+}
+
 TEST_CASE("datasets: malformed CSV files throw tg::Error naming the problem", "[datasets]") {
   TempDir dir;
   const std::string good = dir.write("good.csv", ten_rows());
@@ -153,12 +203,12 @@ TEST_CASE("datasets: malformed CSV files throw tg::Error naming the problem", "[
   REQUIRE_THROWS_WITH(load("a,b\n"), Contains("no data rows"));
   REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,x\n"), Contains("line 3") && Contains("column 2") && Contains("'x'"));
   REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,\n"), Contains("line 3") && Contains("column 2") &&
-                                                  Contains("not a finite number"));
-  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,nan\n"), Contains("not a finite number"));
+                                                  Contains("not a decimal number"));
+  REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,nan\n"), Contains("not a decimal number"));
   REQUIRE_THROWS_WITH(load("a,b\n1,2\n3,4,5\n"), Contains("line 3") && Contains("ragged"));
   REQUIRE_THROWS_WITH(load("a,b\n1,2\n\n3\n"), Contains("line 4") && Contains("ragged"));
   REQUIRE_THROWS_WITH(load_timeseries(good, spec(3, 2, 0.0, false, "c")),
-                      Contains("target column 'c' not found") && Contains("a, b"));
+                      Contains("target column 'c' not found") && Contains("'a', 'b'"));
   REQUIRE_THROWS_WITH(load_timeseries(good, spec(8, 3, 0.0)), Contains("no window fits"));
   REQUIRE_NOTHROW(load_timeseries(good, spec(8, 2, 0.0)));  // exactly one window
   REQUIRE_THROWS_WITH(load_timeseries(good, spec(3, 2, 1.0)), Contains("val_frac"));
@@ -220,7 +270,7 @@ TEST_CASE("datasets: text classification from TSV", "[datasets]") {
                                      "\n"
                                      "neg\tbca\r\n"
                                      "pos\ta\n"
-                                     "neg\tabcdefg\n"
+                                     "neg\tabcd\n"
                                      "pos\tzz\n");
   // 5 lines, val_frac 0.4: the last 2 lines validate.
   const TextClsData data = load_textcls(path, Tokenizer::chars, 4, 0.4);
@@ -232,9 +282,15 @@ TEST_CASE("datasets: text classification from TSV", "[datasets]") {
   REQUIRE(data.train[0].label == 0);
   REQUIRE(data.train[1].tokens == std::vector<int64_t>{3, 4, 2});
   REQUIRE(data.train[1].label == 1);
-  REQUIRE(data.val[0].tokens == std::vector<int64_t>{2, 3, 4, 1});  // truncated to 4, "d" unknown
+  REQUIRE(data.val[0].tokens == std::vector<int64_t>{2, 3, 4, 1});  // "d" unknown
   REQUIRE(data.val[1].tokens == std::vector<int64_t>{1, 1});
   REQUIRE(data.val[1].label == 0);
+  // A line past max_len is an error naming the longest such line, never truncated.
+  const std::string long_lines = dir.write("long.tsv", "a\tabcde\nb\tx\na\tabcdefg\n");
+  REQUIRE_THROWS_WITH(load_textcls(long_lines, Tokenizer::chars, 4, 0.0),
+                      Contains("line 3 has 7 char tokens, past the model's max_len 4") &&
+                          Contains("the longest of 2 lines past it") && Contains("--max-len 7"));
+  REQUIRE(load_textcls(long_lines, Tokenizer::chars, 7, 0.0).train[2].tokens.size() == 7);
   // A validation label the training split never saw cannot be encoded.
   REQUIRE_THROWS_WITH(load_textcls(dir.write("odd.tsv", "a\tx\n\nodd\ty\n"), Tokenizer::chars, 4, 0.5),
                       Contains("line 3") && Contains("'odd'") && Contains("training split"));
@@ -302,8 +358,8 @@ TEST_CASE("datasets: character LM text, examples and batches", "[datasets]") {
   const std::string path = dir.write("lm.txt", "abcab\xC3\xA9" "abcz");
   const CharLMData data = load_charlm(path, 0.2);
   REQUIRE(data.vocab.tokens == std::vector<std::string>{"<pad>", "<unk>", "a", "b", "c", "\xC3\xA9"});
-  REQUIRE(data.train == std::vector<int64_t>{2, 3, 4, 2, 3, 5, 2, 3});
-  REQUIRE(data.val == std::vector<int64_t>{4, 1});  // "z" is not in the training split
+  REQUIRE(data.train == std::vector<CharId>{2, 3, 4, 2, 3, 5, 2, 3});
+  REQUIRE(data.val == std::vector<CharId>{4, 1});  // "z" is not in the training split
   const CharLMData given = load_charlm(path, 0.0, &data.vocab);
   REQUIRE(given.train.size() == 10);
   REQUIRE(given.train.back() == 1);
@@ -323,6 +379,25 @@ TEST_CASE("datasets: character LM text, examples and batches", "[datasets]") {
   REQUIRE_THROWS_WITH(load_charlm((dir.path / "gone.txt").string(), 0.1), Contains("cannot open"));
   REQUIRE_THROWS_WITH(load_charlm(dir.write("empty.txt", ""), 0.1), Contains("empty"));
   REQUIRE_THROWS_WITH(load_charlm(path, 1.5), Contains("val_frac"));
+}
+
+TEST_CASE("datasets: a character LM corpus is held once, 4 bytes a character", "[datasets]") {
+  // 8 characters in 11 bytes: a, b, c, space, e-acute (2 bytes), the euro sign (3 bytes), a lone
+  // invalid byte (its own character) and a newline; 100000 of them.
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "abc \xC3\xA9\xE2\x82\xAC\xFF\n";
+  TempDir dir;
+  const CharLMData data = load_charlm(dir.write("big.txt", text), 0.1);
+  REQUIRE(data.train.size() == 720000);
+  REQUIRE(data.val.size() == 80000);
+  REQUIRE(data.vocab.size() == 2 + 8);
+  // One 4-byte id per character and nothing more: 3.2 MB for the 1.1 MB file (8-byte ids in
+  // vectors grown by doubling would hold 6.4 to 12.8 MB).
+  REQUIRE(data.corpus_bytes() == 4 * 800000);
+  REQUIRE(data.corpus_bytes() <= 4 * static_cast<int64_t>(text.size()));
+  // The ids are those of the small file's rule: the first 8 characters are ids 2 .. 9 in order.
+  REQUIRE(std::vector<CharId>(data.train.begin(), data.train.begin() + 9) ==
+          std::vector<CharId>{2, 3, 4, 5, 6, 7, 8, 9, 2});
 }
 
 // ---- batch order --------------------------------------------------------------------------------

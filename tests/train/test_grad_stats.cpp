@@ -163,7 +163,7 @@ TEST_CASE("grad-stats flags: bad values exit 2 with one line", "[grad_stats][cli
                          "--grad-stats-every must be at least 1");
   require_one_line_error(run_cli(train + " --grad-stats-every 5", dir), "needs --grad-stats");
   require_one_line_error(run_cli(train + " --grad-stats " + dir.path.string(), dir), "directory");
-  require_one_line_error(run_cli(train + " --grad-stats " + dir.file("series.csv"), dir), "training data");
+  require_one_line_error(run_cli(train + " --grad-stats " + dir.file("series.csv"), dir), "is the --data file");
   REQUIRE(!std::filesystem::exists(dir.file("g.csv")));
   REQUIRE(read_bytes(dir.file("series.csv")) == small_csv());
 }

@@ -166,7 +166,7 @@ TEST_CASE("trace flags: bad values exit 2 with one line, and nothing is trained"
   require_one_line_error(run_cli(train + trace + " --profile-schedule 1,x,2", dir), "--profile-schedule");
   require_one_line_error(run_cli(train + " --profile-schedule 1,1,1", dir), "needs --profile-trace");
   require_one_line_error(run_cli(train + " --profile-trace " + dir.path.string(), dir), "is a directory");
-  require_one_line_error(run_cli(train + " --profile-trace " + dir.file("series.csv"), dir), "training data");
+  require_one_line_error(run_cli(train + " --profile-trace " + dir.file("series.csv"), dir), "is the --data file");
   require_one_line_error(run_cli("bench --workload sgemm --steps 1 --profile-trace " + dir.path.string(), dir),
                          "is a directory");
   require_one_line_error(run_cli("bench --workload sgemm --steps 1 --profile-schedule 1,1", dir),

@@ -148,6 +148,9 @@ TEST_CASE("quantize_rows fast path equals the plain loop bit for bit", "[quantiz
     values[3 * cols] = -inf;                                              // row 3: -inf
     for (int64_t c = 0; c < cols; ++c) values[4 * cols + c] = 0.5 * (c % 5) - 1;  // ties
     for (int64_t c = 0; c < cols; ++c) values[5 * cols + c] = nan;        // row 5: all NaN
+    for (int64_t c = 0; c < cols; ++c) values[6 * cols + c] *= 0x1p-140;  // row 6: denormal
+    values[7 * cols] = 0x1p-120;  // row 7: a normal entry whose / 127 is denormal, the rest too
+    for (int64_t c = 1; c < cols; ++c) values[7 * cols + c] *= 0x1p-135;
     const Tensor x = from_values(values, {rows, cols}, DType::f32, kCPU);
     for (double fixed : {0.0, 0.5, 0.01, 1e-50, 1e30}) {
       INFO("fixed scale " << fixed);

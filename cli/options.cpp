@@ -1,0 +1,55 @@
+#include "tapegrad/cli/options.h"
+
+#include <typeinfo>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tg::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+// A positional argument (one that is no --option and no option's value): a tg::Error.
+void refuse_positional_arguments(const po::parsed_options& parsed) {
+  for (const po::option& option : parsed.options) {
+    if (!option.string_key.empty()) continue;
+    const std::string text = option.value.empty() ? "" : option.value.front();
+    fail("unexpected argument '", text, "': every argument is an option, --name value ",
+         "(try --help)");
+  }
+}
+
+// An option typed with an empty string value (--save ''): a tg::Error, not "not given". A switch
+// (--json, which takes no value) is stored as an empty string too, and is not one.
+void refuse_empty_values(const po::variables_map& vm, const po::options_description& options) {
+  for (const auto& [name, value] : vm) {
+    if (value.defaulted() || value.value().type() != typeid(std::string)) continue;
+    const po::option_description* option = options.find_nothrow(name, false);
+    if (option == nullptr || option->semantic()->max_tokens() == 0) continue;
+    TG_CHECK(!value.as<std::string>().empty(), "--", name,
+             ": empty value (leave the option out for its default)");
+  }
+}
+
+}  // namespace
+
+po::variables_map parse_command_line(const Args& args, const po::options_description& options) {
+  const po::parsed_options parsed = po::command_line_parser(args).options(options).run();
+  refuse_positional_arguments(parsed);
+  po::variables_map vm;
+  po::store(parsed, vm);
+  if (vm.count("help")) return vm;
+  refuse_empty_values(vm, options);
+  po::notify(vm);
+  return vm;
+}
+
+std::set<std::string> given_options(const po::variables_map& vm) {
+  std::set<std::string> given;
+  for (const auto& [name, value] : vm) {
+    if (!value.defaulted()) given.insert(name);
+  }
+  return given;
+}
+
+}  // namespace tg::cli
