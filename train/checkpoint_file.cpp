@@ -129,7 +129,7 @@ std::optional<uint64_t> parameter_index(const std::string& name) {
 // NaN and Inf are check_finite's.
 void check_optimizer_values(const std::string& stored, const std::string& buffer, const Tensor& t) {
   if (buffer != "step" && buffer != "exp_avg_sq") return;
-  const std::vector<double> values = t.cpu().contiguous().to_host_f64();
+  const std::vector<double> values = t.to_host_f64();
   const auto negative = std::find_if(values.begin(), values.end(), [](double v) { return v < 0; });
   if (negative == values.end()) return;
   fail("tensor ", quoted_text(stored), " holds ", *negative, " at element ",
@@ -206,7 +206,7 @@ std::string checkpoint_largest_weight(const nn::NamedTensors& model) {
   std::string where;
   for (const auto& [name, t] : model) {
     if (!is_floating(t.dtype())) continue;
-    for (const double v : t.cpu().contiguous().to_host_f64()) {
+    for (const double v : t.to_host_f64()) {
       if (std::abs(v) > largest) largest = std::abs(v), where = name;
     }
   }
