@@ -30,7 +30,7 @@
 // Forward rows have self = total. Summing self over all rows gives the profiled wall time. Bytes
 // are the allocator's bytes allocated (frees not subtracted), split the same way: "bytes"
 // inclusive, "self bytes" without the children. The allocator counts every thread; the times
-// are this thread's (OpenMP workers run inside the op that started them).
+// are this thread's (the pool's workers run inside the op that started them).
 //
 // How it hears of the engine: a Profiler installs a TapeObserver (autograd/tape.h) on its thread,
 // the engine's one hook, and takes it out again when it ends. ProfileRegions reach it the same way.

@@ -270,8 +270,7 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
        "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "
        "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s)")
       ("max-seq", po::value(&o.max_seq), "attn-scaling: the longest S (default 16384)")
-      ("threads", po::value(&o.threads),
-       "OpenMP threads (default: all cores; BLAS runs on one each)")
+      ("threads", po::value(&o.threads)->default_value(o.threads), kThreadsHelp)
       ("steps", po::value(&o.steps), "timed steps; the median is reported (default 20)")
       ("warmup", po::value(&o.warmup), "untimed steps first (default 3)")
       ("path", po::value(&o.path), "attention path: fused (default) or explicit (need_weights' "
@@ -330,8 +329,6 @@ void check_options(BenchOptions& o) {
            "], got ", o.steps);
   TG_CHECK(o.warmup >= 0 && o.warmup <= kMaxBenchSteps, "--warmup must be in [0, ", kMaxBenchSteps,
            "], got ", o.warmup);
-  TG_CHECK(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
-           "] (0 = all cores), got ", o.threads);
   TG_CHECK(o.path == "fused" || o.path == "explicit", "--path must be fused or explicit, got '",
            o.path, "'");
   TG_CHECK(o.amp == "none" || o.amp == "fp16" || o.amp == "bf16",
@@ -520,7 +517,8 @@ void print_text(const BenchOptions& o, Device device, const Workload& w, const M
   std::printf("workload     %s\n             %s\n", o.workload.c_str(), w.description.c_str());
   std::printf("device       %s%s\n", device_name(device).c_str(),
               math_modes().allow_tf32 ? " (TF32 allowed)" : "");
-  std::printf("threads      %d (OpenMP; BLAS single-threaded)\n", num_threads());
+  std::printf("threads      %d (%s; BLAS single-threaded)\n", num_threads(),
+              describe_num_threads().c_str());
   std::printf("attention    %s path\n", o.path.c_str());
   std::printf("kernels      %s\n", o.plain_kernels            ? "plain loops (--plain-kernels)"
                                    : cpu::fast_paths_enabled() ? "fast paths (AVX2 + FMA)"
@@ -577,7 +575,7 @@ int bench(const Args& args) {
   const std::optional<BenchOptions> parsed = parse_options(args);
   if (!parsed) return 0;  // --help
   const BenchOptions& o = *parsed;
-  set_num_threads(o.threads);  // 0: all cores
+  use_threads_option(o.threads);  // 0: the cores available
   std::optional<cpu::FastPathsOff> plain_kernels;
   if (o.plain_kernels) plain_kernels.emplace();
   const Device device = parse_device(o.device);

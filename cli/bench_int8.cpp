@@ -104,8 +104,9 @@ int bench_int8(const Int8BenchOptions& o) {
   if (!o.json) {
     std::printf("workload     %s, inference only (forward under NoGrad), batch %lld x seq %lld\n",
                 o.workload.c_str(), static_cast<long long>(shape.batch), static_cast<long long>(shape.seq));
-    std::printf("threads      %d (OpenMP); %d timed forwards after %d warm-up; static calibrated on %d "
-                "random batches (minmax)\n", num_threads(), o.steps, o.warmup, o.calibration_batches);
+    std::printf("threads      %d (%s); %d timed forwards after %d warm-up; static calibrated on "
+                "%d random batches (minmax)\n", num_threads(), describe_num_threads().c_str(),
+                o.steps, o.warmup, o.calibration_batches);
     std::printf("%-14s %12s %12s %9s %14s %18s\n", "model", "ms/batch", "min ms", "speedup", "model bytes",
                 "Linear weight bytes");
   }

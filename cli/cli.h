@@ -20,6 +20,7 @@ int train(const Args& args);
 int eval(const Args& args);
 int sample(const Args& args);
 int quantize(const Args& args);
+int export_weights(const Args& args);  // `tapegrad export` (export is a C++ keyword)
 
 // The version, as CMake's project() states it.
 const char* version();

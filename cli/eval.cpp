@@ -23,10 +23,10 @@ int eval(const Args& args) {
       ("load", po::value(&load), "checkpoint written by tapegrad train --save")
       ("data", po::value(&data), "data file in the checkpoint task's format")
       ("batch", po::value(&batch), "examples per forward (default: the training batch)")
-      ("threads", po::value(&threads)->default_value(0), "threads (0: all cores)")
       ("device", po::value(&device)->default_value(device), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("json", "print one JSON object");
+  add_threads_option(options, threads);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n"
@@ -36,10 +36,8 @@ int eval(const Args& args) {
   TG_CHECK(!load.empty() && !data.empty(), "--load and --data are required");
   TG_CHECK(!vm.count("batch") || (batch >= 1 && batch <= train::Limits::batch), "--batch must be in [1, ",
            train::Limits::batch, "], got ", batch);
-  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
-           "] (0: all cores), got ", threads);
   train::check_flags_apply(given_options(vm), {train::tf32_scope(device)});
-  set_num_threads(threads);
+  use_threads_option(threads);
   train::Checkpoint checkpoint = train::load_checkpoint(load);
   checkpoint.config.device = device;  // wherever it was trained
   checkpoint.config.validate();

@@ -24,12 +24,14 @@ int gradcheck(const Args& args) {
   namespace po = boost::program_options;
   std::string filter;
   std::string device_text = "cpu";
+  int threads = 0;
   po::options_description options("tapegrad gradcheck: f64 central differences vs backward()");
   options.add_options()("help,h", "show this help")
       ("filter", po::value(&filter), "run only the checks whose name contains this text")
       ("device", po::value(&device_text), "run every check on this device: cpu, cuda, cuda:N")
       ("json", "print one JSON object instead of the table")
       ("list", "list the check names and exit");
+  add_threads_option(options, threads);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options
@@ -37,6 +39,7 @@ int gradcheck(const Args& args) {
                  "  tapegrad gradcheck --json\n  tapegrad gradcheck --device cuda\n";
     return 0;
   }
+  use_threads_option(threads);
   std::vector<GradcheckCase> selected;
   for (GradcheckCase& check : all_gradcheck_cases()) {
     if (check.name.find(filter) != std::string::npos) selected.push_back(std::move(check));

@@ -30,8 +30,8 @@ int info(const Args& args) {
             << "blas:     " << openblas_get_config() << "\n"
             << "kernels:  " << openblas_get_corename() << " (OpenBLAS); CPU fast paths "
             << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
-            << "threads:  " << num_threads() << " (OpenMP), " << openblas_get_num_threads()
-            << " (OpenBLAS)\n"
+            << "threads:  " << num_threads() << " (" << describe_num_threads()
+            << "; --threads N on any command), " << openblas_get_num_threads() << " (OpenBLAS)\n"
             << "devices:  cpu\n";
   const Backend* cuda = find_backend(DeviceType::cuda);
   if (cuda == nullptr) {

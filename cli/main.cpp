@@ -27,6 +27,9 @@ const std::map<std::string, std::pair<std::function<int(const tg::cli::Args&)>, 
                                    "              on the previous, same and first token, over a data file"}},
     {"quantize", {tg::cli::quantize, "int8 quantization of a checkpoint's Linear layers (dynamic, or static\n"
                                      "              with calibration); eval/sample/plot load the result"}},
+    {"export", {tg::cli::export_weights,
+                "a checkpoint's model alone (state_dict, no optimizer state) for\n"
+                "              PyTorch: the tutorial's classes load it with strict=True"}},
     {"bench", {tg::cli::bench, "time training steps of fixed workloads (ms/step, GFLOP/s, peak bytes)"}},
 };
 

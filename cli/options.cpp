@@ -3,6 +3,7 @@
 #include <typeinfo>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/threads.h"
 
 namespace tg::cli {
 namespace {
@@ -42,6 +43,20 @@ po::variables_map parse_command_line(const Args& args, const po::options_descrip
   refuse_empty_values(vm, options);
   po::notify(vm);
   return vm;
+}
+
+const char* const kThreadsHelp =
+    "threads (0: the cores this process may use, its CPU affinity capped by its cgroup's CPU "
+    "quota; tapegrad info prints the count)";
+
+void add_threads_option(po::options_description& options, int& threads) {
+  options.add_options()("threads", po::value(&threads)->default_value(threads), kThreadsHelp);
+}
+
+void use_threads_option(int threads) {
+  TG_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, ", kMaxThreads,
+           "] (0: the cores available), got ", threads);
+  set_num_threads(threads);
 }
 
 std::set<std::string> given_options(const po::variables_map& vm) {

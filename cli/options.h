@@ -19,4 +19,12 @@ boost::program_options::variables_map parse_command_line(
 // The options typed on the command line (not those only defaulted), without the dashes.
 std::set<std::string> given_options(const boost::program_options::variables_map& vm);
 
+// --threads, as every command that computes reads it (the thread policy: autograd/threads.h):
+// the help line, which says what 0 means, and the option itself, stored into `threads`.
+extern const char* const kThreadsHelp;
+void add_threads_option(boost::program_options::options_description& options, int& threads);
+// Checks a --threads value (a tg::Error naming the flag outside [0, kMaxThreads]) and sets the
+// thread count to it.
+void use_threads_option(int threads);
+
 }  // namespace tg::cli

@@ -15,6 +15,7 @@
 #include "tapegrad/io/quoted_text.h"
 #include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/nn/positional_encoding.h"
+#include "tapegrad/plot/module_panels.h"
 #include "tapegrad/plot/png.h"
 
 namespace tg::cli {
@@ -23,13 +24,17 @@ namespace {
 
 namespace po = boost::program_options;
 
-// Parses `args` against `options`; returns false (after printing the help) when --help was given.
-bool parse(const Args& args, const po::options_description& options, const char* examples) {
+// Parses `args` against `options` and --threads (which it applies); returns false (after
+// printing the help) when --help was given.
+bool parse(const Args& args, po::options_description& options, const char* examples) {
+  int threads = 0;
+  add_threads_option(options, threads);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexample:\n" << examples;
     return false;
   }
+  use_threads_option(threads);
   return true;
 }
 
@@ -217,13 +222,18 @@ std::vector<plot::Series> read_grad_stats(const std::string& path) {
 
 int plot_grads(const Args& args) {
   std::string log_path, out, only;
-  po::options_description options("tapegrad plot grads: mean |grad| of every parameter against step, on a\n"
-                                  "log scale, from the CSV that tapegrad train --grad-stats writes");
+  po::options_description options(
+      "tapegrad plot grads: mean |grad| of every parameter against step, on a\n"
+      "log scale, from the CSV that tapegrad train --grad-stats writes: one\n"
+      "panel a layer or module (at most 8 parameters, each in its own colour),\n"
+      "all panels on the same axes");
   options.add_options()("help,h", "show this help")
       ("log", po::value(&log_path)->required(), "the --grad-stats CSV (step, name, mean_abs_grad, ...)")
       ("out", po::value(&out)->required(), "the PNG to write")
-      ("only", po::value(&only), "only the parameters whose name contains this text (the ten colours "
-                                 "repeat on a model with more parameters), e.g. q_proj or .bias");
+      ("only", po::value(&only),
+       "only the parameters whose name contains this text, e.g. q_proj, .bias or layers.3. (a "
+       "model of more than 48 panels is drawn on one chart, where colours repeat: --only draws "
+       "a part of it as panels)");
   if (!parse(args, options, "  tapegrad plot grads --log grads.csv --out grads.png\n"
                             "  tapegrad plot grads --log grads.csv --only layers.0. --out layer0.png\n")) return 0;
 
@@ -235,9 +245,18 @@ int plot_grads(const Args& args) {
   TG_CHECK(!series.empty(), "--only '", only, "': no parameter in '", log_path, "' has that in its name");
   const size_t slash = log_path.rfind('/');
   const std::string name = slash == std::string::npos ? log_path : log_path.substr(slash + 1);
+  const std::vector<plot::LinePanel> panels = plot::panels_by_module(series);
+  if (panels.size() <= plot::kMaxPanels) {
+    plot::small_multiples_png(out, panels, "mean |grad| per parameter, log scale (" + name + ")",
+                              "step", plot::YScale::log);
+    std::cout << "wrote " << out << ": " << series.size() << " parameters in " << panels.size()
+              << " panels\n";
+    return 0;
+  }
   plot::line_chart_png(out, series, "mean |grad| per parameter (" + name + ")", "step",
                        "mean |grad| (log scale)", plot::YScale::log);
-  std::cout << "wrote " << out << "\n";
+  std::cout << "wrote " << out << ": " << series.size() << " parameters on one chart ("
+            << panels.size() << " panels would be too many; --only draws a part as panels)\n";
   return 0;
 }
 

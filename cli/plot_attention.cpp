@@ -65,6 +65,7 @@ plot::Heatmap layout_panel(const nn::AttentionSpec& spec, int64_t length, bool c
 struct AttentionPlotOptions {
   std::string load, text, out, data;
   int64_t layer = 0, samples = 64;
+  int threads = 0;
   bool summary = false;
 };
 
@@ -84,6 +85,7 @@ std::optional<AttentionPlotOptions> parse_options(const Args& args) {
       ("data", po::value(&o.data), "--summary: the data file to sample")
       ("samples", po::value(&o.samples)->default_value(o.samples),
        "--summary: sequences to average over");
+  add_threads_option(options, o.threads);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n"
@@ -98,6 +100,7 @@ std::optional<AttentionPlotOptions> parse_options(const Args& args) {
   train::check_flags_apply(
       given_options(vm), {{{"layer", "text"}, !o.summary, "--summary"},
                           {{"data", "samples"}, o.summary, "a plot of one --text (no --summary)"}});
+  use_threads_option(o.threads);
   return o;
 }
 

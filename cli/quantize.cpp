@@ -46,6 +46,7 @@ std::string file_bytes(const std::string& path) {
 struct QuantizeOptions {
   std::string load, out, mode_name, calib, observer = "minmax";
   int64_t calib_batches = 8;
+  int threads = 0;
   double percentile = 99.99;
   nn::QuantMode mode = nn::QuantMode::none;
   nn::StaticOptions static_options;
@@ -71,6 +72,7 @@ boost::program_options::options_description describe_options(QuantizeOptions& o)
        "static: minmax (max |x|) | percentile (the --percentile of |x|)")
       ("percentile", po::value(&o.percentile)->default_value(o.percentile, "99.99"),
        "static, --observer percentile: its p, in (0, 100]");
+  add_threads_option(options, o.threads);
   return options;
 }
 
@@ -105,6 +107,7 @@ void check_options(const boost::program_options::variables_map& vm, QuantizeOpti
            "--calib-batches must be in [1, ", train::Limits::steps, "], got ", o.calib_batches);
   TG_CHECK(o.percentile > 0 && o.percentile <= 100, "--percentile must be in (0, 100], got ",
            o.percentile);
+  use_threads_option(o.threads);
   check_distinct_files({{"--load", o.load}, {"--calib", o.calib}}, {{"--out", o.out}});
   check_output_path(o.out, "--out");
 }

@@ -117,6 +117,7 @@ int sample(const Args& args) {
   double temperature = 1.0;
   std::string seed = "0";
   std::string device_text = "cpu";
+  int threads = 0;
   po::options_description options("tapegrad sample: generate from a charlm checkpoint (textcls: classify the prompt)");
   options.add_options()("help,h", "show this help")
       ("load", po::value(&load), "checkpoint written by tapegrad train --save")
@@ -127,6 +128,7 @@ int sample(const Args& args) {
       ("seed", po::value(&seed)->default_value(seed), "random seed (0 to 2^64-1)")
       ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
+  add_threads_option(options, threads);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n  tapegrad sample --load lm.safetensors --prompt \"The \" --tokens 300 --temperature 0.8 --top-k 10\n"
@@ -139,6 +141,7 @@ int sample(const Args& args) {
   TG_CHECK(tokens >= 0 && tokens <= kMaxSampleTokens, "--tokens must be in [0, ", kMaxSampleTokens,
            "], got ", tokens);
   TG_CHECK(top_k >= 0, "--top-k must be >= 0, got ", top_k);
+  use_threads_option(threads);
   const uint64_t seed_value = train::parse_uint64(seed, "--seed");
   const Device device = parse_device(device_text);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);

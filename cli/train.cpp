@@ -28,6 +28,11 @@ po::typed_value<double>* shown(double& value) {
   return po::value(&value)->default_value(value, train::shortest_text(value));
 }
 
+// A flag's help with the default --task charlm has instead of the one shown.
+std::string charlm_default(const std::string& help, double value) {
+  return help + " (--task charlm: " + train::shortest_text(value) + " unless given)";
+}
+
 // What to train: the task and its data file.
 po::options_description what_options(train::TrainConfig& c) {
   po::options_description what("what to train");
@@ -47,7 +52,8 @@ po::options_description model_options(train::TrainConfig& c) {
        "textcls: 0 = the tutorial's model (one attention, no MLP or norms), N >= 1 = N encoder layers; "
        "timeseries: 1 = the tutorial's model (one attention), N >= 2 = N encoder layers (0 is an error); "
        "charlm: N encoder layers")
-      ("dropout", shown(c.dropout), "dropout probability")
+      ("dropout", shown(c.dropout),
+       charlm_default("dropout probability", train::CharLMDefaults::dropout).c_str())
       ("max-len", po::value(&c.max_len)->default_value(c.max_len), "longest sequence (positional encoding)")
       ("attention", po::value(&c.attention)->default_value(c.attention),
        "full | local:W | band:W[,D] | bigbird:W,R,G | linformer:K | performer:M (docs/attention.md)")
@@ -63,7 +69,7 @@ po::options_description training_options(train::TrainConfig& c, std::string& see
       ("batch", po::value(&c.batch)->default_value(c.batch), "examples per step")
       ("epochs", po::value(&c.epochs), "passes over the training split, >= 1 (default 1)")
       ("steps", po::value(&c.steps), "optimizer steps in all, >= 1 (wins over --epochs)")
-      ("lr", shown(c.lr), "peak learning rate")
+      ("lr", shown(c.lr), charlm_default("peak learning rate", train::CharLMDefaults::lr).c_str())
       ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd | adam | adamw")
       ("weight-decay", shown(c.weight_decay), "L2 (sgd, adam) or decoupled (adamw)")
       ("warmup", po::value(&c.warmup)->default_value(c.warmup), "linear warm-up steps, then the --schedule")
@@ -71,7 +77,7 @@ po::options_description training_options(train::TrainConfig& c, std::string& see
        "cosine (decay to 0 by the last step) | constant (--lr throughout: PyTorch's default)")
       ("clip", shown(c.clip), "clip the global gradient norm (0: off)")
       ("seed", po::value(&seed)->default_value(seed), "seed for weights, shuffling and dropout (0 to 2^64-1)")
-      ("threads", po::value(&c.threads)->default_value(c.threads), "threads (0: all cores)")
+      ("threads", po::value(&c.threads)->default_value(c.threads), kThreadsHelp)
       ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | cuda:N")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("checkpoint-activations", po::bool_switch(&c.checkpoint_activations),
@@ -94,7 +100,9 @@ po::options_description data_options(train::TrainConfig& c, std::string& inputs)
       ("inputs", po::value(&inputs), "timeseries: the columns the model reads, COL,COL,... (default: "
        "every column, a YEAR or date column too; --inputs SUNACTIVITY reads only the series)")
       ("normalize", po::value(&c.normalize)->default_value(c.normalize), "timeseries: zscore | none")
-      ("tokenizer", po::value(&c.tokenizer)->default_value(c.tokenizer), "textcls: char | word")
+      ("tokenizer", po::value(&c.tokenizer)->default_value(c.tokenizer),
+       "textcls: char | word (lowercased, each punctuation mark a token) | whitespace (split on "
+       "whitespace only, case and punctuation kept)")
       ("context", po::value(&c.context)->default_value(c.context), "charlm: characters per example");
   return data;
 }
@@ -113,6 +121,14 @@ po::options_description output_options(train::TrainRun& run) {
       ("resume", po::value(&run.resume), "continue from a checkpoint saved by --save")
       ("stop-after", po::value(&run.stop_after),
        "stop after N >= 1 steps of this run (then --save)")
+      ("save-every", po::value(&run.save_every),
+       "also write the --save checkpoint every N steps (a killed run resumes from the last); "
+       "Ctrl-C (SIGINT) or SIGTERM stops after the current step and writes --save")
+      ("save-best", po::value(&run.save_best),
+       "keep the checkpoint with the best validation loss so far (written at each evaluation "
+       "that improves on it)")
+      ("patience", po::value(&run.patience),
+       "stop after K evaluations in a row without a better validation loss (then --save)")
       ("log", po::value(&run.log), "CSV with one row per step")
       ("json", "print a JSON summary as the last line")
       ("profile", "print a per-op time and memory table")
@@ -140,6 +156,9 @@ void print_help(const po::options_description& all) {
                "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n"
                "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --profile-trace trace.json --profile-schedule 2,1,5\n"
                "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --grad-stats grads.csv\n"
+               "  tapegrad train --task charlm --data data/corpus.txt --steps 2000 --eval-every 100 "
+               "--save lm.safetensors \\\n    --save-every 100 --save-best best.safetensors "
+               "--patience 5   (after Ctrl-C: tapegrad train --resume lm.safetensors)\n"
                "  mpirun -np 2 tapegrad train --task charlm --data data/corpus.txt --batch 32 --threads 1 --save lm.safetensors\n"
                "    (data parallel: --batch is the global batch, divisible by the processes; docs/distributed.md)\n";
 }
@@ -162,6 +181,16 @@ void finish_config(const po::variables_map& vm, const TextOptions& text, train::
   c.position = train::format_position(train::parse_position(c.position));
 }
 
+// --save-every (it writes the --save checkpoint, so it needs --save) and --patience: counts >= 1.
+void check_checkpoint_options(const po::variables_map& vm, const train::TrainRun& run) {
+  TG_CHECK(!vm.count("save-every") || run.save_every >= 1, "--save-every must be >= 1, got ",
+           run.save_every);
+  TG_CHECK(!vm.count("save-every") || vm.count("save"), "--save-every needs --save (the path ",
+           "of the resumable checkpoint it writes every ", run.save_every, " steps)");
+  TG_CHECK(!vm.count("patience") || run.patience >= 1, "--patience must be >= 1, got ",
+           run.patience);
+}
+
 // The run's other options: which were typed (--resume checks them), the switches, and the
 // output options that need checking or parsing.
 void finish_run(const po::variables_map& vm, train::TrainRun& run) {
@@ -175,6 +204,7 @@ void finish_run(const po::variables_map& vm, train::TrainRun& run) {
     run.profile_schedule = train::parse_profile_schedule(vm["profile-schedule"].as<std::string>(),
                                                          "--profile-schedule");
   }
+  check_checkpoint_options(vm, run);
   TG_CHECK(run.grad_stats_every >= 1, "--grad-stats-every must be at least 1, got ",
            run.grad_stats_every);
   TG_CHECK(vm["grad-stats-every"].defaulted() || vm.count("grad-stats"),
@@ -199,6 +229,7 @@ int train(const Args& args) {
   }
   finish_config(vm, text, run.config);
   finish_run(vm, run);
+  train::apply_task_defaults(run.config, run.given);  // --task charlm's own --lr, --dropout
   return train::train(run);
 }
 

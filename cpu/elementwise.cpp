@@ -33,6 +33,8 @@ T apply_unary(UnaryOp op, T x, T scalar) {
   return x;
 }
 
+// Contiguous unary and binary ops of at most this many elements run on the calling thread;
+// larger ones in chunks of at least about half of it (the thread policy: autograd/threads.h).
 constexpr int64_t kParallelElements = 1 << 15;
 
 // The binary ops, written once: calls body(fn) with fn(a, b) the operation on T, so that the
@@ -76,8 +78,9 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, double scalar, const Tensor&
     const T s = static_cast<T>(scalar);
     if (x.is_contiguous()) {
       const int64_t n = x.numel();
-#pragma omp parallel for if (n > kParallelElements)
-      for (int64_t i = 0; i < n; ++i) result[i] = apply_unary(op, in[i], s);
+      parallel_for(n, kParallelElements, [&](int64_t first, int64_t past) {
+        for (int64_t i = first; i < past; ++i) result[i] = apply_unary(op, in[i], s);
+      });
       return;
     }
     for_each_element<2>(x.shape(), {&x.strides(), &out.strides()},
@@ -95,8 +98,9 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
     if (a.is_contiguous() && b.is_contiguous()) {
       const int64_t n = out.numel();
       with_binary_op<T>(op, [&](auto fn) {
-#pragma omp parallel for if (n > kParallelElements)
-        for (int64_t i = 0; i < n; ++i) result[i] = fn(lhs[i], rhs[i]);
+        parallel_for(n, kParallelElements, [&](int64_t first, int64_t past) {
+          for (int64_t i = first; i < past; ++i) result[i] = fn(lhs[i], rhs[i]);
+        });
       });
       return;
     }
@@ -153,8 +157,9 @@ void unary_half(UnaryOp op, const Tensor& x, double scalar, const Tensor& out) {
     const auto apply = [&](H value) { return convert<H>(apply_unary(op, convert<float>(value), s)); };
     if (x.is_contiguous()) {
       const int64_t n = x.numel();
-#pragma omp parallel for if (n > kParallelElements)
-      for (int64_t i = 0; i < n; ++i) result[i] = apply(in[i]);
+      parallel_for(n, kParallelElements, [&](int64_t first, int64_t past) {
+        for (int64_t i = first; i < past; ++i) result[i] = apply(in[i]);
+      });
       return;
     }
     for_each_element<2>(x.shape(), {&x.strides(), &out.strides()},
@@ -172,8 +177,9 @@ void binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& ou
       const auto apply = [fn](H x, H y) { return convert<H>(fn(convert<float>(x), convert<float>(y))); };
       if (a.is_contiguous() && b.is_contiguous()) {
         const int64_t n = out.numel();
-#pragma omp parallel for if (n > kParallelElements)
-        for (int64_t i = 0; i < n; ++i) result[i] = apply(lhs[i], rhs[i]);
+        parallel_for(n, kParallelElements, [&](int64_t first, int64_t past) {
+          for (int64_t i = first; i < past; ++i) result[i] = apply(lhs[i], rhs[i]);
+        });
         return;
       }
       for_each_element<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()},

@@ -1,8 +1,9 @@
 #pragma once
 // The CPU implementation of the kernel interface: plain loops over strided memory, OpenBLAS for
-// GEMM, OpenMP across rows where the work is large enough to pay for the threads (the thread
-// policy: autograd/threads.h). Where a kernel is blocked or vectorised for speed (GEMM, softmax,
-// attention), cpu/reference.h has the same math as plain loops, and the tests compare them.
+// GEMM, the thread pool (cpu/thread_pool.h) across rows where the work is large enough to pay for
+// the threads (the thread policy: autograd/threads.h). Where a kernel is blocked or vectorised for
+// speed (GEMM, softmax, attention), cpu/reference.h has the same math as plain loops, and the
+// tests compare them.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/cpu/thread_pool.h"
 
 namespace tg::cpu {
 
@@ -102,16 +104,12 @@ bool all_zero(const T* row, int64_t n) {
 // a linear's bias rows or a narrow's zeros run to megabytes.
 constexpr int64_t kParallelBytes = int64_t{1} << 18;
 
-// Runs body(first, past) over [0, count) in one piece, or in one piece a thread when `bytes`
-// (what the pieces write) is large enough to pay for waking them.
+// Runs body(first, past) over [0, count): in one piece on the calling thread when `bytes` (what
+// all the pieces write) is at most kParallelBytes, else in chunks on the pool.
 template <typename Body>
 void in_pieces(int64_t count, int64_t bytes, Body&& body) {
-  const int64_t pieces = bytes >= kParallelBytes ? std::min<int64_t>(num_threads(), count) : 1;
-  if (pieces <= 1) return body(int64_t{0}, count);
-#pragma omp parallel for
-  for (int64_t piece = 0; piece < pieces; ++piece) {
-    body(count * piece / pieces, count * (piece + 1) / pieces);
-  }
+  const double bytes_per_index = static_cast<double>(bytes) / std::max<int64_t>(count, 1);
+  parallel_for(count, grain_for(bytes_per_index, kParallelBytes), body);
 }
 
 // Where row `row` (in row-major order over the dims `outer`) starts, with these strides.

@@ -9,6 +9,13 @@
 #include "tapegrad/cpu/kernels.h"
 
 namespace tg::cpu {
+namespace {
+
+// An Adam step of at most this many elements runs on the calling thread (the thread policy:
+// autograd/threads.h); larger ones in chunks of at least about half of it.
+constexpr int64_t kParallelAdamElements = 1 << 15;
+
+}  // namespace
 
 void CpuKernels::sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad,
                           const Tensor& momentum_buffer) {
@@ -32,17 +39,17 @@ void CpuKernels::sgd_step(const SgdStep& s, const Tensor& param, const Tensor& g
 void CpuKernels::adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad,
                            const Tensor& exp_avg, const Tensor& exp_avg_sq) {
   if (param.dtype() == DType::f32 && fast_paths_enabled()) {
-    constexpr int64_t kChunk = 1 << 14;  // elements a thread takes at a time (a multiple of 8)
-    const int64_t count = param.numel(), chunks = (count + kChunk - 1) / kChunk;
+    constexpr int64_t kBlock = 8;  // the vector width: chunks start on whole vectors
+    const int64_t count = param.numel(), blocks = (count + kBlock - 1) / kBlock;
     float* p = param.data_as<float>();
     const float* g = grad.data_as<float>();
     float* m = exp_avg.data_as<float>();
     float* v = exp_avg_sq.data_as<float>();
-#pragma omp parallel for if (chunks > 1)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const int64_t start = chunk * kChunk, size = std::min(kChunk, count - start);
+    const int64_t grain = grain_for(kBlock, kParallelAdamElements);
+    parallel_for(blocks, grain, [&](int64_t first, int64_t past) {
+      const int64_t start = first * kBlock, size = std::min(past * kBlock, count) - start;
       adam_step_f32_avx2(s, p + start, g + start, m + start, v + start, size);
-    }
+    });
     return;
   }
   dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
@@ -52,15 +59,16 @@ void CpuKernels::adam_step(const AdamStep& s, const Tensor& param, const Tensor&
     T* m = exp_avg.data_as<T>();
     T* v = exp_avg_sq.data_as<T>();
     const int64_t count = param.numel();
-#pragma omp parallel for if (count > (1 << 15))  // large tensors split across threads
-    for (int64_t i = 0; i < count; ++i) {
-      p[i] = static_cast<T>(p[i] * s.decay_factor);  // AdamW's decoupled decay (1 for Adam)
-      const double gradient = g[i] + s.l2 * p[i];    // Adam's L2 term (0 for AdamW)
-      m[i] = static_cast<T>(s.beta1 * m[i] + (1 - s.beta1) * gradient);
-      v[i] = static_cast<T>(s.beta2 * v[i] + (1 - s.beta2) * gradient * gradient);
-      const double denom = std::sqrt(static_cast<double>(v[i])) / s.bias_correction2_sqrt + s.eps;
-      p[i] = static_cast<T>(p[i] - s.step_size * m[i] / denom);
-    }
+    parallel_for(count, kParallelAdamElements, [&](int64_t first, int64_t past) {
+      for (int64_t i = first; i < past; ++i) {
+        p[i] = static_cast<T>(p[i] * s.decay_factor);  // AdamW's decoupled decay (1 for Adam)
+        const double gradient = g[i] + s.l2 * p[i];    // Adam's L2 term (0 for AdamW)
+        m[i] = static_cast<T>(s.beta1 * m[i] + (1 - s.beta1) * gradient);
+        v[i] = static_cast<T>(s.beta2 * v[i] + (1 - s.beta2) * gradient * gradient);
+        const double denom = std::sqrt(static_cast<double>(v[i])) / s.bias_correction2_sqrt + s.eps;
+        p[i] = static_cast<T>(p[i] - s.step_size * m[i] / denom);
+      }
+    });
   });
 }
 

@@ -1,6 +1,6 @@
 // CPU int8 kernels: symmetric per-row quantization, the int8 x int8 -> int32 product, and the
-// rescale back to f32 (formulas in autograd/kernels.h). Plain loops over rows, OpenMP across
-// them: the readable reference that the CUDA kernels (cuda/quantize.cu) and the CPU's own
+// rescale back to f32 (formulas in autograd/kernels.h). Plain loops over rows, the thread pool
+// across them: the readable reference that the CUDA kernels (cuda/quantize.cu) and the CPU's own
 // vectorised fast paths (cpu/fast/quantize.h, taken where cpu::fast_paths_enabled()) are tested
 // against, bit for bit.
 #include <algorithm>
@@ -14,8 +14,9 @@
 namespace tg::cpu {
 namespace {
 
-// Rows of at least this many elements (in all) are spread over the threads.
-constexpr int64_t kParallelElements = 1 << 14;
+// Loops over at most this many elements (of the input, or multiply-adds of the plain product) run
+// on the calling thread (the thread policy: autograd/threads.h).
+constexpr int64_t kParallelInt8Elements = 1 << 14;
 
 }  // namespace
 
@@ -26,26 +27,27 @@ void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor
   int8_t* out = q.data_as<int8_t>();
   float* scales = scale.data_as<float>();
   if (fast_paths_enabled()) return int8::quantize_rows(in, rows, cols, fixed_scale, out, scales);
-#pragma omp parallel for if (rows * cols > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = in + r * cols;
-    float row_scale = static_cast<float>(fixed_scale);
-    if (fixed_scale <= 0) {
-      float largest = 0;  // max |x| over the finite entries (fmax skips NaN)
-      for (int64_t c = 0; c < cols; ++c) {
-        if (std::isfinite(row[c])) largest = std::fmax(largest, std::fabs(row[c]));
+  parallel_for(rows, grain_for(cols, kParallelInt8Elements), [&](int64_t first, int64_t past) {
+    for (int64_t r = first; r < past; ++r) {
+      const float* row = in + r * cols;
+      float row_scale = static_cast<float>(fixed_scale);
+      if (fixed_scale <= 0) {
+        float largest = 0;  // max |x| over the finite entries (fmax skips NaN)
+        for (int64_t c = 0; c < cols; ++c) {
+          if (std::isfinite(row[c])) largest = std::fmax(largest, std::fabs(row[c]));
+        }
+        // Never below the smallest normal f32: a denormal row's largest / 127 would be 0 or
+        // denormal (a scale the loader refuses, or one that flush-to-zero hardware reads as 0).
+        row_scale = largest > 0 ? std::max(largest / 127.0f, 0x1p-126f) : 1.0f;
       }
-      // Never below the smallest normal f32: a denormal row's largest / 127 would be 0 or
-      // denormal (a scale the loader refuses, or one that flush-to-zero hardware reads as 0).
-      row_scale = largest > 0 ? std::max(largest / 127.0f, 0x1p-126f) : 1.0f;
+      scales[r] = row_scale;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float scaled = row[c] / row_scale;  // q = round(x / scale), clamped
+        const float clamped = std::isnan(scaled) ? 0.0f : std::clamp(scaled, -127.0f, 127.0f);
+        out[r * cols + c] = static_cast<int8_t>(std::nearbyint(clamped));
+      }
     }
-    scales[r] = row_scale;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float scaled = row[c] / row_scale;  // q = round(x / scale), clamped
-      const float clamped = std::isnan(scaled) ? 0.0f : std::clamp(scaled, -127.0f, 127.0f);
-      out[r * cols + c] = static_cast<int8_t>(std::nearbyint(clamped));
-    }
-  }
+  });
 }
 
 void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
@@ -54,14 +56,16 @@ void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
   const int8_t* rhs = b.data_as<int8_t>();
   int32_t* out = acc.data_as<int32_t>();
   if (fast_paths_enabled()) return int8::gemm(lhs, rhs, out, m, n, k, int8::best_isa());
-#pragma omp parallel for if (m * n * k > kParallelElements)
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      int32_t sum = 0;  // acc_ij = sum_p a_ip b_jp
-      for (int64_t p = 0; p < k; ++p) sum += int32_t{lhs[i * k + p]} * int32_t{rhs[j * k + p]};
-      out[i * n + j] = sum;
+  const int64_t grain = grain_for(static_cast<double>(n) * k, kParallelInt8Elements);
+  parallel_for(m, grain, [&](int64_t first, int64_t past) {
+    for (int64_t i = first; i < past; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        int32_t sum = 0;  // acc_ij = sum_p a_ip b_jp
+        for (int64_t p = 0; p < k; ++p) sum += int32_t{lhs[i * k + p]} * int32_t{rhs[j * k + p]};
+        out[i * n + j] = sum;
+      }
     }
-  }
+  });
 }
 
 void CpuKernels::dequantize_product(const Tensor& acc, const Tensor& row_scale,
@@ -73,13 +77,14 @@ void CpuKernels::dequantize_product(const Tensor& acc, const Tensor& row_scale,
   const float* shift = bias.defined() ? bias.data_as<float>() : nullptr;
   float* result = out.data_as<float>();
   if (fast_paths_enabled()) return int8::dequantize_product(in, m, n, rows, cols, shift, result);
-#pragma omp parallel for if (m * n > kParallelElements)
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float scaled = (static_cast<float>(in[i * n + j]) * rows[i]) * cols[j];
-      result[i * n + j] = shift ? scaled + shift[j] : scaled;
+  parallel_for(m, grain_for(n, kParallelInt8Elements), [&](int64_t first, int64_t past) {
+    for (int64_t i = first; i < past; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float scaled = (static_cast<float>(in[i * n + j]) * rows[i]) * cols[j];
+        result[i * n + j] = shift ? scaled + shift[j] : scaled;
+      }
     }
-  }
+  });
 }
 
 }  // namespace tg::cpu

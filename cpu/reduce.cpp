@@ -9,6 +9,15 @@
 #include "tapegrad/cpu/kernels.h"
 
 namespace tg::cpu {
+namespace {
+
+// The work thresholds of this file's loops (the thread policy: autograd/threads.h): at most this
+// many elements read run on the calling thread. A sum reads each element once; softmax and layer
+// norm read a row two or three times, so they split from fewer.
+constexpr int64_t kParallelSumElements = 1 << 16;
+constexpr int64_t kParallelRowElements = 1 << 15;
+
+}  // namespace
 
 // With fewer outer slices than threads (a bias gradient: outer 1, n rows, inner features) the
 // columns are split among the threads instead, so that each reads its own part of every row. Each
@@ -22,17 +31,19 @@ void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
     const int64_t threads = num_threads();
     const int64_t column_blocks = s.outer < threads ? std::clamp<int64_t>(s.inner / 16, 1, threads) : 1;
     const int64_t block = (s.inner + column_blocks - 1) / column_blocks;
-#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
-    for (int64_t piece = 0; piece < s.outer * column_blocks; ++piece) {
-      const int64_t o = piece / column_blocks, first = (piece % column_blocks) * block;
-      const int64_t past = std::min(s.inner, first + block);
-      T* sums = result + o * s.inner;
-      for (int64_t i = first; i < past; ++i) sums[i] = T(0);
-      for (int64_t k = 0; k < s.n; ++k) {
-        const T* row = in + (o * s.n + k) * s.inner;
-        for (int64_t i = first; i < past; ++i) sums[i] += row[i];
+    const int64_t grain = grain_for(static_cast<double>(s.n) * block, kParallelSumElements);
+    parallel_for(s.outer * column_blocks, grain, [&](int64_t first_piece, int64_t past_piece) {
+      for (int64_t piece = first_piece; piece < past_piece; ++piece) {
+        const int64_t o = piece / column_blocks, first = (piece % column_blocks) * block;
+        const int64_t past = std::min(s.inner, first + block);
+        T* sums = result + o * s.inner;
+        for (int64_t i = first; i < past; ++i) sums[i] = T(0);
+        for (int64_t k = 0; k < s.n; ++k) {
+          const T* row = in + (o * s.n + k) * s.inner;
+          for (int64_t i = first; i < past; ++i) sums[i] += row[i];
+        }
       }
-    }
+    });
   });
 }
 
@@ -90,30 +101,32 @@ void CpuKernels::softmax_dim(const Tensor& x, DimSplit s, bool log, const Tensor
     using T = decltype(tag);
     const T* in = x.data_as<T>();
     T* result = out.data_as<T>();
-#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 15))
-    for (int64_t o = 0; o < s.outer; ++o) {
-      for (int64_t i = 0; i < s.inner; ++i) {
-        const T* row = in + o * s.n * s.inner + i;
-        T* row_out = result + o * s.n * s.inner + i;
-        T largest = -std::numeric_limits<T>::infinity();
-        for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k * s.inner]);
-        if (largest == -std::numeric_limits<T>::infinity()) {
-          for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = log ? largest : T(0);
-          continue;
-        }
-        T total = 0;
-        for (int64_t k = 0; k < s.n; ++k) total += std::exp(row[k * s.inner] - largest);
-        if (log) {
-          const T log_total = std::log(total) + largest;
-          for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = row[k * s.inner] - log_total;
-        } else {
-          const T inverse = T(1) / total;
-          for (int64_t k = 0; k < s.n; ++k) {
-            row_out[k * s.inner] = std::exp(row[k * s.inner] - largest) * inverse;
+    const int64_t grain = grain_for(static_cast<double>(s.n) * s.inner, kParallelRowElements);
+    parallel_for(s.outer, grain, [&](int64_t first, int64_t past) {
+      for (int64_t o = first; o < past; ++o) {
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const T* row = in + o * s.n * s.inner + i;
+          T* row_out = result + o * s.n * s.inner + i;
+          T largest = -std::numeric_limits<T>::infinity();
+          for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k * s.inner]);
+          if (largest == -std::numeric_limits<T>::infinity()) {
+            for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = log ? largest : T(0);
+            continue;
+          }
+          T total = 0;
+          for (int64_t k = 0; k < s.n; ++k) total += std::exp(row[k * s.inner] - largest);
+          if (log) {
+            const T log_total = std::log(total) + largest;
+            for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = row[k * s.inner] - log_total;
+          } else {
+            const T inverse = T(1) / total;
+            for (int64_t k = 0; k < s.n; ++k) {
+              row_out[k * s.inner] = std::exp(row[k * s.inner] - largest) * inverse;
+            }
           }
         }
       }
-    }
+    });
   });
 }
 
@@ -127,19 +140,20 @@ void CpuKernels::normalize_rows(const Tensor& x, double eps, const Tensor& out, 
     T* result = out.data_as<T>();
     T* means = mean.data_as<T>();
     T* rstds = rstd.data_as<T>();
-#pragma omp parallel for if (rows * width > (1 << 15))
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = in + r * width;
-      T total = 0;
-      for (int64_t k = 0; k < width; ++k) total += row[k];
-      const T mu = total / T(width);
-      T squares = 0;
-      for (int64_t k = 0; k < width; ++k) squares += (row[k] - mu) * (row[k] - mu);
-      const T inv_std = T(1) / std::sqrt(squares / T(width) + T(eps));
-      for (int64_t k = 0; k < width; ++k) result[r * width + k] = (row[k] - mu) * inv_std;
-      means[r] = mu;
-      rstds[r] = inv_std;
-    }
+    parallel_for(rows, grain_for(width, kParallelRowElements), [&](int64_t first, int64_t past) {
+      for (int64_t r = first; r < past; ++r) {
+        const T* row = in + r * width;
+        T total = 0;
+        for (int64_t k = 0; k < width; ++k) total += row[k];
+        const T mu = total / T(width);
+        T squares = 0;
+        for (int64_t k = 0; k < width; ++k) squares += (row[k] - mu) * (row[k] - mu);
+        const T inv_std = T(1) / std::sqrt(squares / T(width) + T(eps));
+        for (int64_t k = 0; k < width; ++k) result[r * width + k] = (row[k] - mu) * inv_std;
+        means[r] = mu;
+        rstds[r] = inv_std;
+      }
+    });
   });
 }
 
@@ -149,15 +163,17 @@ void sum_dim_half(const Tensor& x, DimSplit s, const Tensor& out) {
     using H = decltype(tag);
     const H* in = x.data_as<H>();
     H* result = out.data_as<H>();
-#pragma omp parallel for if (s.outer * s.n * s.inner > (1 << 16))
-    for (int64_t o = 0; o < s.outer; ++o) {
-      std::vector<float> totals(s.inner, 0.0f);
-      for (int64_t k = 0; k < s.n; ++k) {
-        const H* row = in + (o * s.n + k) * s.inner;
-        for (int64_t i = 0; i < s.inner; ++i) totals[i] += convert<float>(row[i]);
+    const int64_t grain = grain_for(static_cast<double>(s.n) * s.inner, kParallelSumElements);
+    parallel_for(s.outer, grain, [&](int64_t first, int64_t past) {
+      for (int64_t o = first; o < past; ++o) {
+        std::vector<float> totals(s.inner, 0.0f);
+        for (int64_t k = 0; k < s.n; ++k) {
+          const H* row = in + (o * s.n + k) * s.inner;
+          for (int64_t i = 0; i < s.inner; ++i) totals[i] += convert<float>(row[i]);
+        }
+        for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] = convert<H>(totals[i]);
       }
-      for (int64_t i = 0; i < s.inner; ++i) result[o * s.inner + i] = convert<H>(totals[i]);
-    }
+    });
   });
 }
 

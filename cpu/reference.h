@@ -4,9 +4,9 @@
 // the entry points of the kernel interface (autograd/kernels.h) they mirror, f32 and f64 only:
 //
 //   reference            fast kernel                      what makes the fast one fast
-//   gemm                 CpuKernels::gemm                 OpenBLAS, split over OpenMP threads
+//   gemm                 CpuKernels::gemm                 OpenBLAS, split over the thread pool
 //                        (cpu/fast/blas.cpp)
-//   softmax_dim          CpuKernels::softmax_dim          OpenMP over rows
+//   softmax_dim          CpuKernels::softmax_dim          the thread pool over rows
 //                        (cpu/reduce.cpp)
 //   attention_forward    CpuKernels::attention_forward    query / key tiles, online softmax,
 //   attention_backward   CpuKernels::attention_backward   f32 tile products and exp in AVX2

@@ -58,9 +58,18 @@ std::shared_ptr<TransformerEncoderLayer> make_encoder_layer(const ModelConfig& c
 }
 
 // The sinusoidal table, only when the config asks for it (rope and alibi act inside attention).
-std::shared_ptr<SinusoidalPositionalEncoding> make_positional_encoding(const ModelConfig& c) {
+// `tutorial_form`: the model is the tutorial's, whose table is in its state_dict (persistent).
+std::shared_ptr<SinusoidalPositionalEncoding> make_positional_encoding(const ModelConfig& c,
+                                                                       bool tutorial_form) {
   if (c.attention.position != PositionKind::sinusoidal) return nullptr;
-  return std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype);
+  return std::make_shared<SinusoidalPositionalEncoding>(c.dim, c.max_len, c.dtype, tutorial_form);
+}
+
+// The tutorial's buffer "pos_encoding.pe" [1, max_len, dim], in the state_dict of the
+// tutorial-form models that add the sinusoidal table.
+void add_tutorial_positions(ModelStateShapes& out, const ModelConfig& c, bool tutorial_form) {
+  if (!tutorial_form || c.attention.position != PositionKind::sinusoidal) return;
+  out.buffers.emplace_back("pos_encoding.pe", Shape{1, c.max_len, c.dim});
 }
 
 Tensor add_positions(const std::shared_ptr<SinusoidalPositionalEncoding>& pos_enc, const Tensor& x) {
@@ -69,8 +78,8 @@ Tensor add_positions(const std::shared_ptr<SinusoidalPositionalEncoding>& pos_en
 
 // The state_dict entries each layer adds under `prefix` (e.g. "layers.0."), in registration
 // order. Mirrors the constructors in nn/layers.cpp, nn/attention.cpp and nn/transformer.cpp; the
-// tests compare the result with state_dict() of built models. Positional encodings add nothing:
-// their table is a non-persistent buffer.
+// tests compare the result with state_dict() of built models. Positional encodings add their
+// table only in the tutorial-form models (add_tutorial_positions): elsewhere it is not persistent.
 void add_linear(ModelStateShapes& out, const std::string& prefix, int64_t in, int64_t out_features) {
   out.parameters.emplace_back(prefix + "weight", Shape{out_features, in});
   out.parameters.emplace_back(prefix + "bias", Shape{out_features});
@@ -139,7 +148,9 @@ Tensor run_attention(const MultiHeadAttention& mha, const Tensor& x, const Tenso
 TextClassifier::TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& c) {
   check_text_classifier(vocab, classes, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
-  if (auto table = make_positional_encoding(c)) pos_enc = register_module("pos_enc", table);
+  if (auto table = make_positional_encoding(c, c.layers == 0)) {
+    pos_enc = register_module("pos_encoding", table);
+  }
   if (c.layers == 0) mha = register_module("mha", make_attention(c));
   for (int64_t i = 0; i < c.layers; ++i) {
     layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
@@ -151,6 +162,7 @@ ModelStateShapes TextClassifier::state_shapes(int64_t vocab, int64_t classes, co
   check_text_classifier(vocab, classes, c);
   ModelStateShapes out;
   add_embedding(out.parameters, "embedding.", vocab, c.dim);
+  add_tutorial_positions(out, c, c.layers == 0);
   if (c.layers == 0) add_attention(out, "mha.", c);
   for (int64_t i = 0; i < c.layers; ++i) add_encoder_layer(out, layer_prefix(i), c);
   add_linear(out, "fc.", c.dim, classes);
@@ -183,7 +195,9 @@ Tensor TextClassifier::forward(const Tensor& tokens, const std::vector<int64_t>&
 TimeSeriesModel::TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& c) {
   check_time_series_model(inputs, horizon, c);
   input_proj = register_module("input_proj", std::make_shared<Linear>(inputs, c.dim, true, c.dtype));
-  if (auto table = make_positional_encoding(c)) pos_enc = register_module("pos_enc", table);
+  if (auto table = make_positional_encoding(c, c.layers == 1)) {
+    pos_enc = register_module("pos_encoding", table);
+  }
   if (c.layers == 1) {
     mha = register_module("mha", make_attention(c));
   } else {
@@ -198,6 +212,7 @@ ModelStateShapes TimeSeriesModel::state_shapes(int64_t inputs, int64_t horizon, 
   check_time_series_model(inputs, horizon, c);
   ModelStateShapes out;
   add_linear(out, "input_proj.", inputs, c.dim);
+  add_tutorial_positions(out, c, c.layers == 1);
   if (c.layers == 1) {
     add_attention(out, "mha.", c);
   } else {
@@ -220,7 +235,9 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
 CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
   check_char_lm(vocab, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
-  if (auto table = make_positional_encoding(c)) pos_enc = register_module("pos_enc", table);
+  if (auto table = make_positional_encoding(c, false)) {
+    pos_enc = register_module("pos_encoding", table);
+  }
   for (int64_t i = 0; i < c.layers; ++i) {
     layers.push_back(register_module("layers." + std::to_string(i), make_encoder_layer(c)));
   }

@@ -24,7 +24,8 @@ using StateShapes = std::vector<std::pair<std::string, Shape>>;
 
 // A model's state_dict, computed without building the model, in the two parts Module::state_dict()
 // concatenates: every parameter (a module's own before its children's), then every persistent
-// buffer (Performer's projection_matrix, one per attention). The optimizer's parameter i is
+// buffer (the tutorial-form models' pos_encoding.pe, Performer's projection_matrix, one per
+// attention). The optimizer's parameter i is
 // parameters[i].
 struct ModelStateShapes {
   StateShapes parameters;
@@ -63,7 +64,9 @@ class TextClassifier : public Module {
   Tensor embed(const Tensor& tokens) const;
 
   std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
+  // "pos_encoding", null unless position is sinusoidal; with layers == 0 its table is in the
+  // state_dict as the tutorial's buffer pos_encoding.pe [1, max_len, dim].
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
   std::shared_ptr<MultiHeadAttention> mha;                        // layers == 0
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;  // layers >= 1
   std::shared_ptr<Linear> fc;  // the head, named `fc` as the tutorial's model (old checkpoints: `classifier`)
@@ -72,7 +75,8 @@ class TextClassifier : public Module {
 
 // x [B, T, D] -> input_proj Linear(D, H) -> positional encoding (when sinusoidal) -> mha (layers = 1) or `layers`
 // encoder layers -> the last time step -> output Linear(H, P). With layers = 1 the state_dict
-// names are input_proj.*, mha.{q,k,v,o}_proj.*, output.*, as the classic tutorial's model.
+// names are input_proj.*, mha.{q,k,v,o}_proj.*, output.*, pos_encoding.pe, as the classic
+// tutorial's model.
 class TimeSeriesModel : public Module {
  public:
   TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& config);
@@ -81,7 +85,9 @@ class TimeSeriesModel : public Module {
   Tensor forward(const Tensor& x) const;  // -> [B, P]
 
   std::shared_ptr<Linear> input_proj;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
+  // "pos_encoding", null unless position is sinusoidal; with layers == 1 its table is in the
+  // state_dict as the tutorial's buffer pos_encoding.pe [1, max_len, dim].
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;
   std::shared_ptr<MultiHeadAttention> mha;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
   std::shared_ptr<Linear> output;

@@ -259,10 +259,9 @@ Tensor& accumulator_on(std::vector<Tensor>& per_device, Device device, DType dty
   return per_device.emplace_back(zeros({}, dtype, device));
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  TG_CHECK(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
+double grad_norm(const std::vector<Tensor>& params) {
   NoGrad no_grad;
-  // One f64 accumulator per device, summed on that device; read back once (the norm is returned).
+  // One f64 accumulator per device, summed on that device; read back once.
   std::vector<Tensor> totals;
   for (const Tensor& param : params) {
     const Tensor grad = param.defined() ? param.grad() : Tensor();
@@ -273,7 +272,14 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   }
   double sum_of_squares = 0;
   for (const Tensor& total : totals) sum_of_squares += total.item();
-  const double total_norm = std::sqrt(sum_of_squares);
+  return std::sqrt(sum_of_squares);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm,
+                      std::optional<double> known_norm) {
+  TG_CHECK(max_norm >= 0, "clip_grad_norm: max_norm ", max_norm, " must be >= 0");
+  NoGrad no_grad;
+  const double total_norm = known_norm ? *known_norm : grad_norm(params);
   // PyTorch multiplies by min(clip_coef, 1); a NaN coefficient (NaN norm) is not clamped.
   const double clip_coef = max_norm / (total_norm + 1e-6);
   if (clip_coef >= 1.0) return total_norm;

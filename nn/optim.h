@@ -11,6 +11,7 @@
 // the parameter's index in the list the optimizer was built with); load_state() takes the same.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,11 +117,17 @@ class AdamW : public Adam {
 // accumulator a device for a sum over parameters that may live on several devices.
 Tensor& accumulator_on(std::vector<Tensor>& per_device, Device device, DType dtype);
 
-// torch.nn.utils.clip_grad_norm_ (L2): the norm of all gradients together, computed in f64.
+// The L2 norm of all gradients together, computed in f64 (one accumulator a device, read back
+// once); parameters without a grad are skipped. Inf or NaN in a gradient gives an inf or NaN norm.
+double grad_norm(const std::vector<Tensor>& params);
+
+// torch.nn.utils.clip_grad_norm_ (L2): the norm of all gradients together (grad_norm).
 // When max_norm / (norm + 1e-6) < 1, each gradient is replaced (set_grad, never written in place)
 // by a new tensor scaled by that factor. Parameters without a grad are skipped. Returns the norm
 // before clipping. A non-finite norm is no error (PyTorch's default): the gradients are multiplied
-// by the factor it gives (0 for inf, NaN for NaN).
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// by the factor it gives (0 for inf, NaN for NaN). `known_norm`: grad_norm(params), when the caller
+// has it already (it is not computed again).
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm,
+                      std::optional<double> known_norm = std::nullopt);
 
 }  // namespace tg

@@ -7,32 +7,66 @@
 
 namespace tg::nn {
 
+namespace {
+
+// PE(pos, col) in f64: sin of pos / 10000^(2i/dim) in column 2i, its cos in column 2i + 1.
+double positional_sinusoid(int64_t pos, int64_t col, int64_t dim) {
+  const int64_t i = col / 2;
+  const double angle = pos / std::pow(10000.0, 2.0 * i / dim);
+  return col % 2 == 0 ? std::sin(angle) : std::cos(angle);
+}
+
+}  // namespace
+
 Tensor sinusoidal_table(int64_t max_len, int64_t dim, DType dtype) {
   TG_CHECK(max_len > 0 && dim > 0, "positional encoding: max_len and dim must be positive, got ",
            max_len, " and ", dim);
   std::vector<double> values(checked_mul(max_len, dim, "positional encoding: max_len x dim"));
   for (int64_t pos = 0; pos < max_len; ++pos) {
-    for (int64_t i = 0; 2 * i < dim; ++i) {
-      const double angle = pos / std::pow(10000.0, 2.0 * i / dim);
-      values[pos * dim + 2 * i] = std::sin(angle);
-      if (2 * i + 1 < dim) values[pos * dim + 2 * i + 1] = std::cos(angle);
+    for (int64_t col = 0; col < dim; ++col) {
+      values[pos * dim + col] = positional_sinusoid(pos, col, dim);
     }
   }
   return from_values(values, {max_len, dim}, dtype);
 }
 
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t dim, int64_t max_len, DType dtype)
+Tensor sinusoidal_buffer(int64_t max_len, int64_t dim, DType dtype) {
+  return sinusoidal_table(max_len, dim, dtype).unsqueeze(0).contiguous();
+}
+
+void check_sinusoidal_buffer(const Tensor& pe, int64_t dim, const std::string& name) {
+  TG_CHECK(pe.dim() == 3 && pe.size(0) == 1 && pe.size(1) >= 1 && pe.size(2) == dim, "tensor '",
+           name, "' has shape ", shape_str(pe.shape()), " but a positional table is [1, max_len, ",
+           dim, "]");
+  TG_CHECK(is_floating(pe.dtype()), "tensor '", name, "' is ", dtype_name(pe.dtype()),
+           ", not a floating-point table");
+  const std::vector<double> stored = pe.to_host_f64();
+  for (int64_t pos = 0; pos < pe.size(1); ++pos) {
+    const double tolerance = 1e-6 * static_cast<double>(1 + pos);
+    for (int64_t col = 0; col < dim; ++col) {
+      const double expected = positional_sinusoid(pos, col, dim), value = stored[pos * dim + col];
+      TG_CHECK(std::abs(value - expected) <= tolerance, "tensor '", name, "' is not the ",
+               "sinusoidal table: at position ", pos, ", column ", col, " it holds ", value,
+               " where the sinusoid is ", expected, " (a positional table is computed, never ",
+               "trained)");
+    }
+  }
+}
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t dim, int64_t max_len,
+                                                           DType dtype, bool persistent)
     : max_len(max_len) {
-  table = register_buffer("pe", sinusoidal_table(max_len, dim, dtype), /*persistent=*/false);
+  table = register_buffer("pe", sinusoidal_buffer(max_len, dim, dtype), persistent);
 }
 
 Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) const {
-  TG_CHECK(x.dim() >= 2 && x.size(-1) == table.size(1), "positional encoding: input ",
-           shape_str(x.shape()), " does not end in dim ", table.size(1));
+  const int64_t dim = table.size(2);
+  TG_CHECK(x.dim() >= 2 && x.size(-1) == dim, "positional encoding: input ",
+           shape_str(x.shape()), " does not end in dim ", dim);
   const int64_t length = x.size(-2);
   TG_CHECK(length <= max_len, "positional encoding: sequence length ", length, " is past max_len ",
            max_len, " (input ", shape_str(x.shape()), ")");
-  return x + table.narrow(0, 0, length);
+  return x + table.narrow(1, 0, length).squeeze(0);  // [length, dim], broadcast over the batch
 }
 
 }  // namespace tg::nn

@@ -347,10 +347,12 @@ void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, co
 
 namespace {
 
-// matplotlib's "tab10" cycle.
+// matplotlib's "tab10" colours, its grey last (the nearest to the frame and the grid): the first
+// kMaxLinesPerPanel are the small multiples' colours.
 constexpr Rgb kPalette[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
-                            {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
-                            {188, 189, 34}, {23, 190, 207}};
+                            {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {188, 189, 34},
+                            {23, 190, 207}, {127, 127, 127}};
+static_assert(kMaxLinesPerPanel <= std::size(kPalette) - 1, "a panel's lines in distinct colours");
 
 // ---- Axis spans: the difference of two finite doubles may pass DBL_MAX (-1e308 to 1e308 spans
 // 2e308) and a tiny one may fall below the smallest double. Spans are taken in long double, whose
@@ -490,6 +492,7 @@ std::string format_log_tick(double exponent) {
 namespace {
 
 constexpr int kAreaW = 640, kAreaH = 400;     // the plot area, in pixels
+constexpr int kPanelAreaW = 300, kPanelAreaH = 170;  // a small multiple's
 constexpr int kSwatch = 24, kLegendLine = 20;  // a legend entry: its swatch, its line's height
 // A legend of more rows would only make the chart taller (1024 layers have over 16000 parameter
 // tensors): past kMaxLegendRows, the last row says how many more series are drawn.
@@ -566,38 +569,48 @@ double widest_x_label(const Range& x, double step) {
   return widest;
 }
 
-// Ticks: about six a side, fewer when the x labels would collide.
-void place_ticks(LineAxes& axes) {
+// Ticks for a plot area of area_w x area_h: about six a side (four on a small one's y axis),
+// fewer when the x labels would collide.
+void place_ticks(LineAxes& axes, int area_w, int area_h) {
   const long double x_span = axes.x.span(), y_span = axes.y.span();
   axes.x_step = nice_step(x_span, 6);
-  while ((widest_x_label(axes.x, axes.x_step) + 16) * x_span / axes.x_step > kAreaW) {
+  while ((widest_x_label(axes.x, axes.x_step) + 16) * x_span / axes.x_step > area_w) {
     axes.x_step = next_step(axes.x_step);
   }
-  axes.y_step = nice_step(y_span, 6);
+  axes.y_step = nice_step(y_span, area_h < kAreaH ? 4 : 6);
   if (axes.log_y && y_span >= 2) axes.y_step = std::max(1.0, axes.y_step);  // whole decades
   axes.x_ticks = ticks_between(axes.x.lo, axes.x.hi, axes.x_step);
   axes.y_ticks = ticks_between(axes.y.lo, axes.y.hi, axes.y_step);
 }
 
+// How a line chart is drawn: the plot area's size and the title's text size.
+struct LineLook {
+  int area_w = kAreaW, area_h = kAreaH;
+  double title_size = kTitleSize;
+};
+
 // The axes placed on the canvas: the plot area's corner, the legend's size, the canvas's size.
 struct LineChart {
   LineAxes axes;
+  int area_w = kAreaW, area_h = kAreaH;
+  double title_size = kTitleSize;
   int left = 0, top = 0;           // the plot area's top-left pixel
   LegendRows legend;
   int legend_w = 0, legend_h = 0;  // the legend box
   int width = 0, height = 0;       // the canvas
   // Pixel coordinates of a data point.
-  double px(double x) const { return left + axes.x.fraction(x) * kAreaW; }
-  double py(double y) const { return top + (1 - axes.y.fraction(y)) * kAreaH; }
+  double px(double x) const { return left + axes.x.fraction(x) * area_w; }
+  double py(double y) const { return top + (1 - axes.y.fraction(y)) * area_h; }
 };
 
 // Room around the plot area: the y label and tick labels on the left, the title above, the tick
 // labels and x label below, the legend on the right (the chart grows taller for a long legend).
 LineChart layout_line_chart(LineAxes axes, const std::vector<Series>& series,
                             const std::string& title, const std::string& x_label,
-                            const std::string& y_label) {
+                            const std::string& y_label, const LineLook& look) {
   LineChart c;
   c.axes = std::move(axes);
+  c.area_w = look.area_w, c.area_h = look.area_h, c.title_size = look.title_size;
   double y_tick_w = 0;
   for (double v : c.axes.y_ticks) {
     y_tick_w = std::max(y_tick_w, Canvas::text_width(c.axes.y_tick_text(v), kTickSize));
@@ -614,22 +627,23 @@ LineChart layout_line_chart(LineAxes axes, const std::vector<Series>& series,
   const double label_line = Canvas::text_height(kLabelSize);
   const double y_label_w = y_label.empty() ? 0 : label_line + kGap;
   c.left = kMargin + static_cast<int>(std::ceil(y_label_w + y_tick_w + kTickLength + kGap));
-  const int title_h = static_cast<int>(std::ceil(Canvas::text_height(kTitleSize))) + 2 * kGap;
+  const int title_h = static_cast<int>(std::ceil(Canvas::text_height(c.title_size))) + 2 * kGap;
   c.top = kMargin + (title.empty() ? 0 : title_h);
   const double x_label_h = x_label.empty() ? 0 : kGap + label_line;
   const double tick_label_h = Canvas::text_height(kTickSize);
   const int bottom =
       static_cast<int>(std::ceil(kTickLength + kGap + tick_label_h + x_label_h + kMargin));
-  const int title_w = static_cast<int>(std::ceil(Canvas::text_width(title, kTitleSize)));
-  c.width = std::max(c.left + kAreaW + kMargin + c.legend_w + kMargin, title_w + 2 * kMargin);
-  c.height = std::max(c.top + kAreaH + bottom, c.top + c.legend_h + kMargin);  // a long legend fits
+  const int title_w = static_cast<int>(std::ceil(Canvas::text_width(title, c.title_size)));
+  c.width = std::max(c.left + c.area_w + kMargin + c.legend_w + kMargin, title_w + 2 * kMargin);
+  // A long legend fits.
+  c.height = std::max(c.top + c.area_h + bottom, c.top + c.legend_h + kMargin);
   return c;
 }
 
 // The grid, the ticks with their labels, and the frame around the plot area.
 void draw_axes(Canvas& canvas, const LineChart& c) {
   const double l = c.left - 0.5, t = c.top - 0.5;
-  const double r = c.left + kAreaW + 0.5, b = c.top + kAreaH + 0.5;
+  const double r = c.left + c.area_w + 0.5, b = c.top + c.area_h + 0.5;
   for (double v : c.axes.x_ticks) {
     const double x = std::floor(c.px(v)) + 0.5;
     canvas.line(x, t, x, b, kGrid);
@@ -673,22 +687,22 @@ void draw_series(Canvas& canvas, StrokeCoverage& stroke, const LineChart& c, con
 // The title above the plot area, the x label under its tick labels, the y label turned up.
 void draw_labels(Canvas& canvas, const LineChart& c, const std::string& title,
                  const std::string& x_label, const std::string& y_label) {
-  const double centre_x = c.left + kAreaW / 2.0;
-  const double b = c.top + kAreaH + 0.5;  // the bottom of the frame
-  if (!title.empty()) canvas.text(title, centre_x, kMargin, kTitleSize, kInk, Align::center);
+  const double centre_x = c.left + c.area_w / 2.0;
+  const double b = c.top + c.area_h + 0.5;  // the bottom of the frame
+  if (!title.empty()) canvas.text(title, centre_x, kMargin, c.title_size, kInk, Align::center);
   if (!x_label.empty()) {
     canvas.text(x_label, centre_x, b + kTickLength + kGap + Canvas::text_height(kTickSize) + kGap,
                 kLabelSize, kInk, Align::center);
   }
   if (!y_label.empty()) {
-    canvas.text(y_label, kMargin, c.top + kAreaH / 2.0, kLabelSize, kInk, Align::center,
+    canvas.text(y_label, kMargin, c.top + c.area_h / 2.0, kLabelSize, kInk, Align::center,
                 Align::start, Rotation::up);
   }
 }
 
 // The legend, right of the plot, level with its top: each series' colour, then its name.
 void draw_legend(Canvas& canvas, const LineChart& c) {
-  const int lx = c.left + kAreaW + kMargin, ly = c.top;
+  const int lx = c.left + c.area_w + kMargin, ly = c.top;
   const double ll = lx - 0.5, lt = ly - 0.5, lr = lx + c.legend_w - 0.5, lb = ly + c.legend_h - 0.5;
   canvas.line(ll, lt, lr, lt, kGrid), canvas.line(lr, lt, lr, lb, kGrid);
   canvas.line(lr, lb, ll, lb, kGrid), canvas.line(ll, lb, ll, lt, kGrid);
@@ -706,6 +720,25 @@ void draw_legend(Canvas& canvas, const LineChart& c) {
   }
 }
 
+// A line chart on a canvas of its own: `series` (on the drawn scale) on `axes` (ticks placed),
+// each in its palette colour, with its legend; `placed` gets the layout when given.
+Canvas draw_line_chart(const std::vector<Series>& series, const LineAxes& axes,
+                       const LineLook& look, const std::string& title, const std::string& x_label,
+                       const std::string& y_label, LineChart* placed = nullptr) {
+  const LineChart chart = layout_line_chart(axes, series, title, x_label, y_label, look);
+  Canvas canvas(chart.width, chart.height);
+  draw_axes(canvas, chart);
+  StrokeCoverage stroke(chart.left, chart.top, chart.left + chart.area_w,
+                        chart.top + chart.area_h);
+  for (size_t k = 0; k < series.size(); ++k) {
+    draw_series(canvas, stroke, chart, series[k], kPalette[k % std::size(kPalette)]);
+  }
+  draw_labels(canvas, chart, title, x_label, y_label);
+  draw_legend(canvas, chart);
+  if (placed != nullptr) *placed = chart;
+  return canvas;
+}
+
 }  // namespace
 
 void line_chart_png(const std::string& path, const std::vector<Series>& given_series,
@@ -715,18 +748,77 @@ void line_chart_png(const std::string& path, const std::vector<Series>& given_se
   const bool log_y = y_scale == YScale::log;
   const std::vector<Series> series = on_drawn_scale(given_series, log_y);
   LineAxes axes = data_ranges(series, log_y);
-  place_ticks(axes);
-  const LineChart chart = layout_line_chart(std::move(axes), series, title, x_label, y_label);
+  place_ticks(axes, kAreaW, kAreaH);
+  draw_line_chart(series, axes, LineLook{}, title, x_label, y_label).save_png(path);
+}
 
-  Canvas canvas(chart.width, chart.height);
-  draw_axes(canvas, chart);
-  StrokeCoverage stroke(chart.left, chart.top, chart.left + kAreaW, chart.top + kAreaH);
-  for (size_t k = 0; k < series.size(); ++k) {
-    draw_series(canvas, stroke, chart, series[k], kPalette[k % std::size(kPalette)]);
+// ---- Small multiples ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kPanelColumns = 3;
+
+// Each panel's series on the drawn scale, checked: 1 to kMaxLinesPerPanel of them.
+std::vector<std::vector<Series>> panels_on_drawn_scale(const std::vector<LinePanel>& panels,
+                                                       bool log_y) {
+  TG_CHECK(!panels.empty(), "small multiples: nothing to plot (no panels)");
+  TG_CHECK(panels.size() <= kMaxPanels, "small multiples: ", panels.size(),
+           " panels, more than the ", kMaxPanels, " drawn");
+  std::vector<std::vector<Series>> drawn;
+  for (const LinePanel& panel : panels) {
+    TG_CHECK(!panel.series.empty() && panel.series.size() <= kMaxLinesPerPanel,
+             "small multiples: panel '", panel.title, "' has ", panel.series.size(),
+             " series (1 to ", kMaxLinesPerPanel, " a panel)");
+    drawn.push_back(on_drawn_scale(panel.series, log_y));
   }
-  draw_labels(canvas, chart, title, x_label, y_label);
-  draw_legend(canvas, chart);
+  return drawn;
+}
+
+// The axes every panel shares: the spans of all their series, ticked for a panel's plot area.
+LineAxes shared_panel_axes(const std::vector<std::vector<Series>>& drawn, bool log_y) {
+  std::vector<Series> all;
+  for (const std::vector<Series>& panel : drawn) all.insert(all.end(), panel.begin(), panel.end());
+  LineAxes axes = data_ranges(all, log_y);
+  place_ticks(axes, kPanelAreaW, kPanelAreaH);
+  return axes;
+}
+
+}  // namespace
+
+PanelsPlaced small_multiples_png(const std::string& path, const std::vector<LinePanel>& panels,
+                                 const std::string& title, const std::string& x_label,
+                                 YScale y_scale) {
+  const bool log_y = y_scale == YScale::log;
+  const std::vector<std::vector<Series>> drawn = panels_on_drawn_scale(panels, log_y);
+  const LineAxes axes = shared_panel_axes(drawn, log_y);
+  const LineLook look{.area_w = kPanelAreaW, .area_h = kPanelAreaH, .title_size = kLabelSize};
+  std::vector<Canvas> canvases;
+  std::vector<LineChart> charts(panels.size());
+  int cell_w = 0, cell_h = 0;  // the largest panel's
+  for (size_t i = 0; i < panels.size(); ++i) {
+    canvases.push_back(draw_line_chart(drawn[i], axes, look, panels[i].title, x_label, "",
+                                       &charts[i]));
+    cell_w = std::max(cell_w, canvases.back().width());
+    cell_h = std::max(cell_h, canvases.back().height());
+  }
+  const int n = static_cast<int>(panels.size());
+  PanelsPlaced placed{.columns = std::min(kPanelColumns, n), .plot_areas = {}, .legends = {}};
+  const int rows = (n + placed.columns - 1) / placed.columns;
+  const int title_h = static_cast<int>(std::ceil(Canvas::text_height(kTitleSize))) + kMargin;
+  const int title_w = static_cast<int>(std::ceil(Canvas::text_width(title, kTitleSize)));
+  Canvas canvas(std::max(placed.columns * cell_w, title_w + 2 * kMargin),
+                kMargin + title_h + rows * cell_h);
+  canvas.text(title, canvas.width() / 2.0, kMargin, kTitleSize, kInk, Align::center);
+  for (int i = 0; i < n; ++i) {
+    const int x = (i % placed.columns) * cell_w;
+    const int y = kMargin + title_h + (i / placed.columns) * cell_h;
+    canvas.paste(canvases[i], x, y);
+    const LineChart& c = charts[i];
+    placed.plot_areas.push_back({x + c.left, y + c.top, c.area_w, c.area_h});
+    placed.legends.push_back({x + c.left + c.area_w + kMargin, y + c.top, c.legend_w, c.legend_h});
+  }
   canvas.save_png(path);
+  return placed;
 }
 
 }  // namespace tg::plot

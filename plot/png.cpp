@@ -186,6 +186,16 @@ Rgb Canvas::pixel(int x, int y) const {
 
 void Canvas::fill(Rgb color) { fill_rect(0, 0, width_, height_, color); }
 
+void Canvas::paste(const Canvas& other, int x, int y) {
+  for (int j = std::max(0, -y); j < other.height_ && y + j < height_; ++j) {
+    for (int i = std::max(0, -x); i < other.width_ && x + i < width_; ++i) {
+      const uint8_t* from = &other.rgb_[(static_cast<size_t>(j) * other.width_ + i) * 3];
+      uint8_t* to = &rgb_[(static_cast<size_t>(y + j) * width_ + x + i) * 3];
+      to[0] = from[0], to[1] = from[1], to[2] = from[2];
+    }
+  }
+}
+
 void Canvas::fill_rect(int x, int y, int w, int h, Rgb color) {
   const int x0 = std::max(x, 0), y0 = std::max(y, 0);
   const int x1 = std::min(x + w, width_), y1 = std::min(y + h, height_);

@@ -1,8 +1,10 @@
 #pragma once
 // PNG plots: a small RGB canvas (fill, anti-aliased lines, anti-aliased text, a viridis colour
-// map) written with stb_image_write, text drawn with stb_truetype in DejaVu Sans, and two charts
-// on top of it: heatmaps and line charts. Every failure is a tg::Error; a failed save leaves an
-// existing file untouched (the PNG goes to a temporary file that is renamed into place).
+// map) written with stb_image_write, text drawn with stb_truetype in DejaVu Sans, and charts
+// on top of it: heatmaps, line charts and small multiples of line charts. Every failure is a
+// tg::Error; a failed save leaves an existing file untouched (the PNG goes to a temporary file
+// that is renamed into place).
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +46,8 @@ class Canvas {
   void fill(Rgb color);
   // The pixels [x, x + w) x [y, y + h), clipped to the canvas.
   void fill_rect(int x, int y, int w, int h, Rgb color);
+  // Copies `other` onto this canvas with its top-left corner at (x, y), clipped to the canvas.
+  void paste(const Canvas& other, int x, int y);
   // Mixes `color` into one pixel with opacity alpha in [0, 1]; outside the canvas does nothing.
   void blend(int x, int y, Rgb color, double alpha);
   // An anti-aliased segment of the given thickness between two points in pixel coordinates
@@ -111,5 +115,33 @@ enum class YScale { linear, log };
 void line_chart_png(const std::string& path, const std::vector<Series>& series,
                     const std::string& title, const std::string& x_label,
                     const std::string& y_label, YScale y_scale = YScale::linear);
+
+// ---- Small multiples: one small line chart a panel, for many series grouped a few a panel.
+
+inline constexpr size_t kMaxLinesPerPanel = 8;  // each in its own colour, none of them grey
+inline constexpr size_t kMaxPanels = 48;        // 3 columns of 16
+
+struct LinePanel {
+  std::string title;
+  std::vector<Series> series;  // 1 to kMaxLinesPerPanel
+};
+
+// Where a panel landed in the PNG, in pixels: a box's top-left corner and size.
+struct PanelBox {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+struct PanelsPlaced {
+  int columns = 0;
+  std::vector<PanelBox> plot_areas, legends;  // one each a panel, in the panels' order
+};
+
+// The panels in a grid of up to three columns under `title` (which says what y is), read left
+// to right and down. Every panel has the same axes (the spans of all the series together, so
+// that panels compare at a glance), `x_label` under its x axis, its title above it and its own
+// legend on its right: series k of a panel is drawn in colour k (the line chart's first
+// kMaxLinesPerPanel, all distinct). Returns where each panel's plot area and legend landed.
+PanelsPlaced small_multiples_png(const std::string& path, const std::vector<LinePanel>& panels,
+                                 const std::string& title, const std::string& x_label,
+                                 YScale y_scale = YScale::linear);
 
 }  // namespace tg::plot

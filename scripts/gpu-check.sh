@@ -4,7 +4,7 @@
 #   scripts/gpu-check.sh prepare   here, on a build machine with nvcc but no GPU: builds
 #                                  build-gpu/ for sm_90 (H100/H200) without MPI, and copies the
 #                                  shared libraries it links (OpenBLAS, Boost.Program_options,
-#                                  libgomp, ...) into build-gpu/lib, since the GPU machine has none
+#                                  libgfortran, ...) into build-gpu/lib, since the GPU machine has none
 #                                  of Debian's -dev packages. When NCCL and MPI are here, also
 #                                  build-gpu/nccl/tapegrad: the same program with MPI and NCCL, its
 #                                  extra libraries (libmpi and what it loads) in build-gpu/lib too.

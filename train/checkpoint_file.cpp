@@ -14,6 +14,7 @@
 #include "tapegrad/io/quoted_text.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/nn/positional_encoding.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/train/legacy_names.h"
 #include "tapegrad/train/tasks.h"
@@ -22,6 +23,8 @@ namespace tg::train {
 namespace {
 
 constexpr const char* kFormat = "tapegrad-checkpoint-1";
+constexpr const char* kExportFormat = "tapegrad-export-1";  // save_export: weights only
+constexpr const char* kPositionalTable = "pos_encoding.pe";  // the tutorial-form models' table
 constexpr const char* kOptimizerPrefix = "optimizer.";
 
 std::string exact(double value) {  // round-trips through std::from_chars
@@ -68,16 +71,42 @@ const std::string* optional_field(const std::map<std::string, std::string>& meta
   return found == metadata.end() ? nullptr : &found->second;
 }
 
+// The validation record: absent (no evaluation yet, or a checkpoint from before --patience) or
+// all three fields, a finite loss measured after a step in [1, step], and fewer evaluations since
+// than steps.
+void read_validation_record(const std::map<std::string, std::string>& metadata,
+                            Checkpoint& checkpoint) {
+  const std::string* loss = optional_field(metadata, "best_val_loss");
+  const std::string* step = optional_field(metadata, "best_val_step");
+  const std::string* since = optional_field(metadata, "evals_since_best");
+  if (loss == nullptr && step == nullptr && since == nullptr) return;
+  TG_CHECK(loss != nullptr && step != nullptr && since != nullptr, "metadata: best_val_loss, ",
+           "best_val_step and evals_since_best go together (one of them is missing)");
+  ValidationRecord& record = checkpoint.validation;
+  record.best_loss = parse_finite_double(*loss, "metadata 'best_val_loss'");
+  record.best_step = parse_count(*step, "best_val_step");
+  record.evaluations_since_best = parse_count(*since, "evals_since_best");
+  TG_CHECK(record.best_step >= 1 && record.best_step <= checkpoint.step, "metadata ",
+           "'best_val_step' ", record.best_step, " is outside [1, ", checkpoint.step,
+           "] (the checkpoint's steps)");
+  TG_CHECK(record.evaluations_since_best < checkpoint.step, "metadata 'evals_since_best' ",
+           record.evaluations_since_best, " is not below the checkpoint's ", checkpoint.step,
+           " steps");
+}
+
 // The config, data state, step, RNG and loss scaler fields, each parsed strictly.
 void read_metadata(const std::map<std::string, std::string>& metadata, Checkpoint& checkpoint) {
   const std::string& format = required(metadata, "format");
-  TG_CHECK(format == kFormat, "unknown checkpoint format ", quoted(format));
+  TG_CHECK(format == kFormat || format == kExportFormat, "unknown checkpoint format ",
+           quoted(format));
+  checkpoint.weights_only = format == kExportFormat;
   try {
     checkpoint.config = config_from_json(nlohmann::json::parse(required(metadata, "config")));
     checkpoint.data_state = nlohmann::json::parse(required(metadata, "data"));
   } catch (const nlohmann::json::exception& error) {
     fail("malformed JSON in the metadata (", error.what(), ")");
   }
+  if (checkpoint.weights_only) return;  // an export: no step, RNG, scaler or validation state
   checkpoint.step = parse_count(required(metadata, "step"), "step");
   checkpoint.rng.seed = parse_seed(required(metadata, "rng_seed"), "rng_seed");
   checkpoint.rng.offset = parse_seed(required(metadata, "rng_offset"), "rng_offset");
@@ -91,6 +120,7 @@ void read_metadata(const std::map<std::string, std::string>& metadata, Checkpoin
   if (const std::string* skipped = optional_field(metadata, "skipped_steps")) {
     checkpoint.skipped_steps = parse_count(*skipped, "skipped_steps");
   }
+  read_validation_record(metadata, checkpoint);
 }
 
 // ---- tensors ------------------------------------------------------------------------------------
@@ -112,6 +142,28 @@ void check_model_tensors(const nn::NamedTensors& model, const nn::StateShapes& e
   TG_CHECK(declared.empty(), "unexpected tensor ",
            quoted_text(declared.empty() ? "" : declared.begin()->first), " (a ", task,
            " model with this config and data state has none of that name)");
+}
+
+// pos_encoding.pe, in the state_dict of the tutorial-form models, is optional in a file (those
+// from before it was stored lack it); a stored one has --max-len rows (a checkpoint) or the
+// tutorial's 5000 (an export) and holds the sinusoid. Takes it out of `model` and `expected`
+// (what check_model_tensors then compares) after checking it.
+void check_positional_table(nn::NamedTensors& model, nn::StateShapes& expected,
+                            const TrainConfig& config) {
+  const auto named_table = [](const auto& entry) { return entry.first == kPositionalTable; };
+  const auto implied = std::find_if(expected.begin(), expected.end(), named_table);
+  if (implied == expected.end()) return;  // a stored one is then an unexpected tensor
+  expected.erase(implied);
+  const auto stored = std::find_if(model.begin(), model.end(), named_table);
+  if (stored == model.end()) return;
+  const Tensor table = stored->second;
+  model.erase(stored);
+  const int64_t rows = table.dim() == 3 ? table.size(1) : 0;
+  TG_CHECK(table.dim() == 3 && (rows == config.max_len || rows == nn::kTutorialMaxLen),
+           "tensor '", kPositionalTable, "' has shape ", shape_str(table.shape()),
+           " but the config implies [1, ", config.max_len, ", ", config.dim, "] (its --max-len)",
+           " or, in an export, [1, ", nn::kTutorialMaxLen, ", ", config.dim, "]");
+  nn::check_sinusoidal_buffer(table, config.dim, kPositionalTable);
 }
 
 // "3.exp_avg" -> 3; nullopt unless the name is digits, a dot and a buffer name.
@@ -235,7 +287,7 @@ void check_finite_results(const std::vector<double>& values, const std::string& 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   nn::NamedTensors tensors = checkpoint.model;
   for (const auto& [name, t] : checkpoint.optimizer) tensors.emplace_back(kOptimizerPrefix + name, t);
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {"format", kFormat},
       {"config", to_json(checkpoint.config).dump()},
       {"data", checkpoint.data_state.dump()},
@@ -246,6 +298,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
       {"scaler_growth_tracker", std::to_string(checkpoint.scaler.growth_tracker)},
       {"skipped_steps", std::to_string(checkpoint.skipped_steps)},
   };
+  const ValidationRecord& record = checkpoint.validation;
+  if (!record.empty()) {
+    metadata["best_val_loss"] = exact(record.best_loss);
+    metadata["best_val_step"] = std::to_string(record.best_step);
+    metadata["evals_since_best"] = std::to_string(record.evaluations_since_best);
+  }
   save_safetensors(path, tensors, metadata);
 }
 
@@ -255,7 +313,13 @@ void validate_checkpoint(const Checkpoint& checkpoint) {
   const nn::QuantMode mode = nn::parse_quant_mode(checkpoint.config.quantization);
   const nn::ModelStateShapes expected = nn::quantized_state_shapes(f32, mode);
   nn::check_quantized_state(checkpoint.model, f32, mode);  // the mode, dtypes and scales
-  check_model_tensors(checkpoint.model, expected.state_dict(), checkpoint.config.task);
+  nn::NamedTensors model = checkpoint.model;
+  nn::StateShapes expected_model = expected.state_dict();
+  check_positional_table(model, expected_model, checkpoint.config);
+  check_model_tensors(model, expected_model, checkpoint.config.task);
+  TG_CHECK(!checkpoint.weights_only || checkpoint.optimizer.empty(), "an export (weights only) ",
+           "holds optimizer state ('", kOptimizerPrefix,
+           checkpoint.optimizer.empty() ? "" : checkpoint.optimizer.front().first, "')");
   TG_CHECK(mode == nn::QuantMode::none || checkpoint.optimizer.empty(), "a ", checkpoint.config.quantization,
            "-quantized checkpoint holds optimizer state ('", kOptimizerPrefix,
            checkpoint.optimizer.empty() ? "" : checkpoint.optimizer.front().first,
@@ -263,6 +327,40 @@ void validate_checkpoint(const Checkpoint& checkpoint) {
   check_optimizer_tensors(checkpoint.optimizer, expected.parameters);
   check_finite(checkpoint.model, "");
   check_finite(checkpoint.optimizer, kOptimizerPrefix);
+}
+
+namespace {
+
+// The model's pos_encoding.pe, when its state_dict has one: the table computed for the config's
+// max_len (what the model builds), in place of the stored one (validate_checkpoint checked it) or
+// added where the file has none.
+void use_computed_positional_table(Checkpoint& checkpoint) {
+  const DataState data = data_state_from_json(checkpoint.config, checkpoint.data_state);
+  const nn::StateShapes buffers = model_state_shapes(checkpoint.config, data).buffers;
+  const auto named_table = [](const auto& entry) { return entry.first == kPositionalTable; };
+  if (std::none_of(buffers.begin(), buffers.end(), named_table)) return;
+  const Tensor table = nn::sinusoidal_buffer(checkpoint.config.max_len, checkpoint.config.dim);
+  const auto stored = std::find_if(checkpoint.model.begin(), checkpoint.model.end(), named_table);
+  if (stored != checkpoint.model.end()) stored->second = table;
+  else checkpoint.model.emplace_back(kPositionalTable, table);
+}
+
+}  // namespace
+
+void save_export(const std::string& path, const Checkpoint& checkpoint) {
+  const TrainConfig& config = checkpoint.config;
+  TG_CHECK(config.quantization == "none", "the checkpoint is int8-quantized (",
+           config.quantization, "): an export holds f32 weights for PyTorch's classes; export ",
+           "the f32 checkpoint it was quantized from");
+  TG_CHECK(nn::kTutorialMaxLen * config.dim <= Limits::positions, "the tutorial's positional ",
+           "table [1, ", nn::kTutorialMaxLen, ", ", config.dim, "] would have more than the ",
+           Limits::positions, " entries a table may have");
+  nn::NamedTensors tensors = checkpoint.model;  // the state_dict; no optimizer state
+  for (auto& [name, t] : tensors) {
+    if (name == kPositionalTable) t = nn::sinusoidal_buffer(nn::kTutorialMaxLen, config.dim);
+  }
+  save_safetensors(path, tensors, {{"format", kExportFormat}, {"config", to_json(config).dump()},
+                                   {"data", checkpoint.data_state.dump()}});
 }
 
 void load_model(nn::Module& model, const Checkpoint& checkpoint) {
@@ -282,6 +380,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     }
     rename_legacy_tensors(checkpoint.config.task, checkpoint.model);  // e.g. classifier.* -> fc.*
     validate_checkpoint(checkpoint);
+    use_computed_positional_table(checkpoint);
   } catch (const Error& error) {
     fail("checkpoint ", path, ": ", error.what());
   } catch (const nlohmann::json::exception& error) {  // a JSON value of an unexpected type

@@ -58,7 +58,7 @@ void TrainConfig::validate() const {
   in_range(steps, 0, Limits::steps, "--steps");
   in_range(warmup, 0, Limits::steps, "--warmup");
   in_range(eval_every, 0, Limits::steps, "--eval-every");
-  in_range(threads, 0, kMaxThreads, "--threads (0: all cores)");
+  in_range(threads, 0, kMaxThreads, "--threads (0: the cores available)");
   finite_at_least_zero(lr, "--lr");
   TG_CHECK(lr > 0, "--lr must be positive, got ", lr);
   finite_at_least_zero(weight_decay, "--weight-decay");
@@ -84,8 +84,8 @@ void TrainConfig::validate() const {
            max_len, " (the positional encoding's length)");
   TG_CHECK(normalize == "zscore" || normalize == "none", "--normalize must be zscore or none, got '",
            normalize, "'");
-  TG_CHECK(tokenizer == "char" || tokenizer == "word", "--tokenizer must be char or word, got '",
-           tokenizer, "'");
+  TG_CHECK(tokenizer == "char" || tokenizer == "word" || tokenizer == "whitespace",
+           "--tokenizer must be char, word or whitespace, got '", tokenizer, "'");
   TG_CHECK(task != "charlm" || context <= max_len, "--context ", context, " is past --max-len ",
            max_len, " (the positional encoding's length)");
 }
@@ -115,8 +115,15 @@ std::vector<FlagScope> train_flag_scopes(const TrainConfig& c) {
       {{"position"}, has_attention || position_outside_attention,
        no_attention + ", where --position " + c.position + " has no attention to act in"},
       tf32_scope(c.device),
-      {{"eval-every"}, c.val_frac > 0, "--val-frac 0 (no validation split)"},
+      {{"eval-every", "save-best", "patience"}, c.val_frac > 0,
+       "--val-frac 0 (no validation split)"},
   };
+}
+
+void apply_task_defaults(TrainConfig& config, const std::set<std::string>& given) {
+  if (config.task != "charlm") return;
+  if (!given.count("lr")) config.lr = CharLMDefaults::lr;
+  if (!given.count("dropout")) config.dropout = CharLMDefaults::dropout;
 }
 
 std::vector<std::string> parse_inputs(const std::string& text) {
@@ -144,7 +151,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"eval_every", c.eval_every}, {"amp", c.amp}, {"quantization", c.quantization},
           {"window", c.window}, {"horizon", c.horizon},
           {"target", bytes_to_json(c.target)}, {"inputs", inputs_to_json(c.inputs)}, {"normalize", c.normalize},
-          {"tokenizer", c.tokenizer}, {"context", c.context}};
+          {"tokenizer", c.tokenizer}, {"tokenizer_version", kTokenizerVersion}, {"context", c.context}};
 }
 
 namespace {
@@ -205,6 +212,16 @@ std::string canonical(const std::string& text, const char* key, Parse parse, For
   }
 }
 
+// Checkpoints from before tokenizer_version (1) meant by "word" what "whitespace" is now: they
+// load as it, so that they keep tokenizing as they were trained. A version other than 1 or 2 is
+// from a newer tapegrad, whose tokenizers this one cannot promise to reproduce.
+void check_tokenizer_version(const Fields& f, const nlohmann::json& json, std::string& tokenizer) {
+  const int64_t version = json.contains("tokenizer_version") ? f.integer("tokenizer_version") : 1;
+  TG_CHECK(version == 1 || version == kTokenizerVersion, "checkpoint config: 'tokenizer_version' ",
+           version, " is not one this tapegrad reads (1 or ", kTokenizerVersion, ")");
+  if (version == 1 && tokenizer == "word") tokenizer = "whitespace";
+}
+
 }  // namespace
 
 TrainConfig config_from_json(const nlohmann::json& json) {
@@ -256,6 +273,7 @@ TrainConfig config_from_json(const nlohmann::json& json) {
   }
   c.normalize = f.text("normalize");
   c.tokenizer = f.text("tokenizer");
+  check_tokenizer_version(f, json, c.tokenizer);
   c.context = f.integer("context");
   try {
     c.validate();

@@ -12,7 +12,8 @@
 //   token and decoding resumes at the next byte (no error: any file can be read, and the same
 //   bytes always give the same tokens).
 // - A text-classification line whose text has no token (empty, or only whitespace with the word
-//   tokenizer) is an error naming the line: an example the model cannot see is a data bug.
+//   and whitespace tokenizers) is an error naming the line: an example the model cannot see is a
+//   data bug.
 // - zscore uses the population standard deviation (divide by n) of the rows the training windows
 //   cover; a constant column gets stddev 1. The target is normalised with its column's statistics.
 // - The validation part is the last floor(n * val_frac) items (windows, lines or characters).
@@ -217,6 +218,90 @@ std::vector<std::string> whitespace_words(const std::string& text) {
   return words;
 }
 
+// ---- words, lowercased, punctuation apart ------------------------------------------------------
+
+// What a character is to the word tokenizer.
+enum class WordCharKind { space, word, apostrophe, symbol };
+
+struct WordChar {
+  size_t length;  // its bytes: 1 for ASCII and a bad byte, 2 to 4 for other code points
+  WordCharKind kind;
+};
+
+// The code point of the well-formed UTF-8 sequence of `length` (2 to 4) bytes at text[i].
+uint32_t word_code_point(const std::string& text, size_t i, size_t length) {
+  const auto byte = [&](size_t k) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(text[i + k]));
+  };
+  uint32_t point = byte(0) & (0x7F >> length);  // the lead byte's payload bits
+  for (size_t k = 1; k < length; ++k) point = (point << 6) | (byte(k) & 0x3F);
+  return point;
+}
+
+// The kind of a non-ASCII code point: Unicode's White_Space ones are spaces, U+2019 (the
+// typeset apostrophe) an apostrophe, Latin-1's punctuation and symbols (U+0080-U+00BF, U+00D7,
+// U+00F7), General Punctuation (U+2000-U+206F) and CJK punctuation (U+3000-U+303F) symbols, and
+// every other code point (accented and non-Latin letters, but also emoji) a word character.
+WordCharKind word_kind_of_code_point(uint32_t point) {
+  const bool white_space = point == 0x85 || point == 0xA0 || point == 0x1680 ||
+                           (point >= 0x2000 && point <= 0x200A) || point == 0x2028 ||
+                           point == 0x2029 || point == 0x202F || point == 0x205F || point == 0x3000;
+  if (white_space) return WordCharKind::space;
+  if (point == 0x2019) return WordCharKind::apostrophe;
+  const bool symbol = point <= 0xBF || point == 0xD7 || point == 0xF7 ||
+                      (point >= 0x2000 && point <= 0x206F) || (point >= 0x3000 && point <= 0x303F);
+  return symbol ? WordCharKind::symbol : WordCharKind::word;
+}
+
+// The character at text[i] and its kind: ASCII letters and digits are word characters, ' an
+// apostrophe, other printable ASCII symbols; a byte that starts no well-formed UTF-8 sequence is
+// a symbol of one byte.
+WordChar word_char_at(const std::string& text, size_t i) {
+  const char c = text[i];
+  if (is_space(c)) return {1, WordCharKind::space};
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+    return {1, WordCharKind::word};
+  }
+  if (c == '\'') return {1, WordCharKind::apostrophe};
+  if (static_cast<unsigned char>(c) < 0x80) return {1, WordCharKind::symbol};
+  const size_t length = utf8_sequence_length(text, i);
+  if (length == 0) return {1, WordCharKind::symbol};  // a bad byte: a token of its own
+  return {length, word_kind_of_code_point(word_code_point(text, i, length))};
+}
+
+// A-Z as a-z; every other byte (UTF-8's included) as it is, whatever the C locale says.
+char ascii_lowercase(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// The word tokenizer (--tokenizer word). A word is a run of word characters, with ASCII A-Z
+// lowercased (other letters are kept as they are); an apostrophe (' or U+2019, stored as ')
+// between two word characters stays in the word ("don't", "rock'n'roll"). Every other
+// non-space character is a token of its own ("--" is two, "'quoted'" three), a multi-byte one
+// whole; whitespace, ASCII or Unicode, separates tokens and is dropped.
+std::vector<std::string> lowercase_words(const std::string& text) {
+  std::vector<std::string> tokens;
+  std::string word;  // the word being read, lowercased
+  for (size_t i = 0; i < text.size();) {
+    const WordChar current = word_char_at(text, i);
+    const size_t start = i;
+    i += current.length;
+    const bool inside_word = current.kind == WordCharKind::apostrophe && !word.empty() &&
+                             i < text.size() && word_char_at(text, i).kind == WordCharKind::word;
+    if (current.kind == WordCharKind::word) {
+      for (size_t k = start; k < i; ++k) word += ascii_lowercase(text[k]);
+      continue;
+    }
+    if (inside_word) {
+      word += '\'';
+      continue;
+    }
+    if (!word.empty()) tokens.push_back(std::move(word));
+    word.clear();
+    if (current.kind != WordCharKind::space) tokens.push_back(text.substr(start, current.length));
+  }
+  if (!word.empty()) tokens.push_back(std::move(word));
+  return tokens;
+}
+
 // ---- shuffling ----------------------------------------------------------------------------------
 
 // Draw k of the stream (seed, epoch): 64 bits from one Philox block.
@@ -305,16 +390,29 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
 // ---- tokens and vocabularies --------------------------------------------------------------------
 
 std::vector<std::string> tokenize(const std::string& text, Tokenizer tokenizer) {
-  return tokenizer == Tokenizer::chars ? utf8_chars(text) : whitespace_words(text);
+  switch (tokenizer) {
+    case Tokenizer::chars: return utf8_chars(text);
+    case Tokenizer::words: return lowercase_words(text);
+    case Tokenizer::whitespace: return whitespace_words(text);
+  }
+  fail("tokenize: unknown tokenizer ", static_cast<int>(tokenizer));
 }
 
 Tokenizer parse_tokenizer(const std::string& name) {
   if (name == "char") return Tokenizer::chars;
   if (name == "word") return Tokenizer::words;
-  fail("tokenizer '", name, "' is not one of: char, word");
+  if (name == "whitespace") return Tokenizer::whitespace;
+  fail("tokenizer '", name, "' is not one of: char, word, whitespace");
 }
 
-std::string tokenizer_name(Tokenizer tokenizer) { return tokenizer == Tokenizer::chars ? "char" : "word"; }
+std::string tokenizer_name(Tokenizer tokenizer) {
+  switch (tokenizer) {
+    case Tokenizer::chars: return "char";
+    case Tokenizer::words: return "word";
+    case Tokenizer::whitespace: return "whitespace";
+  }
+  fail("tokenizer_name: unknown tokenizer ", static_cast<int>(tokenizer));
+}
 
 int64_t Vocabulary::add(const std::string& token) {
   const auto found = index.find(token);

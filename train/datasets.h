@@ -42,9 +42,12 @@ TimeSeriesData load_timeseries(const std::string& path, const TimeSeriesSpec& sp
 
 // ---- tokens and vocabularies --------------------------------------------------------------------
 
-enum class Tokenizer { chars, words };  // chars: UTF-8 code points; words: split on whitespace
+// chars: UTF-8 code points. words: lowercased words, each punctuation mark a token of its own
+// (the rule is above lowercase_words in datasets.cpp). whitespace: split on whitespace only, case
+// and punctuation kept (what "word" meant before it split punctuation; old checkpoints load as it).
+enum class Tokenizer { chars, words, whitespace };
 std::vector<std::string> tokenize(const std::string& text, Tokenizer tokenizer);
-Tokenizer parse_tokenizer(const std::string& name);  // "char" | "word"
+Tokenizer parse_tokenizer(const std::string& name);  // "char" | "word" | "whitespace"
 std::string tokenizer_name(Tokenizer tokenizer);
 
 // Index 0 is padding, 1 is unknown; the rest in order of first appearance in the training split.

@@ -49,6 +49,16 @@ GradientHealth measure_gradient(const std::string& name, const Tensor& parameter
   return health;
 }
 
+std::vector<ParameterNorms> gradient_norms(const nn::NamedTensors& parameters) {
+  std::vector<ParameterNorms> norms;
+  for (const auto& [name, parameter] : parameters) {
+    const GradientHealth health = measure_gradient(name, parameter);
+    norms.push_back({.name = name, .has_grad = health.has_grad, .grad_norm = health.norm,
+                     .weight_norm = 0});
+  }
+  return norms;
+}
+
 std::string dead_gradient_warning(const std::vector<GradientHealth>& gradients) {
   std::vector<std::string> missing, zero;
   for (const GradientHealth& g : gradients) {
@@ -84,6 +94,7 @@ void GradStatsLog::measure(const nn::NamedTensors& parameters) {
 std::string GradStatsLog::write_rows(int64_t step, const nn::NamedTensors& parameters) {
   TG_CHECK(gradients_.size() == parameters.size(), "grad-stats: measure() was not called before write_rows()");
   std::vector<GradientHealth> newly_dead;
+  recorded_.clear();
   for (size_t i = 0; i < parameters.size(); ++i) {
     const GradientHealth& g = gradients_[i];
     std::vector<double> update = parameters[i].second.to_host_f64();
@@ -94,7 +105,11 @@ std::string GradStatsLog::write_rows(int64_t step, const nn::NamedTensors& param
     const double ratio = weight_norm > 0 ? l2_norm(update) / weight_norm : NAN;
     log_.write_line(std::to_string(step) + "," + g.name + "," + cell(g.mean_abs, g.has_grad) + "," +
                     cell(g.norm, g.has_grad) + "," + cell(ratio, weight_norm > 0));
-    if ((!g.has_grad || g.all_zero()) && warned_.insert(g.name).second) newly_dead.push_back(g);
+    recorded_.push_back({.name = g.name, .has_grad = g.has_grad, .grad_norm = g.norm,
+                         .weight_norm = weight_norm});
+    // A key bias's zero gradient is no accident: grad_health.h notes it instead.
+    const bool dead = !g.has_grad || (g.all_zero() && !is_key_projection_bias(g.name));
+    if (dead && warned_.insert(g.name).second) newly_dead.push_back(g);
   }
   gradients_.clear();
   weights_before_.clear();

@@ -14,7 +14,9 @@
 // The gradients are measured as backward left them: unscaled when the fp16 loss scaler is on, and
 // before --clip clips them (so an exploding gradient shows). A parameter whose gradient is
 // undefined after backward (it does not reach the loss) gets empty gradient cells; it and any
-// parameter with an all-zero gradient are named in a warning, once each per run.
+// parameter with an all-zero gradient are named in a warning, once each per run -- except a key
+// projection's bias, whose gradient is zero by construction (train/grad_health.h notes it).
+// Each record's norms are kept for train/grad_health.h's judge (recorded()).
 //
 // Cost: on the steps that get rows, the gradients and weights are copied to the host (f64) twice;
 // the first copy runs inside the step (its ms in --log and its trace slice "grad_stats" show it).
@@ -25,6 +27,7 @@
 
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/module.h"
+#include "tapegrad/train/grad_health.h"
 
 namespace tg::train {
 
@@ -41,6 +44,10 @@ struct GradientHealth {
 };
 
 GradientHealth measure_gradient(const std::string& name, const Tensor& parameter);
+
+// Every parameter's gradient norm now (weight_norm left 0), for a finding that names the largest
+// (train/grad_health.h). Copies each gradient to the host.
+std::vector<ParameterNorms> gradient_norms(const nn::NamedTensors& parameters);
 
 // The warning for the parameters without a gradient or with an all-zero one, one line (no
 // newline); empty when every parameter got a non-zero gradient.
@@ -60,6 +67,9 @@ class GradStatsLog {
   // about before (see dead_gradient_warning), or an empty string.
   std::string write_rows(int64_t step, const nn::NamedTensors& parameters);
   void close() { log_.close(); }
+  // The norms of the rows write_rows wrote last: every parameter's gradient and weights (before
+  // the update).
+  const std::vector<ParameterNorms>& recorded() const { return recorded_; }
 
  private:
   int64_t every_;  // checked before the log is opened (and truncated)
@@ -67,6 +77,7 @@ class GradStatsLog {
   std::vector<GradientHealth> gradients_;         // of the step in progress
   std::vector<std::vector<double>> weights_before_;
   std::set<std::string> warned_;                  // named in a warning already
+  std::vector<ParameterNorms> recorded_;          // of the last rows written
 };
 
 }  // namespace tg::train

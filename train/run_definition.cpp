@@ -66,8 +66,14 @@ dist::RunDefinition run_definition(const RunFacts& facts) {
   dist::RunDefinition definition;
   definition.emplace_back("--resume", facts.resumed);
   definition_add_config(definition, facts.config);
-  definition.emplace_back("--stop-after",
-                          facts.stop_after > 0 ? std::to_string(facts.stop_after) : "none");
+  const auto count_or_none = [](int64_t count) {
+    return count > 0 ? std::to_string(count) : std::string("none");
+  };
+  definition.emplace_back("--stop-after", count_or_none(facts.stop_after));
+  // (they decide when every rank saves or stops: the ranks check the weights of each checkpoint)
+  definition.emplace_back("--save-every", count_or_none(facts.save_every));
+  definition.emplace_back("--save-best", facts.save_best ? "given" : "none");
+  definition.emplace_back("--patience", count_or_none(facts.patience));
   definition.emplace_back("--data (SHA-256 of its contents)", facts.data_sha256);
   definition_add_data_state(definition, facts.data_state);
   definition.emplace_back("training examples", std::to_string(facts.examples));

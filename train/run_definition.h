@@ -10,6 +10,9 @@
 //                              pipeline (--context, --tokenizer, ...); not --data's path nor
 //                              --threads, which may differ between ranks
 //   --stop-after               "none" or the count
+//   --save-every, --save-best, --patience
+//                              "none", or the count; whether --save-best was given (its path is
+//                              rank 0's alone)
 //   --data (SHA-256 ...)       the data file's content hash, then what the task derived from
 //                              it (the vocabulary, labels, statistics: their sizes and a hash)
 //   training examples, planned/first/last step, and every parameter's name, shape and dtype
@@ -28,6 +31,9 @@ namespace tg::train {
 struct RunFacts {
   const TrainConfig& config;
   int64_t stop_after = 0;        // 0: none
+  int64_t save_every = 0;        // 0: none
+  bool save_best = false;        // --save-best given
+  int64_t patience = 0;          // 0: none
   std::string resumed;           // "none", or "step N, SHA-256 H" of the --resume checkpoint
   std::string data_sha256;       // the data file's
   const nlohmann::json& data_state;  // the task's (Task::data_state)

@@ -1,5 +1,7 @@
 #include "tapegrad/train/train_step.h"
 
+#include <optional>
+
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/profiler.h"
 
@@ -19,10 +21,16 @@ TrainStepResult train_step(const std::function<Tensor()>& loss, Optimizer& optim
     const ProfileRegion region("allreduce");
     options.reduce_gradients();
   }
-  // Clipping and inspection see the true gradients, not the scaled ones.
-  if (options.clip > 0 || options.inspect_gradients) scaler.unscale(optimizer);
+  // Clipping, inspection and the norm's check see the true gradients, not the scaled ones.
+  const bool check_norm = static_cast<bool>(options.check_gradient_norm);
+  if (options.clip > 0 || options.inspect_gradients || check_norm) scaler.unscale(optimizer);
   if (options.inspect_gradients) options.inspect_gradients();
-  if (options.clip > 0) clip_grad_norm(optimizer.params(), options.clip);
+  std::optional<double> norm;  // computed once, for the check and clipping both
+  if (check_norm) {
+    norm = grad_norm(optimizer.params());
+    options.check_gradient_norm(*norm);
+  }
+  if (options.clip > 0) clip_grad_norm(optimizer.params(), options.clip, norm);
   {
     const ProfileRegion region(optimizer.name(), ".step");
     result.skipped = !scaler.step(optimizer);  // unscales first if not done above

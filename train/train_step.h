@@ -2,8 +2,9 @@
 // One training step, the one `tapegrad train` and `tapegrad bench` both run:
 //
 //   forward + loss (under autocast)  ->  scaler.scale(loss).backward()  ->  reduce_gradients
-//   ->  unscale (when clipping or inspecting)  ->  inspect_gradients (when given)
-//   ->  clip_grad_norm (when clipping)  ->  scaler.step(optimizer) + scaler.update()
+//   ->  unscale (when clipping, inspecting or checking)  ->  inspect_gradients (when given)
+//   ->  grad_norm -> check_gradient_norm (when given)  ->  clip_grad_norm (when clipping)
+//   ->  scaler.step(optimizer) + scaler.update()
 //   ->  optimizer.zero_grad()
 //
 // PyTorch's AMP recipe (torch.autocast + GradScaler) written once. The learning rate is the
@@ -24,6 +25,10 @@ struct TrainStepOptions {
   // Called once the gradients are in place (unscaled, not yet clipped) and the weights not yet
   // updated, e.g. to measure them (--grad-stats); empty: nothing is called.
   std::function<void()> inspect_gradients = nullptr;
+  // Called with the global gradient norm (nn/optim.h grad_norm: unscaled, before clipping; inf or
+  // NaN when a gradient holds them), the gradients still in place, e.g. to judge it
+  // (train/grad_health.h). With clipping on, the norm is the one clipping uses (computed once).
+  std::function<void(double)> check_gradient_norm = nullptr;
   // Called right after backward, before anything reads the gradients: data-parallel training
   // averages them over the ranks here (dist/gradient_sync.h); empty: nothing is called.
   std::function<void()> reduce_gradients = nullptr;

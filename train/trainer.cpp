@@ -27,8 +27,11 @@
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/checkpoint_policy.h"
+#include "tapegrad/train/grad_health.h"
 #include "tapegrad/train/progress.h"
 #include "tapegrad/train/run_definition.h"
+#include "tapegrad/train/stop_signals.h"
 #include "tapegrad/train/tasks.h"
 #include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
@@ -53,7 +56,8 @@ std::string number(double value) {
 // that would overwrite an input or another output, is an error while nothing has been spent yet.
 void check_outputs(const TrainRun& run, const std::string& data) {
   const std::vector<NamedPath> outputs = {
-      {"--save", run.save}, {"--save-init", run.save_init}, {"--log", run.log},
+      {"--save", run.save}, {"--save-init", run.save_init}, {"--save-best", run.save_best},
+      {"--log", run.log},
       {"--grad-stats", run.grad_stats}, {"--profile-trace", run.profile_trace}};
   check_distinct_files({{"--data", data}, {"--resume", run.resume}}, outputs);
   for (const NamedPath& output : outputs) {
@@ -117,7 +121,10 @@ constexpr double kSmallestLossScale = 5.96e-8;
 TrainRun outputs_of_rank(const TrainRun& asked, int rank) {
   TrainRun run = asked;
   if (rank == 0) return run;
-  for (std::string* path : {&run.save, &run.save_init, &run.log, &run.profile_trace, &run.grad_stats}) path->clear();
+  for (std::string* path : {&run.save, &run.save_init, &run.save_best, &run.log,
+                            &run.profile_trace, &run.grad_stats}) {
+    path->clear();
+  }
   run.json = false;
   run.profile = false;
   return run;
@@ -156,12 +163,23 @@ struct Training {
   void start_epoch(int64_t epoch);
   StepReport take_step(int64_t step);
   TrainStepResult train_on_batch(int64_t step, bool grad_stats_due);
-  TrainStepOptions step_options(bool grad_stats_due);
+  TrainStepOptions step_options(int64_t step, bool grad_stats_due);
+  void judge_gradient_norm(int64_t step, double norm);
   bool evaluation_due(int64_t step) const;
   std::string validate(int64_t step);
   void log_step(int64_t step, int64_t epoch, const StepReport& report,
                 const std::string& val_columns);
   std::optional<int> check_divergence(int64_t step, const StepReport& report, bool evaluated);
+  int stop_diverged(int64_t step, const std::string& what);
+  void report_gradient_health();
+  // Checkpoints during training and the early stops (train/checkpoint_policy.h, stop_signals.h).
+  std::optional<int> after_step(int64_t step, bool evaluated);
+  std::optional<int> record_validation(int64_t step);
+  int agreed_stop_signal();
+  int stop_on_signal(int64_t steps, int signal);
+  void stop_early(int64_t steps);
+  std::optional<int> save_resumable(const std::string& asked_path, const std::string& path,
+                                    int64_t steps);
   // The end.
   void stop_recording();
   void finish_outputs();
@@ -189,6 +207,7 @@ struct Training {
   std::optional<WarmupCosine> schedule;
   std::unique_ptr<LogFile> log;
   std::unique_ptr<GradStatsLog> grad_stats;
+  GradHealthJudge gradient_health;  // rank 0's: every step's global norm, --grad-stats' records
   nn::NamedTensors named_parameters;
   int64_t shard = 0, shard_first = 0;  // this rank's examples of every batch
   std::optional<dist::GradientSync> gradient_sync;
@@ -204,6 +223,8 @@ struct Training {
   double total_ms = 0, recent_loss_sum = 0;  // every step's time; this epoch's losses
   int64_t recent_count = 0;
   Metrics val;  // the latest validation
+  ValidationRecord validation;  // the best validation so far (a resumed run: the checkpoint's)
+  int64_t saved_step = -1;      // the step of the last resumable checkpoint written to --save
 };
 
 Training::Training(const TrainRun& asked, dist::Communicator& comm)
@@ -236,6 +257,8 @@ void Training::resume_config() {
   TG_CHECK(resumed.config.quantization == "none", "--resume ", run.resume, " is an int8 (",
            resumed.config.quantization, ") quantized checkpoint, which cannot be trained: "
            "resume from the f32 checkpoint it was quantized from");
+  TG_CHECK(!resumed.weights_only, "--resume ", run.resume, " is an export (tapegrad export: the ",
+           "weights alone, no optimizer, step or RNG state): resume from the checkpoint of --save");
   check_resume_conflicts(resumed.config, run.config, run.given);
   config = resumed.config;  // the model and data pipeline must be the ones that were saved
   config.device = run.config.device;  // ... but where and how fast it runs is this run's choice
@@ -269,6 +292,7 @@ void Training::build_model() {
   if (resuming) {
     scaler->load_state(resumed.scaler);
     skipped_steps = resumed.skipped_steps;
+    validation = resumed.validation;  // --patience counts on, --save-best improves on it
   }
 }
 
@@ -276,12 +300,20 @@ void Training::build_model() {
 void Training::save_initial_weights() const {
   save_checkpoint(run.save_init, {.config = config, .data_state = data_state,
                                   .model = model->state_dict(), .optimizer = {}, .step = 0,
-                                  .rng = rng_state(), .scaler = {}, .skipped_steps = 0});
+                                  .rng = rng_state(), .scaler = {}, .skipped_steps = 0,
+                                  .validation = {}});
 }
 
 // The steps: the planned total (--steps, or --epochs of batches), the first (a resumed run's
 // checkpoint step), the last this run takes (--stop-after); and the learning-rate schedule.
 void Training::plan_steps() {
+  // (--val-frac 0 is refused by the flag scopes; a split too small to hold an example, here.)
+  const char* needs_validation = !run.save_best.empty() ? "--save-best"
+                                 : run.patience > 0     ? "--patience"
+                                                        : nullptr;
+  TG_CHECK(needs_validation == nullptr || task->examples(false) > 0, needs_validation,
+           " needs validation examples, but the last --val-frac ", config.val_frac, " of ",
+           config.data, " holds none (raise --val-frac)");
   examples = task->examples(true);
   per_epoch = examples / config.batch;
   TG_CHECK(per_epoch > 0, "--batch ", config.batch, " is larger than the ", examples,
@@ -310,7 +342,9 @@ dist::RunDefinition Training::definition() const {
       resuming ? "step " + std::to_string(resumed.step) + ", SHA-256 " +
                      sha256_hex(read_regular_file(run.resume, "--resume"))
                : "none";
-  return run_definition({.config = config, .stop_after = run.stop_after, .resumed = checkpoint,
+  return run_definition({.config = config, .stop_after = run.stop_after,
+                         .save_every = run.save_every, .save_best = !asked.save_best.empty(),
+                         .patience = run.patience, .resumed = checkpoint,
                          .data_sha256 = data_hash, .data_state = data_state,
                          .examples = examples, .planned_steps = total, .first_step = first,
                          .last_step = last, .parameters = model->named_parameters()});
@@ -372,9 +406,11 @@ void Training::announce_data_parallel() const {
                static_cast<long long>(gradient_sync->buckets()), gradient_sync->carrier());
 }
 
-// The steps [first, last), with a progress bar (silent on ranks other than 0).
+// The steps [first, last), with a progress bar (silent on ranks other than 0); SIGINT and SIGTERM
+// stop them after the current step (--patience sets an earlier `last`).
 std::optional<int> Training::train_steps() {
   progress.emplace(last, first, comm.rank() != 0);
+  const StopSignals stop_signals(ranks > 1 ? kStopGraceMs : 0);
   for (int64_t step = first; step < last; ++step) {
     if (const std::optional<int> stopped = run_step(step)) return stopped;
   }
@@ -387,13 +423,13 @@ std::optional<int> Training::run_step(int64_t step) {
   if (epoch != batches_epoch) start_epoch(epoch);
   dist::run_step_hook(comm, step + 1);  // a test hook (tapegrad_hooked's rank that dies)
   const StepReport report = take_step(step);
-  const bool evaluate = evaluation_due(step);
-  const std::string val_columns = evaluate && task->examples(false) > 0 ? validate(step) : ",";
+  const bool evaluate = evaluation_due(step) && task->examples(false) > 0;
+  const std::string val_columns = evaluate ? validate(step) : ",";
   log_step(step, epoch, report, val_columns);
   if (const std::optional<int> stopped = check_divergence(step, report, evaluate)) return stopped;
   progress->update(step + 1, epoch, report.loss, report.lr,
                    config.batch * 1000.0 / std::max(report.ms, 1e-9));
-  return std::nullopt;
+  return after_step(step, evaluate);
 }
 
 // A new epoch: its batches (reshuffled unless --no-shuffle), and its mean loss started afresh.
@@ -419,6 +455,8 @@ StepReport Training::take_step(int64_t step) {
   if (grad_stats_due) {
     const std::string warning = grad_stats->write_rows(step + 1, named_parameters);
     if (!warning.empty()) progress->message(warning);
+    const auto findings = gradient_health.observe_record(step + 1, grad_stats->recorded());
+    for (const GradFinding& finding : findings) progress->message(finding.line());
   }
   total_ms += ms;
   recent_loss_sum += result.loss;
@@ -431,7 +469,7 @@ StepReport Training::take_step(int64_t step) {
 // the global batch's mean.
 TrainStepResult Training::train_on_batch(int64_t step, bool grad_stats_due) {
   const std::vector<int64_t>& batch = batches[step % per_epoch];
-  const TrainStepOptions options = step_options(grad_stats_due);
+  const TrainStepOptions options = step_options(step, grad_stats_due);
   // One process computes the whole batch; a rank its shard, numbering randomness by the global
   // batch (autograd/rng.h BatchShardScope) so that dropout draws what one process would, also
   // when --checkpoint-activations recomputes it during backward.
@@ -452,10 +490,15 @@ TrainStepResult Training::train_on_batch(int64_t step, bool grad_stats_due) {
   return result;
 }
 
-// The step's autocast and clipping; --grad-stats measures the gradients when due, and a
-// data-parallel rank averages them over the ranks.
-TrainStepOptions Training::step_options(bool grad_stats_due) {
+// The step's autocast and clipping; --grad-stats measures the gradients when due, rank 0 judges
+// their global norm, and a data-parallel rank averages them over the ranks.
+TrainStepOptions Training::step_options(int64_t step, bool grad_stats_due) {
   TrainStepOptions options{.autocast = config.amp_dtype(), .clip = config.clip};
+  if (comm.rank() == 0) {
+    options.check_gradient_norm = [this, step](double norm) {
+      judge_gradient_norm(step + 1, norm);
+    };
+  }
   if (grad_stats_due) {
     options.inspect_gradients = [this] {
       const ProfileRegion region("grad_stats");  // its own row in --profile, a slice in the trace
@@ -464,6 +507,15 @@ TrainStepOptions Training::step_options(bool grad_stats_due) {
   }
   if (data_parallel) options.reduce_gradients = [this] { gradient_sync->average(); };
   return options;
+}
+
+// Every step, on rank 0: the global gradient norm judged (train/grad_health.h), a finding printed
+// at once. An fp16 step whose gradients overflowed is the loss scaler's to skip, not a finding.
+void Training::judge_gradient_norm(int64_t step, double norm) {
+  if (!std::isfinite(norm) && scaler->is_enabled()) return;
+  const std::optional<GradFinding> finding = gradient_health.observe_global_norm(
+      step, norm, [this] { return gradient_norms(named_parameters); });
+  if (finding) progress->message(finding->line());
 }
 
 // Validation is due after the last planned step, and every --eval-every steps (0: every epoch).
@@ -501,21 +553,114 @@ std::optional<int> Training::check_divergence(int64_t step, const StepReport& re
   // A non-finite loss is divergence, except on a step the loss scaler skipped (an fp16
   // overflow it recovers from by lowering the scale) -- unless the scale has collapsed.
   if (!std::isfinite(report.loss) && !report.skipped) {
-    return diverged(*progress, step + 1, "the training loss is " + number(report.loss));
+    return stop_diverged(step + 1, "the training loss is " + number(report.loss));
   }
   if (scaler->is_enabled() && scaler->get_scale() < kSmallestLossScale) {
-    return diverged(*progress, step + 1, "the loss scale fell to " + number(scaler->get_scale()) +
-                                             " (no finite gradients for many steps)");
+    return stop_diverged(step + 1, "the loss scale fell to " + number(scaler->get_scale()) +
+                                       " (no finite gradients for many steps)");
   }
   if (evaluated && val.examples > 0 && !std::isfinite(val.loss)) {
-    return diverged(*progress, step + 1, "the validation loss is " + number(val.loss));
+    return stop_diverged(step + 1, "the validation loss is " + number(val.loss));
   }
   return std::nullopt;
+}
+
+// The run diverged at `step`: the gradient-health summary, then diverged()'s line, the last.
+int Training::stop_diverged(int64_t step, const std::string& what) {
+  report_gradient_health();
+  return diverged(*progress, step, what);
+}
+
+// The end of the run: the findings that need every record, then the summary of all of them on
+// stderr (nothing when the gradients were healthy).
+void Training::report_gradient_health() {
+  gradient_health.finish();
+  for (const std::string& line : gradient_health.summary()) progress->message(line);
+}
+
+// After a step (its validation and log row done): --save-best when the validation improved,
+// --save-every when due; then the run stops here on a signal (the exit code) or on --patience
+// (an earlier `last`: the run ends normally).
+std::optional<int> Training::after_step(int64_t step, bool evaluated) {
+  if (evaluated) {
+    if (const std::optional<int> stopped = record_validation(step)) return stopped;
+  }
+  if (periodic_save_due(step + 1, run.save_every, last)) {
+    if (const std::optional<int> stopped = save_resumable(asked.save, run.save, step + 1)) {
+      return stopped;
+    }
+    saved_step = step + 1;
+    if (!run.save.empty()) {
+      progress->message("step " + std::to_string(step + 1) + ": saved " + run.save);
+    }
+  }
+  if (const int signal = agreed_stop_signal()) return stop_on_signal(step + 1, signal);
+  if (evaluated && step + 1 < last && patience_exhausted(validation, run.patience)) {
+    stop_early(step + 1);
+  }
+  return std::nullopt;
+}
+
+// The validation just measured against the best so far, and --save-best's checkpoint when it
+// improved. Every rank takes rank 0's loss, so that all of them decide alike.
+std::optional<int> Training::record_validation(int64_t step) {
+  double loss = val.loss;
+  if (ranks > 1) comm.broadcast(&loss, sizeof loss, 0);
+  if (!record_evaluation(validation, loss, step + 1) || asked.save_best.empty()) {
+    return std::nullopt;
+  }
+  const std::optional<int> stopped = save_resumable(asked.save_best, run.save_best, step + 1);
+  if (!stopped && !run.save_best.empty()) {
+    progress->message("step " + std::to_string(step + 1) + ": the best val loss so far; saved " +
+                      run.save_best);
+  }
+  return stopped;
+}
+
+// The stop signal this process received (0: none); in a data-parallel job the one any rank
+// received (SIGTERM over SIGINT), so that every rank stops after the same step.
+int Training::agreed_stop_signal() {
+  const int own = pending_stop_signal();
+  if (ranks == 1) return own;
+  const int agreed = static_cast<int>(-comm.allreduce_min(-static_cast<int64_t>(own)));
+  StopSignals::step_finished();  // every rank got here: none died
+  return agreed;
+}
+
+// A signal stopped the run after `steps` steps: the resumable checkpoint to --save (unless this
+// step's is already there), one line on stderr saying where, and 128 + the signal's number.
+int Training::stop_on_signal(int64_t steps, int signal) {
+  const std::optional<int> diverged =
+      saved_step == steps ? std::nullopt : save_resumable(asked.save, run.save, steps);
+  report_gradient_health();
+  progress->finish();
+  comm.barrier();  // no rank exits (and has the launcher end the job) before rank 0 has saved
+  if (diverged) return *diverged;
+  if (comm.rank() == 0) {
+    const std::string saved =
+        run.save.empty() ? "nothing saved (no --save given)"
+                         : "saved " + run.save + " (continue with: tapegrad train --resume " +
+                               run.save + ")";
+    std::fprintf(stderr, "tapegrad train: %s: stopped after step %lld of %lld; %s\n",
+                 stop_signal_name(signal), static_cast<long long>(steps),
+                 static_cast<long long>(total), saved.c_str());
+  }
+  return kExitSignalBase + signal;
+}
+
+// --patience: the run ends after `steps` steps, normally (--save written, the summary printed).
+void Training::stop_early(int64_t steps) {
+  progress->message("early stop after step " + std::to_string(steps) + ": the val loss has not " +
+                    "improved for " + std::to_string(run.patience) + " evaluations (best " +
+                    number(validation.best_loss) + " after step " +
+                    std::to_string(validation.best_step) + ")");
+  last = steps;
 }
 
 // After the last step: the progress bar ends, and the trace and the profiler stop recording
 // (the save that follows is not part of any step).
 void Training::stop_recording() {
+  report_gradient_health();
   progress->finish();
   if (trace) {
     trace_events = trace->trace();
@@ -545,23 +690,30 @@ void Training::write_trace_file() {
                static_cast<long long>(trace_steps_kept), run.profile_schedule.describe().c_str());
 }
 
-// --save: every rank checks the final weights (the same weights everywhere), rank 0 writes them;
-// the exit code when they hold NaN/Inf values.
-std::optional<int> Training::save_final() {
-  if (asked.save.empty()) return std::nullopt;
+// --save: the resumable checkpoint after the last step.
+std::optional<int> Training::save_final() { return save_resumable(asked.save, run.save, last); }
+
+// The resumable checkpoint after `steps` steps, when `asked_path` (the path as typed) is not
+// empty: every rank checks the weights (the same weights everywhere), and the one whose `path`
+// (its outputs_of_rank's) is not empty, rank 0, writes them; the exit code when they hold NaN/Inf.
+std::optional<int> Training::save_resumable(const std::string& asked_path, const std::string& path,
+                                            int64_t steps) {
+  if (asked_path.empty()) return std::nullopt;
   // The last update can overflow the weights even when every loss was finite: a checkpoint
   // that eval, sample and --resume would refuse is never written.
   nn::NamedTensors state = model->state_dict();
   const nn::NamedTensors optimizer_state = optimizer->state();
   for (const nn::NamedTensors* tensors : {&std::as_const(state), &optimizer_state}) {
     const std::string bad = first_non_finite(*tensors);
-    if (!bad.empty()) return diverged(*progress, last, "tensor '" + bad + "' holds NaN/Inf values");
+    if (!bad.empty()) {
+      return diverged(*progress, steps, "tensor '" + bad + "' holds NaN/Inf values");
+    }
   }
-  if (!run.save.empty()) {
-    save_checkpoint(run.save, {.config = config, .data_state = data_state,
-                               .model = std::move(state), .optimizer = optimizer_state,
-                               .step = last, .rng = rng_state(), .scaler = scaler->state(),
-                               .skipped_steps = skipped_steps});
+  if (!path.empty()) {
+    save_checkpoint(path, {.config = config, .data_state = data_state, .model = std::move(state),
+                           .optimizer = optimizer_state, .step = steps, .rng = rng_state(),
+                           .scaler = scaler->state(), .skipped_steps = skipped_steps,
+                           .validation = validation});
   }
   return std::nullopt;
 }

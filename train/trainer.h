@@ -23,13 +23,28 @@ struct TrainRun {
   std::string grad_stats;            // CSV of per-parameter gradient health (train/grad_stats.h)
   int64_t grad_stats_every = kDefaultGradStatsEvery;  // rows on the first step and every N-th
   int64_t stop_after = 0; // stop after this many steps of this run (then save), 0: run to the end
+  // Checkpoints during training (train/checkpoint_policy.h): the --save checkpoint also every N
+  // steps (0: never), the best-by-validation checkpoint, and the evaluations without improvement
+  // after which the run ends (0: none).
+  int64_t save_every = 0;
+  std::string save_best;
+  int64_t patience = 0;
   std::set<std::string> given;  // the options typed on the command line (--resume checks them)
 };
 
 // The exit code of a run that diverged (a NaN or infinite loss): no checkpoint was written.
 inline constexpr int kExitDiverged = 3;
 
-// Returns the exit code (0, or kExitDiverged); bad data or settings throw tg::Error.
+// A run stopped by SIGINT or SIGTERM (train/stop_signals.h) exits with 128 + the signal's number:
+// 130 for SIGINT, 143 for SIGTERM.
+inline constexpr int kExitSignalBase = 128;
+// In a data-parallel job, how long a signalled step may take before the signal ends the process
+// without a save (a rank that died leaves the others waiting; the launcher's SIGKILL follows its
+// SIGTERM within about a second): train/stop_signals.h.
+inline constexpr int kStopGraceMs = 500;
+
+// Returns the exit code (0, kExitDiverged, or kExitSignalBase + a signal); bad data or settings
+// throw tg::Error.
 int train(const TrainRun& run);
 
 }  // namespace tg::train

@@ -24,7 +24,8 @@
 // 32 x 32 x 16 tile) and the softmax row passes; their operands are laid out for L1 first
 // (KeysOperand, Rows, Sums), and causal tiles on the diagonal are computed in bands
 // (Item::row_bands). Otherwise, and for f64, products go to blas_gemm (one BLAS thread each) and
-// rows to cpu/fast/simd.h. OpenMP runs over items, or runs of query tiles (autograd/threads.h).
+// rows to cpu/fast/simd.h. The thread pool runs over items, or runs of query tiles, above
+// kParallelAttentionFlops (autograd/threads.h).
 // Working memory is per thread and kept between calls (scratch), so a tile allocates nothing.
 // docs/attention.md tells what each choice gained.
 //
@@ -469,24 +470,33 @@ T dot(const T* a, const T* b, int64_t n) {
 
 // ---- Work units and prefetching -----------------------------------------------------------------
 
-// Runs body(index, next) for index < count (batch items, or runs of an item's query tiles) on
-// OpenMP's threads; each body's GEMMs run on its own thread (OpenBLAS is single-threaded). A
-// thread takes `group` consecutive indices at a time and runs them in order: `next` is the index
-// it runs after this one (-1 at the end of a group), whose rows the body may prefetch.
-template <typename Body>
-void parallel_for(int64_t count, int64_t group, Body&& body) {
-  const bool parallel = count > 1 && num_threads() > 1;
-  if (!parallel) group = std::max<int64_t>(count, 1);  // one thread runs them all, in order
-#pragma omp parallel for schedule(dynamic, group) if (parallel)
-  for (int64_t index = 0; index < count; ++index) {
-    body(index, (index + 1) % group != 0 && index + 1 < count ? index + 1 : -1);
-  }
+// Attention of at most this many flops in all (its products, counted as if no key were masked)
+// runs on the calling thread (the thread policy: autograd/threads.h): a sampled token's attention
+// over a short context would otherwise wake the pool for microseconds of work.
+constexpr double kParallelAttentionFlops = kParallelFlops;
+
+// The flops of one batch item's products: forward S = Q K^T and O = P V; the backward recomputes
+// S and forms dV, dP, dQ and dK.
+double attention_item_flops(const AttentionProblem& p, bool backward) {
+  const double sq = static_cast<double>(p.q.size(2)), sk = static_cast<double>(p.k.size(2));
+  const double dq = static_cast<double>(p.q.size(3)), dv = static_cast<double>(p.v.size(3));
+  return 2 * sq * sk * (backward ? 3 * dq + 2 * dv : dq + dv);
 }
 
-// The group of parallel_for: up to 8 units, while every thread still gets four groups or more
-// (the dynamic schedule balances units of unequal cost: causal runs, padded items).
-int64_t unit_group(int64_t units) {
-  return std::clamp<int64_t>(units / (4 * num_threads()), 1, 8);
+// Runs body(index, next) for index < count (batch items, or runs of an item's query tiles), on
+// the thread pool when `flops` (all the units') is above kParallelAttentionFlops; each body's
+// GEMMs run on its own thread (OpenBLAS is single-threaded). A thread takes a chunk of
+// consecutive indices and runs them in order (the pool's dynamic claiming balances units of
+// unequal cost: causal runs, padded items): `next` is the index it runs after this one (-1 at the
+// end of its chunk), whose rows the body may prefetch.
+template <typename Body>
+void for_each_unit(int64_t count, double flops, Body&& body) {
+  const int64_t grain = grain_for(flops / static_cast<double>(count), kParallelAttentionFlops);
+  parallel_for(count, grain, [&](int64_t first, int64_t past) {
+    for (int64_t index = first; index < past; ++index) {
+      body(index, index + 1 < past ? index + 1 : -1);
+    }
+  });
 }
 
 // Short sequences make many small work units whose rows (a head's slice of each position) lie
@@ -692,9 +702,13 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
   if (batch == 0 || tiles == 0) return;
 
   // Work units: each item's query tiles cut into `parts` runs, enough units to keep every thread
-  // busy (dynamic schedule: causal tiles differ in cost). A unit transposes the keys it reads once
-  // (KeysOperand), so whole items are the cheapest units where there are enough of them.
-  const int64_t parts = std::clamp<int64_t>((4 * num_threads() + batch - 1) / batch, 1, tiles);
+  // busy (dynamic claiming: causal tiles differ in cost). A unit transposes the keys it reads once
+  // (KeysOperand), so whole items are the cheapest units where there are enough of them, and the
+  // only ones when the attention runs on the calling thread alone.
+  const double flops = batch * attention_item_flops(p, false);
+  const bool split = num_threads() > 1 && flops > kParallelAttentionFlops && !in_parallel_region();
+  const int64_t threads = split ? num_threads() : 1;
+  const int64_t parts = std::clamp<int64_t>((4 * threads + batch - 1) / batch, 1, tiles);
   const auto unit = [&](int64_t work) {
     const int64_t n = work / parts, part = work % parts;
     const int64_t first_tile = part * tiles / parts, past_tile = (part + 1) * tiles / parts;
@@ -706,7 +720,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
   const auto rows_of = [&](int64_t n) {
     return ForwardRows<T>(p, out_tensor, lse_tensor, n, sq);
   };
-  parallel_for(batch * parts, unit_group(batch * parts), [&](int64_t work, int64_t next_work) {
+  for_each_unit(batch * parts, flops, [&](int64_t work, int64_t next_work) {
     if (next_work >= 0) {
       const Unit next = unit(next_work);
       prefetch_unit(next, rows_of(next.item.n));
@@ -952,7 +966,8 @@ void backward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor&
                            item_rows<T>(grad_v, n)};
   };
   // Items are independent; tiles of one item share dK and dV.
-  parallel_for(batch, unit_group(batch), [&](int64_t n, int64_t next) {
+  const double flops = batch * attention_item_flops(p, true);
+  for_each_unit(batch, flops, [&](int64_t n, int64_t next) {
     if (next >= 0) prefetch_item(rows_of(next), sq, Item(p, next, sq, sk, mask).key_end(0, sq));
     const Item item(p, n, sq, sk, mask);
     backward_item(item, rows_of(n));

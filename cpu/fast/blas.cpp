@@ -1,12 +1,11 @@
-// CPU kernels on OpenBLAS: the one BLAS wrapper (blas_gemm), batched GEMM (threaded by OpenMP,
-// see gemm_batch), and the row gather/scatter behind embeddings.
+// CPU kernels on OpenBLAS: the one BLAS wrapper (blas_gemm), batched GEMM (split over the thread
+// pool, see gemm_batch), and the row gather/scatter behind embeddings.
 //
 // The plain twin of CpuKernels::gemm is reference::gemm (cpu/reference.cpp), the triple loop with
 // its sums in double; tests/cpu/test_reference.cpp compares them. What OpenBLAS buys is the
 // machine's GEMM peak (`tapegrad bench --workload sgemm`, bench/RESULTS.md), against one multiply-
 // add a cycle or less for the loop.
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <vector>
@@ -36,11 +35,11 @@ void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t
 
 namespace {
 
-// One pool (autograd/threads.h): OpenMP splits the work and each piece is one single-threaded
+// One pool (autograd/threads.h): parallel_for splits the work and each piece is one single-threaded
 // BLAS call. The pieces are the batch items, or, for fewer items than threads, each item's C cut
 // into `threads` blocks of rows (columns when C is wide), in multiples of 16 (whole register
-// tiles). Small products, one thread, or a call from inside a parallel region: one piece an item,
-// on the calling thread.
+// tiles). Products of at most kParallelFlops in all, one thread, or a call from inside a parallel
+// loop: one piece an item, on the calling thread.
 template <typename T>
 void gemm_batch(const GemmBatch& g) {
   const auto* a = static_cast<const T*>(g.a);
@@ -49,7 +48,7 @@ void gemm_batch(const GemmBatch& g) {
   const int64_t items = static_cast<int64_t>(g.a_offsets.size());
   const int threads = num_threads();
   const double flops = 2.0 * static_cast<double>(g.m) * g.n * g.k * items;
-  const bool parallel = threads > 1 && flops >= kParallelFlops && !omp_in_parallel();
+  const bool parallel = threads > 1 && flops > kParallelFlops && !in_parallel_region();
   const int64_t blocks = parallel && items < threads ? threads : 1;  // pieces an item
   const bool by_rows = g.m >= g.n;
   const int64_t extent = by_rows ? g.m : g.n;
@@ -71,12 +70,9 @@ void gemm_batch(const GemmBatch& g) {
                 g.ldc);
     }
   };
-  if (!parallel) {
-    for (int64_t i = 0; i < items; ++i) piece(i);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t work = 0; work < items * blocks; ++work) piece(work);
+  parallel_for(items * blocks, parallel ? 1 : items * blocks, [&](int64_t first, int64_t past) {
+    for (int64_t work = first; work < past; ++work) piece(work);
+  });
 }
 
 }  // namespace

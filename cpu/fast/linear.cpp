@@ -20,8 +20,6 @@
 // The plain path is the three products (ops/matmul.cpp), which this kernel leaves to the caller
 // by returning false: for f16 / bf16, and when the fast paths are off (cpu/features.h).
 // tests/cpu/fast/test_linear.cpp compares the two.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "tapegrad/cpu/features.h"
@@ -45,7 +43,7 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
   T* dw = dw_t.defined() ? dw_t.data_as<T>() : nullptr;
   T* db = db_t.defined() ? db_t.data_as<T>() : nullptr;
   const double flops = 2.0 * static_cast<double>(m) * n * k * ((dx ? 1 : 0) + (dw ? 1 : 0));
-  const bool parallel = num_threads() > 1 && flops >= kParallelFlops && !omp_in_parallel();
+  const bool parallel = num_threads() > 1 && flops > kParallelFlops && !in_parallel_region();
   const int64_t threads = parallel ? std::min<int64_t>(num_threads(), (m + 15) / 16) : 1;
   const int64_t share = ((m + threads - 1) / threads + 15) / 16 * 16;  // rows a thread
   const int64_t row_bytes = (n + 2 * k) * static_cast<int64_t>(sizeof(T));
@@ -54,37 +52,42 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
   const size_t scratch_bytes = static_cast<size_t>((threads - 1) * partial) * sizeof(T);
   T* scratch = scratch_bytes > 0 ? static_cast<T*>(kernels.allocate(scratch_bytes)) : nullptr;
 
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t t = 0; t < threads; ++t) {
-    T* my_dw = !dw ? nullptr : t == 0 ? dw : scratch + (t - 1) * partial;
-    T* my_db = !db ? nullptr : t == 0 ? db : scratch + (t - 1) * partial + n * k;
-    if (my_dw) std::fill(my_dw, my_dw + n * k, T(0));
-    if (my_db) std::fill(my_db, my_db + n, T(0));
-    const int64_t first = std::min(m, t * share), past = std::min(m, first + share);
-    // Rows r0 .. r1 of G, none of them zero: dx's rows, and their terms of dW and db
-    const auto add_rows = [&](int64_t r0, int64_t r1) {
-      const T* g_rows = g + r0 * n;
-      if (dx) blas_gemm(false, false, r1 - r0, k, n, T(1), g_rows, n, w, k, T(0), dx + r0 * k, k);
-      if (my_dw) blas_gemm(true, false, n, k, r1 - r0, T(1), g_rows, n, x + r0 * k, k, T(1), my_dw, k);
-      if (my_db) {
-        for (int64_t r = 0; r < r1 - r0; ++r) {
-          for (int64_t j = 0; j < n; ++j) my_db[j] += g_rows[r * n + j];
+  // One piece a thread, each with its own partial dW and db (piece 0 writes dW and db): the
+  // pieces are fixed by the thread count, whichever thread runs each.
+  parallel_for(threads, 1, [&](int64_t first_piece, int64_t past_piece) {
+    for (int64_t t = first_piece; t < past_piece; ++t) {
+      T* my_dw = !dw ? nullptr : t == 0 ? dw : scratch + (t - 1) * partial;
+      T* my_db = !db ? nullptr : t == 0 ? db : scratch + (t - 1) * partial + n * k;
+      if (my_dw) std::fill(my_dw, my_dw + n * k, T(0));
+      if (my_db) std::fill(my_db, my_db + n, T(0));
+      const int64_t first = std::min(m, t * share), past = std::min(m, first + share);
+      // Rows r0 .. r1 of G, none of them zero: dx's rows, and their terms of dW and db
+      const auto add_rows = [&](int64_t r0, int64_t r1) {
+        const T* g_rows = g + r0 * n;
+        if (dx) blas_gemm(false, false, r1 - r0, k, n, T(1), g_rows, n, w, k, T(0), dx + r0 * k, k);
+        if (my_dw) {
+          blas_gemm(true, false, n, k, r1 - r0, T(1), g_rows, n, x + r0 * k, k, T(1), my_dw, k);
+        }
+        if (my_db) {
+          for (int64_t r = 0; r < r1 - r0; ++r) {
+            for (int64_t j = 0; j < n; ++j) my_db[j] += g_rows[r * n + j];
+          }
+        }
+      };
+      for (int64_t b0 = first; b0 < past; b0 += block) {
+        const int64_t b1 = std::min(past, b0 + block);
+        for (int64_t r = b0; r < b1;) {  // the block in runs: zero rows, then rows with a gradient
+          int64_t run = r;
+          while (run < b1 && all_zero(g + run * n, n)) ++run;
+          if (dx) std::fill(dx + r * k, dx + run * k, T(0));
+          r = run;
+          while (run < b1 && !all_zero(g + run * n, n)) ++run;
+          if (run > r) add_rows(r, run);
+          r = run;
         }
       }
-    };
-    for (int64_t b0 = first; b0 < past; b0 += block) {
-      const int64_t b1 = std::min(past, b0 + block);
-      for (int64_t r = b0; r < b1;) {  // the block in runs: zero rows, then rows with a gradient
-        int64_t run = r;
-        while (run < b1 && all_zero(g + run * n, n)) ++run;
-        if (dx) std::fill(dx + r * k, dx + run * k, T(0));
-        r = run;
-        while (run < b1 && !all_zero(g + run * n, n)) ++run;
-        if (run > r) add_rows(r, run);
-        r = run;
-      }
     }
-  }
+  });
   // dW and db += the other threads' shares, in thread order
   for (int64_t t = 1; t < threads; ++t) {
     const T* other = scratch + (t - 1) * partial;

@@ -7,6 +7,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cpu/fast/quantize_kernels.h"
 #include "tapegrad/cpu/features.h"
+#include "tapegrad/cpu/thread_pool.h"
 
 namespace tg::cpu::int8 {
 namespace {
@@ -14,10 +15,11 @@ namespace {
 // Rows of A a thread packs and multiplies at a time: a multiple of the kernels' 6- and 4-row blocks,
 // small enough that the packed rows (48 x 256 bytes at k = 256) stay in L1 beside B's panels.
 constexpr int64_t kChunkRows = 48;
-// Products of fewer multiply-adds run on the calling thread (a parallel region costs a few us).
-constexpr int64_t kParallelWork = int64_t{1} << 20;
-// Rows of at least this many elements (in all) are spread over the threads.
-constexpr int64_t kParallelElements = int64_t{1} << 14;
+// The work thresholds (the thread policy: autograd/threads.h): products of at most this many
+// multiply-adds run on the calling thread (waking a thread costs microseconds), and so do row
+// loops over at most kParallelInt8Elements elements in all, as in the plain cpu/quantize.cpp.
+constexpr int64_t kParallelInt8Work = int64_t{1} << 20;
+constexpr int64_t kParallelInt8Elements = int64_t{1} << 14;
 
 // One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p (layout in
 // cpu/fast/quantize_kernels.h), into `out`; and kCorrection sum_p B(j, p) for each of its columns j
@@ -52,7 +54,7 @@ void pack_a_rows(const int8_t* a, int64_t rows, int64_t k, int64_t groups, Conve
   }
 }
 
-// The product in one parallel region: the threads pack B's panels (and its correction), then
+// The product in two loops on the pool: the threads pack B's panels (and its correction), then
 // take C's rows in chunks of kChunkRows, each packing its chunk of A (TA: convert(A(i, p))) into a
 // buffer of its own and calling multiply(packed chunk, rows, C's first row of the chunk, packed B,
 // correction).
@@ -66,23 +68,26 @@ void packed_product(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int
   const int64_t panel_size = groups * kWidth * kDepth;
   std::vector<TB> b_packed(panels * panel_size);      // zeros: the padding stays so
   std::vector<int32_t> correction(panels * kWidth);  // zeros
-#pragma omp parallel if (m * n * k >= kParallelWork && chunks > 1)
-  {
-#pragma omp for schedule(static)
-    for (int64_t panel = 0; panel < panels; ++panel) {
+  // Both loops split when the product is above its threshold (packing B, a small part of the
+  // work, then one panel a chunk).
+  const int64_t grain = grain_for(static_cast<double>(kChunkRows) * n * k, kParallelInt8Work);
+  const bool product_splits = chunks > grain;
+  parallel_for(panels, product_splits ? 1 : panels, [&](int64_t first_panel, int64_t past_panel) {
+    for (int64_t panel = first_panel; panel < past_panel; ++panel) {
       pack_b_panel<TB, kWidth, kDepth, kCorrection>(b, n, k, groups, panel,
                                                     b_packed.data() + panel * panel_size,
                                                     correction.data() + panel * kWidth);
-    }  // (an omp for ends with a barrier: B is packed before any thread multiplies)
+    }
+  });  // parallel_for returns when every panel is packed: B is ready before any multiply
+  parallel_for(chunks, grain, [&](int64_t first_chunk, int64_t past_chunk) {
     std::vector<TA> a_packed(kChunkRows * groups * kDepth);
-#pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t chunk = first_chunk; chunk < past_chunk; ++chunk) {
       const int64_t first = chunk * kChunkRows;
       const int64_t rows = m - first < kChunkRows ? m - first : kChunkRows;
       pack_a_rows<TA, kDepth>(a + first * k, rows, k, groups, convert, a_packed.data());
       multiply(a_packed.data(), rows, c + first * n, b_packed.data(), correction.data());
     }
-  }
+  });
 }
 
 // VNNI: A + 128 as u8, B as s8, and the correction 128 sum_p B(j, p) that takes the + 128 back.
@@ -132,16 +137,20 @@ void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scal
                    float* scale) {
   const bool per_row = fixed_scale <= 0;  // as the plain loop decides (a tiny scale may round to 0.0f)
   const float fixed = static_cast<float>(fixed_scale);
-#pragma omp parallel for if (rows * cols > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    scale[r] = quantize_row_avx2(x + r * cols, cols, per_row, fixed, q + r * cols);
-  }
+  parallel_for(rows, grain_for(cols, kParallelInt8Elements), [&](int64_t first, int64_t past) {
+    for (int64_t r = first; r < past; ++r) {
+      scale[r] = quantize_row_avx2(x + r * cols, cols, per_row, fixed, q + r * cols);
+    }
+  });
 }
 
 void dequantize_product(const int32_t* acc, int64_t m, int64_t n, const float* row_scale,
                         const float* col_scale, const float* bias, float* out) {
-#pragma omp parallel for if (m * n > kParallelElements)
-  for (int64_t i = 0; i < m; ++i) dequantize_row_avx2(acc + i * n, n, row_scale[i], col_scale, bias, out + i * n);
+  parallel_for(m, grain_for(n, kParallelInt8Elements), [&](int64_t first, int64_t past) {
+    for (int64_t i = first; i < past; ++i) {
+      dequantize_row_avx2(acc + i * n, n, row_scale[i], col_scale, bias, out + i * n);
+    }
+  });
 }
 
 }  // namespace tg::cpu::int8

@@ -8,7 +8,7 @@
 // offers: AVX-512 VNNI (vpdpbusd: 64 multiply-adds of bytes per instruction), else AVX2 (vpmaddwd
 // on values widened to i16: 16 per instruction). B, a Linear's weight, is packed on every call
 // into the kernel's layout (cpu/fast/quantize_kernels.h) by the threads together, O(n k) against the product's O(m n k); each
-// thread packs its own blocks of A's rows and computes those rows of C (OpenMP).
+// thread packs its own blocks of A's rows and computes those rows of C (the thread pool).
 #include <cstdint>
 
 namespace tg::cpu::int8 {

@@ -156,7 +156,7 @@ TEST_CASE("profiler: records nothing when off, and a new Profiler starts afresh"
 }
 
 // bench compares thread counts: the products must not depend on them (cpu/fast/blas.cpp splits a
-// GEMM over OpenMP's threads; the shapes make it split rows, columns, and batch items).
+// GEMM over the pool's threads; the shapes make it split rows, columns, and batch items).
 TEST_CASE("bench: GEMM gives the same products at 1, 2 and 3 threads", "[bench][matmul]") {
   const int before = tg::num_threads();
   tg::manual_seed(11);

@@ -90,6 +90,10 @@ TEST_CASE("flags: a count of 0 is an error, not the default", "[cli][flags]") {
                          "--epochs must be in [1, 1099511627776], got 0");
   require_one_line_error(run_cli(f.charlm() + " --steps 5 --stop-after 0" + save, f.dir),
                          "--stop-after must be >= 1, got 0");
+  require_one_line_error(run_cli(f.charlm() + " --steps 5 --save-every 0" + save, f.dir),
+                         "--save-every must be >= 1, got 0");
+  require_one_line_error(run_cli(f.charlm() + " --steps 5 --patience 0" + save, f.dir),
+                         "--patience must be >= 1, got 0");
   REQUIRE_FALSE(std::filesystem::exists(f.dir.file("m.st")));
   // 1 is the smallest count, and it is taken as said: one step.
   const CliResult one = run_cli(f.charlm() + " --steps 3 --stop-after 1 --json" + save, f.dir);
@@ -103,8 +107,8 @@ TEST_CASE("flags: an empty value is an error, not \"not given\"", "[cli][flags]"
   const std::string model = f.trained(f.charlm(), "lm.st");
   // Before the fix --resume '' started afresh, --save '' saved nothing, --calib '' calibrated on
   // the training data, each with exit 0.
-  for (const char* flag : {"--resume", "--save", "--save-init", "--log", "--profile-trace",
-                           "--grad-stats", "--target", "--profile-schedule"}) {
+  for (const char* flag : {"--resume", "--save", "--save-init", "--save-best", "--log",
+                           "--profile-trace", "--grad-stats", "--target", "--profile-schedule"}) {
     INFO(flag);
     require_one_line_error(run_cli(f.charlm() + " --steps 1 " + flag + " ''", f.dir),
                            std::string(flag) + ": empty value");
@@ -148,6 +152,18 @@ TEST_CASE("flags: a flag the task or model ignores is refused by the one rule", 
                          "--tf32 does not apply to --device cpu");
   require_one_line_error(run_cli(f.charlm() + steps + " --val-frac 0 --eval-every 2", f.dir),
                          "--eval-every does not apply to --val-frac 0");
+  require_one_line_error(run_cli(f.charlm() + steps + " --val-frac 0 --save-best " +
+                                     f.dir.file("best.st"), f.dir),
+                         "--save-best does not apply to --val-frac 0");
+  require_one_line_error(run_cli(f.charlm() + steps + " --val-frac 0 --patience 2", f.dir),
+                         "--patience does not apply to --val-frac 0");
+  // A split too small for one example (2 of the text's characters, --context 8) is no split.
+  require_one_line_error(run_cli(f.charlm() + steps + " --val-frac 0.001 --patience 2", f.dir),
+                         "--patience needs validation examples, but the last --val-frac 0.001 "
+                         "of " + f.text + " holds none");
+  // --save-every writes the --save checkpoint: without a --save it has nowhere to write.
+  require_one_line_error(run_cli(f.charlm() + steps + " --save-every 2", f.dir),
+                         "--save-every needs --save");
   // A resumed run is checked against the checkpoint's task.
   const std::string model = f.trained(f.charlm(), "lm.st");
   require_one_line_error(run_cli("train --resume " + model + " --steps 4 --tokenizer char", f.dir),

@@ -28,7 +28,8 @@ TEST_CASE("no output of train may name the --resume checkpoint", "[cli][reliabil
   const std::string train = train_small_charlm(dir);
   const std::string checkpoint = dir.file("ck.st"), trained = read_bytes(checkpoint);
   const std::string resume = train + " --steps 4 --resume " + checkpoint;
-  for (const std::string flag : {"--log", "--grad-stats", "--profile-trace", "--save-init"}) {
+  for (const std::string flag :
+       {"--log", "--grad-stats", "--profile-trace", "--save-init", "--save-best"}) {
     INFO(flag);
     require_one_line_error(run_cli(resume + " " + flag + " " + checkpoint, dir),
                            flag + ": '" + checkpoint + "' is the --resume file");
@@ -46,7 +47,8 @@ TEST_CASE("two outputs of train may not share a file", "[cli][reliability][paths
                                                        {"--log", "--profile-trace"},
                                                        {"--save-init", "--profile-trace"},
                                                        {"--save-init", "--grad-stats"},
-                                                       {"--save", "--log"}};
+                                                       {"--save", "--log"},
+                                                       {"--save", "--save-best"}};
   for (const auto& [first, second] : pairs) {
     INFO(first << " " << second);
     require_one_line_error(run_cli(train + " " + first + " " + shared + " " + second + " " +

@@ -80,7 +80,8 @@ const Trained& trained() {
 TEST_CASE("cli quantize: textcls accuracy within 1% of f32 (fortunes.tsv)", "[cli][quantize][accuracy]") {
   TempDir dir;
   const std::vector<double> accuracy = metrics_after_quantization(
-      "--task textcls --tokenizer word --layers 0 --dim 16 --heads 2 --max-len 64 --epochs 3 --batch 32 --lr 1e-2",
+      "--task textcls --tokenizer whitespace --layers 0 --dim 16 --heads 2 --max-len 64 --epochs 3 "
+      "--batch 32 --lr 1e-2",
       kData + "fortunes.tsv", "accuracy", dir);
   REQUIRE(accuracy[0] > 0.45);  // learned something: the largest class is 822 / 2528 = 0.33
   require_within_one_percent(accuracy);

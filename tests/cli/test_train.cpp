@@ -2,6 +2,7 @@
 // --resume equivalence, and one clear line + exit code 2 for every kind of bad input.
 #include <cmath>
 
+#include "tapegrad/train/checkpoint_file.h"
 #include "tests/cli/cli_support.h"
 
 using namespace tg::testing;
@@ -96,6 +97,43 @@ TEST_CASE("train, eval and sample each task on small data", "[cli]") {
     const CliResult again = run_cli("sample --load " + dir.file("lm.st") + " --prompt 'the ' --tokens 20 --seed 1", dir);
     REQUIRE(again.out == sampled.out);
   }
+}
+
+TEST_CASE("train --task charlm defaults to --lr 1e-2 and --dropout 0; typed values and other "
+          "tasks keep theirs", "[cli]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  write_bytes(dir.file("texts.tsv"), small_tsv());
+  const std::string tiny = " --steps 2 --dim 8 --heads 2 --batch 4 --threads 1 --schedule constant";
+  const auto stored = [&](const std::string& args, const std::string& name) {
+    const CliResult trained = run_cli("train " + args + tiny + " --save " + dir.file(name), dir);
+    INFO(trained.err);
+    REQUIRE(trained.exit_code == 0);
+    return tg::train::load_checkpoint(dir.file(name)).config;
+  };
+  const std::string lm = "--task charlm --context 8 --data " + dir.file("text.txt");
+  const tg::train::TrainConfig defaults = stored(lm + " --log " + dir.file("lm.csv"), "lm.st");
+  REQUIRE(defaults.lr == 1e-2);
+  REQUIRE(defaults.dropout == 0.0);
+  REQUIRE(defaults.warmup == 0);
+  const std::string step_1 = lines_of(read_bytes(dir.file("lm.csv")))[1];
+  REQUIRE(step_1.rfind("1,0,", 0) == 0);
+  REQUIRE_THAT(step_1, Catch::Contains(",0.01,"));  // its lr
+  const tg::train::TrainConfig typed = stored(lm + " --lr 0.003 --dropout 0.2", "typed.st");
+  REQUIRE(typed.lr == 0.003);
+  REQUIRE(typed.dropout == 0.2);
+  // A resumed run keeps the checkpoint's, typed or not.
+  const CliResult resumed = run_cli("train --resume " + dir.file("typed.st") +
+                                    " --steps 3 --save " + dir.file("resumed.st"), dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const tg::train::TrainConfig after = tg::train::load_checkpoint(dir.file("resumed.st")).config;
+  REQUIRE(after.lr == 0.003);
+  REQUIRE(after.dropout == 0.2);
+  const tg::train::TrainConfig cls =
+      stored("--task textcls --data " + dir.file("texts.tsv"), "cls.st");
+  REQUIRE(cls.lr == 1e-3);
+  REQUIRE(cls.dropout == 0.1);
 }
 
 TEST_CASE("same seed and threads give identical logs", "[cli]") {

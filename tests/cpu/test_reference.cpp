@@ -54,8 +54,8 @@ Tensor abs_of(const Tensor& t) {
   return from_values(values, t.shape(), t.dtype(), kCPU);
 }
 
-// at_thread_counts (tests/support/thread_counts.h) covers the OpenMP paths: GEMM split by rows,
-// columns or items; attention over tiles and items.
+// at_thread_counts (tests/support/thread_counts.h) covers the thread pool's paths: GEMM split by
+// rows, columns or items; attention over tiles and items.
 // |fast - ref| <= tolerance[i] element by element; equal infinities pass.
 void require_within(const Tensor& fast, const Tensor& ref, const std::vector<double>& tolerance) {
   const std::vector<double> f = fast.to_host_f64(), r = ref.to_host_f64();
@@ -409,7 +409,7 @@ TEST_CASE("softmax_dim matches the reference softmax over rows", "[cpu-reference
   manual_seed(22);
   for (DType dtype : {DType::f32, DType::f64}) {
     check_softmax({3, 131, 1}, dtype);     // rows: the attention-weights layout
-    check_softmax({257, 1000, 1}, dtype);  // large enough for the OpenMP path
+    check_softmax({257, 1000, 1}, dtype);  // large enough for the thread pool
     check_softmax({2, 9, 5}, dtype);       // strided rows (softmax over a middle dim)
   }
 }

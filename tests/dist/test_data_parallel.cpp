@@ -11,6 +11,7 @@
 
 #include "tapegrad/io/sha256.h"
 #include "tapegrad/train/checkpoint_file.h"
+#include "tests/support/background_run.h"
 #include "tests/support/temp_files.h"
 #include "tests/cli/cli_support.h"
 
@@ -75,11 +76,14 @@ std::vector<TaskCase> task_cases() {
   std::string tsv;
   const char* words[] = {"good fine great", "bad awful poor", "nice lovely", "sad grim dull"};
   for (int i = 0; i < 48; ++i) tsv += std::string(i % 2 ? "neg" : "pos") + "\t" + words[i % 4] + (i % 3 ? " day" : "") + "\n";
-  // Dropout on (0.1, the default) and --batch 8: 4 examples a rank, the global batch's numbering.
+  // Dropout on (0.1, the default; charlm's is 0, so typed) and --batch 8: 4 examples a rank, the
+  // global batch's numbering. --lr 1e-3 (charlm's default is 1e-2): Adam moves a weight whose
+  // gradient is near 0 by about lr either way, so the summation order shows ten times more.
   return {
       {"textcls", "texts.tsv", tsv, "--task textcls --tokenizer word --layers 1 --dim 16 --heads 2"},
       {"timeseries", "series.csv", small_csv(), "--task timeseries --window 6 --horizon 2 --layers 1 --dim 16 --heads 2"},
-      {"charlm", "text.txt", small_text(), "--task charlm --context 8 --layers 1 --dim 16 --heads 2"},
+      {"charlm", "text.txt", small_text(),
+       "--task charlm --context 8 --layers 1 --dim 16 --heads 2 --dropout 0.1 --lr 1e-3"},
   };
 }
 
@@ -134,8 +138,9 @@ TEST_CASE("mpi: a checkpoint resumes under either process count", "[.mpi][mpi_re
   const std::string data = dir.file("text.txt");
   write_bytes(data, small_text());
   const auto f = [&](const char* name) { return "'" + dir.file(name) + "'"; };
+  // --lr 1e-3, not charlm's 1e-2: the summation order moves Adam's updates by up to lr.
   const std::string common = "--task charlm --context 8 --layers 1 --dim 16 --heads 2 --data '" + data +
-                             "' --batch 8 --steps 4 --threads 1 ";
+                             "' --batch 8 --steps 4 --threads 1 --lr 1e-3 ";
   REQUIRE(run_ranks(1, "train " + common + "--save " + f("whole.st"), dir).exit_code == 0);
   // 2 processes stop halfway, 1 finishes; and the other way round.
   REQUIRE(run_ranks(2, "train " + common + "--stop-after 2 --save " + f("half2.st"), dir).exit_code == 0);
@@ -165,6 +170,40 @@ TEST_CASE("mpi: a rank that dies mid-run stops the job, and the good checkpoint 
                     died.err.find("rank 0: MPI_") != std::string::npos;
   REQUIRE(said);
   REQUIRE(read_bytes(dir.file("model.st")) == good);
+}
+
+TEST_CASE("mpi: SIGTERM to one rank stops every rank after the same step, and rank 0 saves",
+          "[.mpi][mpi_signal_one_rank]") {
+  TempDir dir;
+  const std::string data = dir.file("text.txt");
+  write_bytes(data, small_text());
+  const std::string train = "train --task charlm --context 8 --layers 1 --dim 16 --heads 2 "
+                            "--warmup 0 --data '" + data + "' --batch 8 --steps 8 --threads 1 ";
+  REQUIRE(run_ranks(2, train + "--save '" + dir.file("whole.st") + "'", dir).exit_code == 0);
+  // Rank 1 alone waits at the start of step 5 (rank 0 goes on, into the step's allreduce) and
+  // gets the signal; without the ranks agreeing, rank 0 would wait for it forever.
+  const BackgroundRun job = start_background(
+      mpi_launcher(2) + " -x TAPEGRAD_TEST_WAIT_AT=5@1 '" + TAPEGRAD_HOOKED_BIN + "' " + train +
+          "--save '" + dir.file("cut.st") + "' > '" + dir.file("out") + "'",
+      dir.file("err"));
+  const std::string waiting = wait_for_text(job, "waiting at step 5");
+  const size_t pid_at = waiting.find("rank 1 (pid ");
+  REQUIRE(pid_at != std::string::npos);
+  REQUIRE(kill(static_cast<pid_t>(std::stol(waiting.substr(pid_at + 12))), SIGTERM) == 0);
+  const int status = wait_for_end(job);
+  const std::string err = read_bytes(job.err);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) != 0);    // the ranks' 143, or the launcher's own code
+  REQUIRE(WEXITSTATUS(status) != 124);  // timeout(1)'s code: the job hung
+  REQUIRE_THAT(err, Catch::Contains("SIGTERM: stopped after step 5 of 8; saved"));
+  REQUIRE(train::load_checkpoint(dir.file("cut.st")).step == 5);
+  const CliResult resumed = run_ranks(2, "train --resume '" + dir.file("cut.st") +
+                                             "' --threads 1 --save '" + dir.file("end.st") + "'",
+                                      dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  require_same_checkpoint(dir.file("whole.st"), dir.file("end.st"));
 }
 
 TEST_CASE("mpi: bad input on one rank is reported once with its rank, and every rank exits with 2", "[.mpi][mpi_bad_input_one_rank]") {

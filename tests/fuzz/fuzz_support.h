@@ -12,7 +12,16 @@
 #include <string>
 #include <string_view>
 
+#include "tapegrad/autograd/threads.h"
+
 namespace tg::fuzz {
+
+// One thread a fuzzing process, set before the first input: libFuzzer may run several processes
+// at once, and the kernels' pool would otherwise start a worker a core for a large input.
+inline const bool kFuzzOneThread = [] {
+  tg::set_num_threads(1);
+  return true;
+}();
 
 // Stops the fuzzer with a message: for a harness that cannot do its job (the scratch file cannot
 // be written) and for a broken promise of the code under test, which libFuzzer reports as a crash.

@@ -1,5 +1,5 @@
 // Fuzzes load_textcls and make_text_batch (train/datasets.cpp): the input is a TSV file of
-// "label<TAB>text" lines, read with both tokenizers. Every malformed file must be one tg::Error;
+// "label<TAB>text" lines, read with each tokenizer. Every malformed file must be one tg::Error;
 // a bug is anything else: a crash, an AddressSanitizer or UBSan report, another exception, a leak
 // or a hang. A file that loads is batched whole (each split), then encoded again with the
 // vocabulary and labels it produced, as eval does with a checkpoint's.
@@ -27,7 +27,7 @@ void batch_all(const std::vector<tg::train::TextExample>& examples) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tg::train;
   const std::string& path = tg::fuzz::scratch().write(data, size);
-  for (const Tokenizer tokenizer : {Tokenizer::chars, Tokenizer::words}) {
+  for (const Tokenizer tokenizer : {Tokenizer::chars, Tokenizer::words, Tokenizer::whitespace}) {
     try {
       const TextClsData loaded = load_textcls(path, tokenizer, /*max_len=*/16, /*val_frac=*/0.2);
       batch_all(loaded.train);

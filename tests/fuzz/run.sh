@@ -37,10 +37,10 @@ for target in "${targets[@]}"; do
   fi
 done
 
-# One thread each (the library's OpenMP and OpenBLAS would otherwise start a pool per core), the
-# scratch files on a RAM disk when there is one (save_safetensors syncs every file it writes), and
-# a stack for every UBSan report.
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+# One thread each (the targets set the library's own count to 1, fuzz_support.h; OpenBLAS would
+# otherwise start a pool per core), the scratch files on a RAM disk when there is one
+# (save_safetensors syncs every file it writes), and a stack for every UBSan report.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 if [[ -z "${TMPDIR:-}" && -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 

@@ -130,9 +130,25 @@ TEST_CASE("state_shapes spells out the expected entries by hand", "[models][chec
   REQUIRE(nn::CharLM::state_shapes(6, config_with(4, 2, 1)).buffers.empty());
 }
 
+TEST_CASE("state_shapes: the tutorial-form models hold the tutorial's pos_encoding.pe", "[models][checkpoint]") {
+  // textcls --layers 0 and timeseries --layers 1: the buffer [1, max_len, dim] after the
+  // parameters, as the tutorial's PositionalEncoding registers it; the other forms keep the table
+  // out of the state_dict, and a position kind other than sinusoidal has none.
+  const nn::StateShapes table = {{"pos_encoding.pe", {1, 16, 8}}};
+  REQUIRE(nn::TextClassifier::state_shapes(5, 2, config_with(8, 2, 0)).buffers == table);
+  REQUIRE(nn::TimeSeriesModel::state_shapes(3, 2, config_with(8, 2, 1)).buffers == table);
+  REQUIRE(nn::TextClassifier::state_shapes(5, 2, config_with(8, 2, 1)).buffers.empty());
+  REQUIRE(nn::TimeSeriesModel::state_shapes(3, 2, config_with(8, 2, 2)).buffers.empty());
+  const nn::AttentionSpec rope = spec_of(nn::AttentionKind::full, nn::PositionKind::rope);
+  REQUIRE(nn::TextClassifier::state_shapes(5, 2, config_with(8, 2, 0, rope)).buffers.empty());
+  nn::TextClassifier model(5, 2, config_with(8, 2, 0));
+  REQUIRE(model.state_dict().back().first == "pos_encoding.pe");
+  REQUIRE(model.state_dict().back().second.to_host_f64() == nn::sinusoidal_buffer(16, 8).to_host_f64());
+}
+
 TEST_CASE("state_shapes equals state_dict: sparse layouts and position kinds", "[models][checkpoint][attention]") {
   // Sparse layouts and RoPE / ALiBi add no tensors; rope, alibi and none drop the sinusoidal
-  // table, which was never in the state_dict (a non-persistent buffer).
+  // table (in the state_dict of the tutorial-form models only).
   using nn::AttentionKind, nn::PositionKind;
   for (const AttentionKind kind : {AttentionKind::full, AttentionKind::local, AttentionKind::band,
                                    AttentionKind::bigbird}) {
@@ -163,7 +179,8 @@ TEST_CASE("state_shapes spells out Linformer's and Performer's entries", "[model
                                    "mha.k_proj.bias", "mha.v_proj.weight", "mha.v_proj.bias",
                                    "mha.o_proj.weight", "mha.o_proj.bias", "output.weight", "output.bias"});
   REQUIRE(linformer.parameters[2].second == Shape{16, 5});  // [max_len, rank]
-  REQUIRE(linformer.buffers.empty());
+  // Linformer's E and F are parameters; the one buffer is the tutorial form's table.
+  REQUIRE(linformer.buffers == nn::StateShapes{{"pos_encoding.pe", {1, 16, 8}}});
 
   const nn::ModelStateShapes performer =
       nn::CharLM::state_shapes(7, config_with(8, 2, 2, spec_of(nn::AttentionKind::performer)));

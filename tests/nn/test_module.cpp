@@ -59,7 +59,8 @@ TEST_CASE("TimeSeriesModel: the classic tutorial's state_dict names", "[module]"
           std::vector<std::string>{"input_proj.weight", "input_proj.bias", "mha.q_proj.weight",
                                    "mha.q_proj.bias", "mha.k_proj.weight", "mha.k_proj.bias",
                                    "mha.v_proj.weight", "mha.v_proj.bias", "mha.o_proj.weight",
-                                   "mha.o_proj.bias", "output.weight", "output.bias"});
+                                   "mha.o_proj.bias", "output.weight", "output.bias",
+                                   "pos_encoding.pe"});  // the tutorial's buffer, after the parameters
   REQUIRE(model.forward(zeros({5, 7, 3})).shape() == Shape{5, 2});
   config.layers = 2;
   nn::TimeSeriesModel stacked(3, 2, config);
@@ -126,6 +127,66 @@ TEST_CASE("positional encoding: the formula, a buffer outside the state_dict, ma
   REQUIRE(pe.parameters().empty());
   REQUIRE(pe.forward(zeros({2, 10, 6}, DType::f64)).shape() == Shape{2, 10, 6});
   REQUIRE_THROWS_WITH(pe.forward(zeros({2, 11, 6}, DType::f64)), Catch::Contains("max_len 10"));
+}
+
+namespace {
+
+// The tutorial's table, computed here as its PositionalEncoding does (f32 throughout): the
+// exponent first, then its exp, then the angle pos * div_term.
+std::vector<double> module_test_tutorial_table(int64_t max_len, int64_t dim) {
+  std::vector<double> table(max_len * dim);
+  for (int64_t pos = 0; pos < max_len; ++pos) {
+    for (int64_t i = 0; 2 * i < dim; ++i) {
+      const float div_term = std::exp(static_cast<float>(2 * i) * (-std::log(10000.0f) / dim));
+      const float angle = static_cast<float>(pos) * div_term;
+      table[pos * dim + 2 * i] = std::sin(angle);
+      if (2 * i + 1 < dim) table[pos * dim + 2 * i + 1] = std::cos(angle);
+    }
+  }
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("positional encoding: the tutorial's persistent buffer pe [1, max_len, dim]", "[module]") {
+  nn::SinusoidalPositionalEncoding pe(4, 7, DType::f32, /*persistent=*/true);
+  REQUIRE(names(pe.state_dict()) == std::vector<std::string>{"pe"});
+  REQUIRE(pe.state_dict()[0].second.shape() == Shape{1, 7, 4});
+  REQUIRE(pe.parameters().empty());
+  // forward adds rows 0..S-1 to every sequence of the batch.
+  const auto y = pe.forward(zeros({2, 3, 4})).to_host_f64();
+  const double angle = 2 / std::pow(10000.0, 2.0 / 4);  // position 2, column 2
+  REQUIRE(y[12 + 2 * 4 + 2] == Approx(std::sin(angle)).margin(1e-7));
+  REQUIRE(y[12 + 2 * 4 + 3] == Approx(std::cos(angle)).margin(1e-7));
+}
+
+TEST_CASE("check_sinusoidal_buffer: the sinusoid of any length, in f64 or as the tutorial's f32",
+          "[module]") {
+  REQUIRE_NOTHROW(nn::check_sinusoidal_buffer(nn::sinusoidal_buffer(9, 6), 6, "pe"));
+  REQUIRE_NOTHROW(nn::check_sinusoidal_buffer(nn::sinusoidal_buffer(3, 5, DType::f64), 5, "pe"));
+  // PyTorch's f32 table over the tutorial's 5000 positions: its angles drift by up to a few
+  // f32 epsilons of pos * div_term, which the tolerance 1e-6 * (1 + pos) admits.
+  const Tensor tutorial = from_values(module_test_tutorial_table(5000, 8), {1, 5000, 8});
+  REQUIRE_NOTHROW(nn::check_sinusoidal_buffer(tutorial, 8, "pos_encoding.pe"));
+}
+
+TEST_CASE("check_sinusoidal_buffer refuses another shape, a changed value, a learned table",
+          "[module]") {
+  using Catch::Contains;
+  REQUIRE_THROWS_WITH(nn::check_sinusoidal_buffer(nn::sinusoidal_table(9, 6), 6, "pos_encoding.pe"),
+                      Contains("tensor 'pos_encoding.pe' has shape [9, 6]") &&
+                          Contains("[1, max_len, 6]"));
+  REQUIRE_THROWS_WITH(nn::check_sinusoidal_buffer(nn::sinusoidal_buffer(9, 6), 4, "pe"),
+                      Contains("has shape [1, 9, 6]"));
+  std::vector<double> values = nn::sinusoidal_buffer(9, 6).to_host_f64();
+  values[4 * 6 + 3] += 1e-3;  // position 4, column 3
+  REQUIRE_THROWS_WITH(nn::check_sinusoidal_buffer(from_values(values, {1, 9, 6}), 6, "pe"),
+                      Contains("at position 4, column 3") && Contains("not the sinusoidal table"));
+  values[4 * 6 + 3] = NAN;
+  REQUIRE_THROWS_WITH(nn::check_sinusoidal_buffer(from_values(values, {1, 9, 6}), 6, "pe"),
+                      Contains("at position 4, column 3"));
+  REQUIRE_THROWS_WITH(nn::check_sinusoidal_buffer(zeros({1, 9, 6}), 6, "pe"),
+                      Contains("at position 0, column 1"));  // cos(0) = 1
 }
 
 TEST_CASE("need_weights returns per-head weights whose rows sum to 1 (0 when fully masked)", "[module]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "tapegrad/autograd/error.h"
@@ -305,6 +306,25 @@ TEST_CASE("clip_grad_norm scales all gradients by max_norm / (norm + 1e-6)", "[o
     CHECK(clip_grad_norm({a, b, c}, 100.0) == Approx(6.5).epsilon(1e-6));
     CHECK(a.grad().same(before));
   }
+}
+
+TEST_CASE("grad_norm: the norm of all gradients, inf and NaN kept; clip_grad_norm takes it once",
+          "[optim]") {
+  Tensor a = parameter({3.0, 4.0});
+  Tensor b = parameter({1.0});
+  Tensor c = parameter({7.0});  // no grad: skipped
+  give_grad(a, {3.0, 4.0});
+  give_grad(b, {12.0});
+  const Tensor grad_a = a.grad();
+  CHECK(grad_norm({a, b, c}) == Approx(13.0).epsilon(1e-15));  // sqrt(9 + 16 + 144)
+  CHECK(a.grad().same(grad_a));                                 // untouched
+  // A norm the caller already has is the one clipping uses: 6.5 / 26 halves the gradients.
+  CHECK(clip_grad_norm({a, b, c}, 6.5, 26.0) == 26.0);
+  CHECK(a.grad().to_host_f64()[1] == Approx(4.0 * 6.5 / (26.0 + 1e-6)).epsilon(1e-15));
+  give_grad(b, {std::numeric_limits<double>::infinity()});
+  CHECK(std::isinf(grad_norm({a, b})));
+  give_grad(b, {std::nan("")});
+  CHECK(std::isnan(grad_norm({a, b})));
 }
 
 TEST_CASE("WarmupCosine: linear warm-up then cosine decay to min_lr", "[optim]") {

@@ -3,6 +3,7 @@
 // stderr and exit code 2 for every kind of bad input, and atomic writes.
 #include <catch2/catch.hpp>
 
+#include "tapegrad/plot/png.h"
 #include "tests/support/temp_files.h"
 
 #include <poll.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -477,4 +479,89 @@ TEST_CASE("plot grads draws a model of 1024 layers: the legend stops, the lines 
   CHECK(png.width <= 1600);
   CHECK(pixels_near(png, kBlue) > 300);
   CHECK(pixels_near(png, kOrange) > 300);
+}
+
+namespace {
+
+// The small multiples' colours: series k of a panel in colour k (tab10, its grey left out).
+constexpr int kPanelColours[8][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},
+                                     {214, 39, 40},  {148, 103, 189}, {140, 86, 75},
+                                     {227, 119, 194}, {188, 189, 34}};
+
+// How many pixels of `box` are within 2 of a colour.
+size_t pixels_near_in(const Png& png, const tg::plot::PanelBox& box, const int (&rgb)[3]) {
+  size_t count = 0;
+  for (int y = std::max(0, box.y); y < box.y + box.height && y < static_cast<int>(png.height); ++y) {
+    for (int x = std::max(0, box.x); x < box.x + box.width && x < static_cast<int>(png.width); ++x) {
+      const unsigned char* p = &png.rgb[(static_cast<size_t>(y) * png.width + x) * 3];
+      count += std::abs(p[0] - rgb[0]) <= 2 && std::abs(p[1] - rgb[1]) <= 2 && std::abs(p[2] - rgb[2]) <= 2;
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("small multiples: each panel's lines in distinct colours, each with its own legend", "[plot]") {
+  TempDir dir;
+  // Panels of 2, 8 and 1 series; series k a flat line at 10^k (apart on the shared log axis).
+  std::vector<tg::plot::LinePanel> panels;
+  for (const size_t count : {2, 8, 1}) {
+    tg::plot::LinePanel panel{.title = "panel of " + std::to_string(count), .series = {}};
+    for (size_t k = 0; k < count; ++k) {
+      panel.series.push_back({"series " + std::to_string(k), {1, 2, 3, 4, 5, 6, 7, 8},
+                              std::vector<double>(8, std::pow(10.0, static_cast<double>(k)))});
+    }
+    panels.push_back(panel);
+  }
+  const tg::plot::PanelsPlaced placed =
+      tg::plot::small_multiples_png(dir.file("panels.png"), panels, "title", "step", tg::plot::YScale::log);
+  REQUIRE(placed.columns == 3);
+  REQUIRE(placed.plot_areas.size() == 3);
+  REQUIRE(placed.legends.size() == 3);
+  const Png png = read_png(dir.file("panels.png"));
+  for (size_t p = 0; p < panels.size(); ++p) {
+    const size_t count = panels[p].series.size();
+    for (size_t k = 0; k < 8; ++k) {
+      CAPTURE(p, k);
+      // Series k's line across its plot area, and its swatch in the panel's legend; no other
+      // colour in either (no colour stands for two series of a panel).
+      const size_t in_area = pixels_near_in(png, placed.plot_areas[p], kPanelColours[k]);
+      const size_t in_legend = pixels_near_in(png, placed.legends[p], kPanelColours[k]);
+      CHECK((k < count ? in_area > 250 : in_area == 0));
+      CHECK((k < count ? in_legend > 20 : in_legend == 0));
+    }
+  }
+  // Panels side by side, legends right of their plot areas, all inside the image.
+  CHECK(placed.plot_areas[0].x + placed.plot_areas[0].width < placed.legends[0].x);
+  CHECK(placed.legends[0].x + placed.legends[0].width < placed.plot_areas[1].x);
+  CHECK(placed.plot_areas[1].y == placed.plot_areas[0].y);
+  CHECK(placed.legends[2].x + placed.legends[2].width <= static_cast<int>(png.width));
+}
+
+TEST_CASE("plot grads draws a panel a module: 19 parameters of textcls in 5 panels", "[plot]") {
+  TempDir dir;
+  std::string csv = "step,name,mean_abs_grad,grad_norm,update_ratio\n";
+  const char* names[] = {"embedding.weight", "layers.0.norm1.weight", "layers.0.norm1.bias",
+                         "layers.0.attn.q_proj.weight", "layers.0.attn.q_proj.bias",
+                         "layers.0.attn.k_proj.weight", "layers.0.attn.k_proj.bias",
+                         "layers.0.attn.v_proj.weight", "layers.0.attn.v_proj.bias",
+                         "layers.0.attn.o_proj.weight", "layers.0.attn.o_proj.bias",
+                         "layers.0.norm2.weight", "layers.0.norm2.bias", "layers.0.mlp.linear1.weight",
+                         "layers.0.mlp.linear1.bias", "layers.0.mlp.linear2.weight",
+                         "layers.0.mlp.linear2.bias", "fc.weight", "fc.bias"};
+  for (const int step : {1, 10, 20}) {
+    for (size_t i = 0; i < std::size(names); ++i) {
+      csv += std::to_string(step) + "," + names[i] + "," + std::to_string((i + 1) * 1e-4) + ",0.1,0.001\n";
+    }
+  }
+  write_bytes(dir.file("grads.csv"), csv);
+  const Run run = tapegrad({"grads", "--log", dir.file("grads.csv"), "--out", dir.file("g.png")});
+  INFO("stderr: " << run.err);
+  REQUIRE(run.code == 0);
+  CHECK(run.out == "wrote " + dir.file("g.png") + ": 19 parameters in 5 panels\n");
+  const Png png = read_png(dir.file("g.png"));
+  CHECK(png.width > png.height);  // three panels a row, two rows
+  // The attention panel's eight parameters: eight colours, none of them the grey of tab10.
+  for (const auto& colour : kPanelColours) CHECK(pixels_near(png, colour) > 100);
 }

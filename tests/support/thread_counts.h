@@ -1,5 +1,5 @@
 #pragma once
-// Runs a check at several OpenMP thread counts: the kernels split work differently at each.
+// Runs a check at several thread counts (autograd/threads.h): the kernels split work differently at each.
 #include <catch2/catch.hpp>
 
 #include "tapegrad/autograd/threads.h"

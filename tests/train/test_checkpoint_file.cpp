@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
@@ -147,6 +148,44 @@ TEST_CASE("checkpoint: save and load round-trip every field", "[checkpoint]") {
   }
   REQUIRE(loaded.optimizer.size() == saved.optimizer.size());
   REQUIRE(loaded.optimizer.size() == 1 + 3 * saved.model.size());  // step, then 3 Adam buffers each
+}
+
+TEST_CASE("checkpoint: the validation record (--patience, --save-best) round-trips, checked",
+          "[checkpoint]") {
+  testing::TempDir dir;
+  Checkpoint checkpoint = charlm_checkpoint();
+  // No evaluation yet: nothing stored, an empty record read back.
+  save_checkpoint(dir.file("none.st"), checkpoint);
+  REQUIRE(load_safetensors(dir.file("none.st")).metadata.count("best_val_loss") == 0);
+  REQUIRE(load_checkpoint(dir.file("none.st")).validation.empty());
+  // Best 0.1 (no short decimal in binary: stored exactly) after step 6 of 10, 3 evaluations since.
+  checkpoint.step = 10;
+  checkpoint.validation = {.best_loss = 0.1, .best_step = 6, .evaluations_since_best = 3};
+  save_checkpoint(dir.file("lm.st"), checkpoint);
+  const ValidationRecord loaded = load_checkpoint(dir.file("lm.st")).validation;
+  REQUIRE(loaded.best_loss == 0.1);
+  REQUIRE(loaded.best_step == 6);
+  REQUIRE(loaded.evaluations_since_best == 3);
+  const auto with = [&](const std::string& key, const std::string& value) {
+    return edited(dir, checkpoint, [&](SafetensorsFile& file) {
+      if (value == "(none)") file.metadata.erase(key);
+      else file.metadata[key] = value;
+    });
+  };
+  const std::vector<std::tuple<std::string, std::string, std::string>> bad = {
+      {"best_val_loss", "nan", "'best_val_loss'"},
+      {"best_val_loss", "inf", "'best_val_loss'"},
+      {"best_val_loss", "0.5x", "'best_val_loss'"},
+      {"best_val_step", "0", "'best_val_step' 0 is outside [1, 10]"},
+      {"best_val_step", "11", "'best_val_step' 11 is outside [1, 10]"},
+      {"best_val_step", "-1", "'best_val_step'"},
+      {"evals_since_best", "10", "'evals_since_best' 10 is not below the checkpoint's 10 steps"},
+      {"evals_since_best", "(none)", "go together"},
+      {"best_val_loss", "(none)", "go together"}};
+  for (const auto& [key, value, expected] : bad) {
+    INFO(key << " = '" << value << "'");
+    REQUIRE_THROWS_WITH(load_checkpoint(with(key, value)), Contains(expected));
+  }
 }
 
 TEST_CASE("checkpoint: metadata numbers are strict decimals", "[checkpoint]") {
@@ -398,4 +437,98 @@ TEST_CASE("data state: byte strings are stored losslessly, valid UTF-8 as JSON s
   // The same bytes written both ways are one token twice.
   REQUIRE_THROWS_WITH(vocabulary_from_json(nlohmann::json::parse(R"(["<pad>", "<unk>", "a", [97]])")),
                       Contains("'vocab' holds \"a\" twice"));
+}
+
+// ---- pos_encoding.pe (the tutorial-form models' table) and exports ------------------------------
+
+namespace {
+
+// The sinusoid of `rows` positions and `dim` columns, [1, rows, dim], from the formula.
+std::vector<double> checkpoint_test_sinusoid(int64_t rows, int64_t dim) {
+  std::vector<double> values;
+  for (int64_t pos = 0; pos < rows; ++pos) {
+    for (int64_t col = 0; col < dim; ++col) {
+      const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(col - col % 2) / dim);
+      values.push_back(col % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+  }
+  return values;
+}
+
+void require_sinusoid(const Tensor& table, int64_t rows, int64_t dim) {
+  REQUIRE(table.shape() == Shape{1, rows, dim});
+  const std::vector<double> stored = table.to_host_f64(), expected = checkpoint_test_sinusoid(rows, dim);
+  for (size_t i = 0; i < expected.size(); ++i) REQUIRE(stored[i] == Approx(expected[i]).margin(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: a tutorial-form model stores pos_encoding.pe [1, max_len, dim]", "[checkpoint]") {
+  testing::TempDir dir;
+  save_checkpoint(dir.file("ts.st"), timeseries_checkpoint());  // --layers 1, --max-len 16, --dim 8
+  SafetensorsFile file = load_safetensors(dir.file("ts.st"));
+  require_sinusoid(tensor_named(file, "pos_encoding.pe"), 16, 8);
+  const Checkpoint loaded = load_checkpoint(dir.file("ts.st"));
+  REQUIRE(loaded.model.back().first == "pos_encoding.pe");
+  require_sinusoid(loaded.model.back().second, 16, 8);
+}
+
+TEST_CASE("checkpoint: pos_encoding.pe may be missing (older files) or the tutorial's 5000 rows",
+          "[checkpoint]") {
+  testing::TempDir dir;
+  const Checkpoint checkpoint = timeseries_checkpoint();
+  const std::string older = edited(dir, checkpoint, [](SafetensorsFile& file) {
+    std::erase_if(file.tensors, [](const auto& entry) { return entry.first == "pos_encoding.pe"; });
+  });
+  const Checkpoint loaded = load_checkpoint(older);  // the table computed for --max-len 16
+  REQUIRE(loaded.model.back().first == "pos_encoding.pe");
+  require_sinusoid(loaded.model.back().second, 16, 8);
+  const std::string tutorial = edited(dir, checkpoint, [](SafetensorsFile& file) {
+    tensor_named(file, "pos_encoding.pe") = from_values(checkpoint_test_sinusoid(5000, 8), {1, 5000, 8});
+  });
+  require_sinusoid(load_checkpoint(tutorial).model.back().second, 16, 8);
+}
+
+TEST_CASE("checkpoint: a pos_encoding.pe that is not the sinusoid, or of another shape, is refused",
+          "[checkpoint]") {
+  testing::TempDir dir;
+  const Checkpoint checkpoint = timeseries_checkpoint();
+  require_refused(dir, checkpoint, [](SafetensorsFile& file) {
+    std::vector<double> values = checkpoint_test_sinusoid(16, 8);
+    values[3 * 8 + 5] *= 1.5;  // a table trained or edited in PyTorch
+    tensor_named(file, "pos_encoding.pe") = from_values(values, {1, 16, 8});
+  }, "tensor 'pos_encoding.pe' is not the sinusoidal table: at position 3, column 5");
+  require_refused(dir, checkpoint, [](SafetensorsFile& file) {
+    tensor_named(file, "pos_encoding.pe") = from_values(checkpoint_test_sinusoid(20, 8), {1, 20, 8});
+  }, "tensor 'pos_encoding.pe' has shape [1, 20, 8] but the config implies [1, 16, 8]");
+  require_refused(dir, checkpoint, [](SafetensorsFile& file) {
+    tensor_named(file, "pos_encoding.pe") = from_values(checkpoint_test_sinusoid(16, 8), {16, 8});
+  }, "tensor 'pos_encoding.pe' has shape [16, 8]");
+  // The encoder-layer forms keep the table out of the state_dict: a stored one is unexpected.
+  require_refused(dir, textcls_checkpoint({"x", "y"}), [](SafetensorsFile& file) {
+    file.tensors.emplace_back("pos_encoding.pe", from_values(checkpoint_test_sinusoid(16, 8), {1, 16, 8}));
+  }, "unexpected tensor 'pos_encoding.pe'");
+}
+
+TEST_CASE("save_export: the state_dict alone, the table at 5000 rows, loadable as weights only",
+          "[checkpoint]") {
+  testing::TempDir dir;
+  Checkpoint checkpoint = timeseries_checkpoint();
+  checkpoint.optimizer = {{"step", zeros({})}};
+  checkpoint.step = 4;
+  save_export(dir.file("export.st"), checkpoint);
+  SafetensorsFile file = load_safetensors(dir.file("export.st"));
+  REQUIRE(file.tensors.size() == checkpoint.model.size());  // no optimizer entry
+  require_sinusoid(tensor_named(file, "pos_encoding.pe"), 5000, 8);
+  REQUIRE(file.metadata.size() == 3);  // format, config, data: no step, RNG or scaler state
+  REQUIRE(file.metadata.at("format") == "tapegrad-export-1");
+  const Checkpoint loaded = load_checkpoint(dir.file("export.st"));
+  REQUIRE(loaded.weights_only);
+  REQUIRE(loaded.step == 0);
+  REQUIRE(loaded.optimizer.empty());
+  require_sinusoid(loaded.model.back().second, 16, 8);  // the model's own --max-len
+  REQUIRE(loaded.model.front().second.to_host_f64() == checkpoint.model.front().second.to_host_f64());
+  require_refused(dir, checkpoint, [](SafetensorsFile& edited_file) {  // optimizer.step kept
+    edited_file.metadata["format"] = "tapegrad-export-1";
+  }, "an export (weights only) holds optimizer state");
 }

@@ -74,6 +74,62 @@ TEST_CASE("config quantization: stored, strict, and none when an older checkpoin
   REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("'quantization' must be a string"));
 }
 
+TEST_CASE("config tokenizer: an older checkpoint's word (no tokenizer_version) loads as whitespace",
+          "[config]") {
+  TrainConfig config;
+  config.task = "textcls";
+  for (const char* tokenizer : {"char", "word", "whitespace"}) {
+    config.tokenizer = tokenizer;
+    REQUIRE(to_json(config)["tokenizer_version"] == 2);
+    REQUIRE(config_from_json(to_json(config)).tokenizer == tokenizer);
+  }
+  // Written before "word" split punctuation: the field is absent, and "word" meant whitespace.
+  nlohmann::json old = to_json(config);
+  old.erase("tokenizer_version");
+  old["tokenizer"] = "word";
+  REQUIRE(config_from_json(old).tokenizer == "whitespace");
+  old["tokenizer"] = "char";
+  REQUIRE(config_from_json(old).tokenizer == "char");
+  // Re-saved (--resume, quantize), it says what it is.
+  old["tokenizer"] = "word";
+  const nlohmann::json saved_again = to_json(config_from_json(old));
+  REQUIRE(saved_again["tokenizer"] == "whitespace");
+  REQUIRE(saved_again["tokenizer_version"] == 2);
+  nlohmann::json bad = to_json(config);
+  bad["tokenizer_version"] = 3;
+  REQUIRE_THROWS_WITH(config_from_json(bad),
+                      Catch::Contains("'tokenizer_version' 3 is not one this tapegrad reads (1 or 2)"));
+  bad["tokenizer_version"] = "2";
+  REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("'tokenizer_version' must be an integer"));
+  bad["tokenizer_version"] = 2;
+  bad["tokenizer"] = "bpe";
+  REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("--tokenizer must be char, word or whitespace"));
+}
+
+TEST_CASE("apply_task_defaults: charlm's --lr 1e-2 and --dropout 0 unless typed; other tasks as "
+          "they were", "[config]") {
+  TrainConfig lm;
+  lm.task = "charlm";
+  apply_task_defaults(lm, {});
+  REQUIRE(lm.lr == 1e-2);
+  REQUIRE(lm.dropout == 0.0);
+  REQUIRE(lm.warmup == 0);
+  TrainConfig typed;
+  typed.task = "charlm";
+  typed.lr = 3e-4;
+  typed.dropout = 0.25;
+  apply_task_defaults(typed, {"lr", "dropout"});
+  REQUIRE(typed.lr == 3e-4);
+  REQUIRE(typed.dropout == 0.25);
+  for (const char* task : {"textcls", "timeseries", ""}) {  // "": --resume, the checkpoint's
+    TrainConfig other;
+    other.task = task;
+    apply_task_defaults(other, {});
+    REQUIRE(other.lr == 1e-3);
+    REQUIRE(other.dropout == 0.1);
+  }
+}
+
 TEST_CASE("check_flags_apply: a given flag outside its scope is one error naming the setting",
           "[config][flags]") {
   const std::vector<FlagScope> table = {{{"window", "horizon"}, false, "--task charlm"},

@@ -247,6 +247,44 @@ TEST_CASE("datasets: tokenizers split UTF-8 code points and whitespace words", "
   REQUIRE_THROWS_WITH(parse_tokenizer("bpe"), Contains("bpe") && Contains("char, word"));
 }
 
+TEST_CASE("datasets: the word tokenizer lowercases words and splits punctuation off",
+          "[datasets]") {
+  using Tokens = std::vector<std::string>;
+  const std::string text = "Don't PANIC -- it's 3.14, 'rock'n'roll' (ok?)";
+  REQUIRE(tokenize(text, Tokenizer::words) == Tokens{"don't", "panic", "-", "-", "it's", "3", ".",
+                                                     "14", ",", "'", "rock'n'roll", "'", "(", "ok",
+                                                     "?", ")"});
+  // whitespace: the rule "word" had before, case and punctuation kept.
+  REQUIRE(tokenize(text, Tokenizer::whitespace) ==
+          Tokens{"Don't", "PANIC", "--", "it's", "3.14,", "'rock'n'roll'", "(ok?)"});
+  // An apostrophe stays in a word only between two word characters.
+  REQUIRE(tokenize("''a'' b' 'c a''b", Tokenizer::words) ==
+          Tokens{"'", "'", "a", "'", "'", "b", "'", "'", "c", "a", "'", "'", "b"});
+  REQUIRE(tokenize(" \t\n\r ", Tokenizer::words).empty());
+  REQUIRE(tokenize("a_b@c", Tokenizer::words) == Tokens{"a", "_", "b", "@", "c"});
+  // Non-ASCII letters are word characters, kept as they are (only A-Z is lowercased): "Café
+  // naïve ÉTÉ".
+  REQUIRE(tokenize("Caf\xC3\xA9 na\xC3\xAFve \xC3\x89T\xC3\x89", Tokenizer::words) ==
+          Tokens{"caf\xC3\xA9", "na\xC3\xAFve", "\xC3\x89t\xC3\x89"});
+  // U+2019 inside a word is an apostrophe, stored as '; alone, or as a closing quote, a symbol.
+  // "don’t “quoted” dogs’": curly quotes U+201C and U+201D are symbols.
+  const std::string quotes = "don\xE2\x80\x99t \xE2\x80\x9Cquoted\xE2\x80\x9D dogs\xE2\x80\x99";
+  REQUIRE(tokenize(quotes, Tokenizer::words) ==
+          Tokens{"don't", "\xE2\x80\x9C", "quoted", "\xE2\x80\x9D", "dogs", "\xE2\x80\x99"});
+  // Latin-1 and General Punctuation symbols split, whole: "¿Qué? 2×3 a—b".
+  REQUIRE(tokenize("\xC2\xBFQu\xC3\xA9? 2\xC3\x97" "3 a\xE2\x80\x94" "b", Tokenizer::words) ==
+          Tokens{"\xC2\xBF", "qu\xC3\xA9", "?", "2", "\xC3\x97", "3", "a", "\xE2\x80\x94", "b"});
+  // Unicode white space separates: a no-break space U+00A0, an ideographic space U+3000.
+  REQUIRE(tokenize("a\xC2\xA0" "b\xE3\x80\x80" "c", Tokenizer::words) == Tokens{"a", "b", "c"});
+  // A byte that starts no well-formed UTF-8 sequence is a token of its own, never part of a word.
+  REQUIRE(tokenize("ab\x80" "cd\xC3 x\xFFy", Tokenizer::words) ==
+          Tokens{"ab", "\x80", "cd", "\xC3", "x", "\xFF", "y"});
+  REQUIRE(parse_tokenizer("whitespace") == Tokenizer::whitespace);
+  REQUIRE(tokenizer_name(Tokenizer::whitespace) == "whitespace");
+  REQUIRE(tokenizer_name(parse_tokenizer("word")) == "word");
+  REQUIRE_THROWS_WITH(parse_tokenizer("bpe"), Contains("char, word, whitespace"));
+}
+
 TEST_CASE("datasets: vocabulary ids", "[datasets]") {
   Vocabulary vocab;
   REQUIRE(vocab.size() == 2);
@@ -461,8 +499,17 @@ TEST_CASE("datasets: the files in data/ load", "[datasets]") {
     std::set<int64_t> val_labels;
     for (const auto& example : data.val) val_labels.insert(example.label);
     REQUIRE(val_labels.size() == 4);
-    const TextClsData words = load_textcls(data_file("fortunes.tsv"), Tokenizer::words, 64, 0.1);
-    REQUIRE(words.vocab.size() > 1000);
+    // Vocabularies of the training split with <pad> and <unk>, and the longest line, as a
+    // separate Python implementation of each rule counts them: whitespace 10,991 + 2 (line of
+    // 58), word 7,543 + 2 (123).
+    const TextClsData raw = load_textcls(data_file("fortunes.tsv"), Tokenizer::whitespace, 58, 0.1);
+    REQUIRE(raw.vocab.size() == 10993);
+    REQUIRE_THROWS_WITH(load_textcls(data_file("fortunes.tsv"), Tokenizer::whitespace, 57, 0.1),
+                        Contains("has 58 whitespace tokens"));
+    const TextClsData words = load_textcls(data_file("fortunes.tsv"), Tokenizer::words, 123, 0.1);
+    REQUIRE(words.vocab.size() == 7545);
+    REQUIRE_THROWS_WITH(load_textcls(data_file("fortunes.tsv"), Tokenizer::words, 122, 0.1),
+                        Contains("has 123 word tokens"));
   }
   SECTION("corpus.txt") {
     const CharLMData data = load_charlm(data_file("corpus.txt"), 0.1);

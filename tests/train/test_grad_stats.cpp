@@ -83,6 +83,39 @@ TEST_CASE("grad stats: mean |grad|, norm, update ratio, and a warning naming the
   REQUIRE(rows[4][0] == "2");
 }
 
+TEST_CASE("grad stats: each record's norms for the judge; a key bias's zero gradient is no warning",
+          "[grad_stats][grad_health]") {
+  TempDir dir;
+  tg::Tensor used = tg::from_values({3, 4}, {2}), key_bias = tg::from_values({1, 1}, {2});
+  used.requires_grad_();
+  key_bias.requires_grad_();
+  const tg::nn::NamedTensors parameters = {{"used", used}, {"mha.k_proj.bias", key_bias}};
+  tg::SGD sgd({used, key_bias}, 0.1);
+  tg::train::GradStatsLog log(dir.file("grads.csv"), 1);
+  const tg::Tensor x = tg::from_values({1, -2}, {2});
+  tg::sum(tg::add(tg::mul(used, x), tg::mul(key_bias, 0.0))).backward();
+  log.measure(parameters);
+  sgd.step();
+  // Before: "warning: ... an all-zero gradient: mha.k_proj.bias" (it is zero by construction).
+  CHECK(log.write_rows(1, parameters).empty());
+  const std::vector<tg::train::ParameterNorms>& norms = log.recorded();
+  REQUIRE(norms.size() == 2);
+  CHECK(norms[0].name == "used");
+  CHECK(norms[0].has_grad);
+  CHECK(norms[0].grad_norm == Approx(std::sqrt(5.0)));  // g = x
+  CHECK(norms[0].weight_norm == Approx(5.0));           // ||[3, 4]|| before the update
+  CHECK(norms[1].name == "mha.k_proj.bias");
+  CHECK(norms[1].grad_norm == 0);
+  CHECK(norms[1].weight_norm == Approx(std::sqrt(2.0)));
+  // gradient_norms: the gradients as they are now (weights not measured).
+  sgd.zero_grad();
+  tg::sum(tg::mul(used, x)).backward();
+  const std::vector<tg::train::ParameterNorms> now = tg::train::gradient_norms(parameters);
+  REQUIRE(now.size() == 2);
+  CHECK(now[0].grad_norm == Approx(std::sqrt(5.0)));
+  CHECK_FALSE(now[1].has_grad);  // not in this loss
+}
+
 TEST_CASE("grad stats: measure_gradient and the warning text", "[grad_stats]") {
   tg::Tensor p = tg::from_values({1, 2, 3, 4}, {4});
   p.requires_grad_();

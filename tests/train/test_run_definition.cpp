@@ -62,6 +62,27 @@ TEST_CASE("run definition: every setting by its flag, then the data, steps and p
   CHECK(definition.count("--threads") == 0);
 }
 
+TEST_CASE("run definition: the checkpoint and early-stop options every rank acts on", "[train]") {
+  const tg::train::TrainConfig config = run_definition_config();
+  const nlohmann::json data_state = {{"sha256", "abc"}};
+  const tg::nn::NamedTensors parameters;
+  const auto definition_with = [&](int64_t save_every, bool save_best, int64_t patience) {
+    const tg::dist::RunDefinition lines = tg::train::run_definition(
+        {.config = config, .save_every = save_every, .save_best = save_best,
+         .patience = patience, .resumed = "none", .data_state = data_state,
+         .parameters = parameters});
+    return std::map<std::string, std::string>(lines.begin(), lines.end());
+  };
+  const std::map<std::string, std::string> none = definition_with(0, false, 0);
+  CHECK(none.at("--save-every") == "none");
+  CHECK(none.at("--save-best") == "none");
+  CHECK(none.at("--patience") == "none");
+  const std::map<std::string, std::string> all = definition_with(5, true, 3);
+  CHECK(all.at("--save-every") == "5");
+  CHECK(all.at("--save-best") == "given");
+  CHECK(all.at("--patience") == "3");
+}
+
 TEST_CASE("run definition: the data's path and the thread count may differ, a setting may not",
           "[train]") {
   const tg::train::TrainConfig config = run_definition_config();

@@ -102,3 +102,28 @@ TEST_CASE("train_step: inspect_gradients sees the unscaled, unclipped gradients 
     REQUIRE(w.to_host_f64() != seen_weights);  // then the update ran
   }
 }
+
+TEST_CASE("train_step: check_gradient_norm gets the global norm, unscaled and before clipping, once",
+          "[train_step][grad_health]") {
+  const Tensor x = from_values({3, -4, 5}, {3});
+  for (const bool scaled : {false, true}) {
+    CAPTURE(scaled);
+    const Tensor w = parameter({1, 2, -1}), unchecked = parameter({1, 2, -1});
+    SGD optimizer({w}, 0.1), unchecked_optimizer({unchecked}, 0.1);
+    GradScaler scaler(GradScalerOptions{.enabled = scaled});
+    GradScaler unchecked_scaler(GradScalerOptions{.enabled = scaled});
+    std::vector<double> norms;
+    train::train_step([&] { return square_loss(w, x); }, optimizer, scaler,
+                      {.clip = 1.0, .check_gradient_norm = [&](double norm) {
+                         norms.push_back(norm);
+                         CHECK(w.grad().to_host_f64() == std::vector<double>{18, 64, -50});
+                       }});
+    // The gradient 2 w x^2 = [18, 64, -50]: its norm sqrt(324 + 4096 + 2500).
+    REQUIRE(norms.size() == 1);
+    CHECK(norms[0] == Approx(std::sqrt(6920.0)).epsilon(1e-12));
+    // Clipping used that norm: the same update as a step that did not check it.
+    train::train_step([&] { return square_loss(unchecked, x); }, unchecked_optimizer,
+                      unchecked_scaler, {.clip = 1.0});
+    CHECK(w.to_host_f64() == unchecked.to_host_f64());
+  }
+}
