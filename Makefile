@@ -6,6 +6,11 @@ JOBS ?= $(shell nproc)
 export OPENBLAS_CORETYPE ?= Haswell
 
 PACKAGES := cmake g++ make libopenblas-dev libboost-program-options-dev catch2 nlohmann-json3-dev libstb-dev fonts-dejavu-core libopenmpi-dev openmpi-bin ccache
+# What only `make test` installs besides: the browser of the attention viewer's test
+# (tests/plot/attention_viewer_browser.py; it skips with a message where chromium is missing).
+TEST_PACKAGES := chromium
+SETUP_PACKAGES = $(PACKAGES)
+test test-build: SETUP_PACKAGES = $(PACKAGES) $(TEST_PACKAGES)
 
 # The CUDA backend. `make run` and `make` leave it to CMake's default (TAPEGRAD_CUDA=AUTO: built
 # when nvcc is there and a GPU is visible), unless told: `make run TAPEGRAD_CUDA=ON` (or OFF).
@@ -19,9 +24,9 @@ CUDA_FLAG := $(if $(TAPEGRAD_CUDA),-DTAPEGRAD_CUDA=$(TAPEGRAD_CUDA))
 
 all: build
 
-# Installs only the system packages that are missing.
+# Installs only the system packages that are missing (`make test`: TEST_PACKAGES too).
 setup:
-	@missing=""; for p in $(PACKAGES); do \
+	@missing=""; for p in $(SETUP_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -18,6 +18,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/tape_graph.h"
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/autograd/threads.h"
 
@@ -42,6 +43,8 @@
 #include "tapegrad/nn/performer.h"
 #include "tapegrad/nn/positional_encoding.h"
 #include "tapegrad/nn/quantization.h"
+#include "tapegrad/nn/reformer.h"
+#include "tapegrad/nn/relative_position.h"
 #include "tapegrad/nn/rope.h"
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/nn/transformer.h"

@@ -74,6 +74,13 @@ struct AttentionProblem {
   SparsityLayout sparsity;
   std::vector<int64_t> sparsity_random;
   int64_t alibi_heads = 0;  // H > 0: ALiBi on, item n is head n % H
+  // A learned bias by relative position (T5's buckets looked up per offset:
+  // nn/relative_position.h), in natural units: score (i, j) of item n gets
+  // relative_bias[n % H, j - i + Sq - 1] with relative_bias [H, Sq + Sk - 1] contiguous, of the
+  // compute dtype (f64 for f64, else f32), on the kernel's device; undefined: none. Backward,
+  // where relative_bias_grad ([N, Sq + Sk - 1], the same dtype and device, zero-filled) is
+  // defined, adds each dS_ij of item n to relative_bias_grad[n, j - i + Sq - 1].
+  Tensor relative_bias, relative_bias_grad;
 };
 
 struct IndexSummary {
@@ -128,6 +135,22 @@ struct Kernels {
   // out[o, index[o, i], i] += src[o, i]   (out contiguous [outer, n, inner])
   virtual void scatter_add_dim(const Tensor& src, DimSplit split, const Tensor& index,
                                const Tensor& out) = 0;
+  // Indexing along one dim (ops/indexing.h), for every position p of index's shape. `line` has
+  // index's shape and stride 0 on the indexed dim: its element p is where the line through p
+  // starts in the indexed tensor, whose stride on that dim is `step`. index is i64 with its
+  // entries already checked in range by the op; line, index, out and src may have any strides
+  // (scatter_add_along's line: a view of a tensor whose elements do not overlap).
+  //   gather_along:      out[p] = line[p + index[p] * step]    (any dtype: elements are moved)
+  //   scatter_add_along: line[p + index[p] * step] += src[p]   (f32, f64; repeats add up)
+  virtual void gather_along(const Tensor& line, int64_t step, const Tensor& index,
+                            const Tensor& out) = 0;
+  virtual void scatter_add_along(const Tensor& src, const Tensor& index, const Tensor& line,
+                                 int64_t step) = 0;
+  // indices (i64, contiguous like x) = for each line of contiguous x [outer, n, inner] along the
+  // middle axis, the positions 0..n-1 in the order that sorts it: stable (equal values keep their
+  // order, also descending), NaN sorts as the largest value. x is f32, f64 or i64.
+  virtual void argsort_dim(const Tensor& x, DimSplit split, bool descending,
+                           const Tensor& indices) = 0;
   // Softmax (or log-softmax) over the middle axis of contiguous x, max-subtracted.
   virtual void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out) = 0;
 

@@ -33,6 +33,8 @@
 //                                                  gather and scatter (cpu/kernels.h)
 //   kParallelSumElements     2^16 elements read    sum over a dim (cpu/reduce.cpp)
 //   kParallelRowElements     2^15 elements         softmax, layer norm's rows (cpu/reduce.cpp)
+//   kParallelSortElements    2^14 elements         argsort's lines (cpu/indexing.cpp; gather
+//                                                  and scatter-add along a dim: kParallelBytes)
 //   kParallelAdamElements    2^15 elements         the Adam / AdamW step (cpu/optim.cpp)
 //   kParallelFlops           2^21 flops            GEMM, the linear backward (cpu/kernels.h)
 //   kParallelAttentionFlops  2^21 flops            attention forward and backward

@@ -266,7 +266,8 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&o.workload)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long | sgemm (one 1024^3 f32 GEMM: the "
-       "machine's GEMM peak) | attn-scaling (the fused attention op, full vs local:256, causal, "
+       "machine's GEMM peak) | attn-scaling (the fused attention op, full and local:256, and "
+       "reformer:32,2 (taped ops), causal, "
        "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "
        "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s)")
       ("max-seq", po::value(&o.max_seq), "attn-scaling: the longest S (default 16384)")

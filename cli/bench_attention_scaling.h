@@ -1,7 +1,8 @@
 #pragma once
 // `tapegrad bench --workload attn-scaling`: how the fused attention op's time and memory grow with
-// the sequence length, for full causal attention and a causal local window. One row per
-// (layout, S): forward + backward of tg::scaled_dot_product_attention on q, k, v [1, 4, S, 32] f32.
+// the sequence length, for full causal attention and a causal local window, and Reformer's LSH
+// attention (nn::reformer_attention, 32 buckets, 2 rounds: taped ops, not a fused kernel). One row
+// per (layout, S): forward + backward on q, k, v [1, 4, S, 32] f32 (the reformer ignores k).
 #include <cstdint>
 
 namespace tg::cli {

@@ -15,6 +15,7 @@ int analyze(const Args& args);         // `tapegrad analyze heads`
 int gradcheck(const Args& args);
 int plot(const Args& args);
 int plot_attention(const Args& args);  // `tapegrad plot attention`
+int plot_tape(const Args& args);       // `tapegrad plot tape`
 int bench(const Args& args);
 int train(const Args& args);
 int eval(const Args& args);

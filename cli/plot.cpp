@@ -274,6 +274,7 @@ const std::map<std::string, PlotKind> kPlots = {
     {"attention", {plot_attention, "a checkpoint's attention weights on a text, one heatmap a head\n"
                                    "            (--summary: the head metrics of `analyze heads` over a data file)"}},
     {"grads", {plot_grads, "mean |grad| of each parameter against step, from train --grad-stats"}},
+    {"tape", {plot_tape, "the tape of one training step of a checkpoint's model (.png or .html)"}},
 };
 
 std::string plot_names() {
@@ -294,6 +295,7 @@ int plot(const Args& args) {
                  "  tapegrad plot pe --dim 64 --len 100 --out pe.png\n"
                  "  tapegrad plot loss --log runs/lm/log.csv --out loss.png\n"
                  "  tapegrad plot grads --log grads.csv --out grads.png\n"
+                 "  tapegrad plot tape --load lm.safetensors --out tape.html\n"
                  "  tapegrad plot attention --load cls.safetensors --text \"the cat sat\" --out attn.png\n"
                  "  tapegrad plot attention --summary --load cls.safetensors --data data/fortunes.tsv --out heads.png\n";
     return 0;

@@ -56,9 +56,11 @@ po::options_description model_options(train::TrainConfig& c) {
        charlm_default("dropout probability", train::CharLMDefaults::dropout).c_str())
       ("max-len", po::value(&c.max_len)->default_value(c.max_len), "longest sequence (positional encoding)")
       ("attention", po::value(&c.attention)->default_value(c.attention),
-       "full | local:W | band:W[,D] | bigbird:W,R,G | linformer:K | performer:M (docs/attention.md)")
+       "full | local:W | band:W[,D] | bigbird:W,R,G | linformer:K | performer:M | reformer:B,R "
+       "(docs/attention.md)")
       ("position", po::value(&c.position)->default_value(c.position),
-       "sinusoidal (added to the input) | rope | alibi (inside attention) | none");
+       "sinusoidal (added to the input) | rope | alibi | t5[:B[,D]] | shaw[:K] (inside "
+       "attention) | none");
   return model;
 }
 

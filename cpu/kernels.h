@@ -136,6 +136,12 @@ class CpuKernels final : public Kernels {
   void max_dim(const Tensor& x, DimSplit split, const Tensor& values, const Tensor& indices) override;
   void gather_dim(const Tensor& x, DimSplit split, const Tensor& index, const Tensor& out) override;
   void scatter_add_dim(const Tensor& src, DimSplit split, const Tensor& index, const Tensor& out) override;
+  void gather_along(const Tensor& line, int64_t step, const Tensor& index,
+                    const Tensor& out) override;
+  void scatter_add_along(const Tensor& src, const Tensor& index, const Tensor& line,
+                         int64_t step) override;
+  void argsort_dim(const Tensor& x, DimSplit split, bool descending,
+                   const Tensor& indices) override;
   void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out) override;
   void gemm(const GemmBatch& batch) override;
   bool linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& dx,

@@ -65,7 +65,8 @@ void softmax_rows(const T* x, DimSplit s, bool log, T* out) {
 // ---- Attention -----------------------------------------------------------------------------------
 // Item n: q [Sq, head_dim], k [Sk, head_dim], v [Sk, value_dim], out [Sq, value_dim], each the
 // [b, h] slice (n = b H + h) of a [B, H, S, width] tensor, wherever its strides put the rows.
-//   s_ij = scale q_i . k_j - alibi_slope |i - j|, or -inf where query i may not see key j (causal
+//   s_ij = scale q_i . k_j - alibi_slope |i - j| + relative_bias[h, j - i + Sq - 1] (each term
+//   where the problem has it), or -inf where query i may not see key j (causal
 //   j > i, the sparse layout, or the mask)
 //   P_ij = exp(s_ij - m_i) / l_i with m_i = max_j s_ij, l_i = sum_j exp(s_ij - m_i); lse_i = m_i + log l_i
 //   out_i = sum_j P_ij Z_ij v_j, with Z_ij the dropout factor: 0 (dropped) or 1 / (1 - p)
@@ -103,6 +104,13 @@ struct Attention {
     return u >= p.dropout_p ? 1 / (1 - p.dropout_p) : 0;
   }
 
+  // The learned relative bias of item n's head at offset j - i, 0 without one.
+  double relative(int64_t n, int64_t i, int64_t j) const {
+    if (!p.relative_bias.defined()) return 0;
+    const int64_t heads = p.relative_bias.size(0);
+    return double(p.relative_bias.data_as<T>()[(n % heads) * (sq + sk - 1) + j - i + sq - 1]);
+  }
+
   // probs[i Sk + j] = P_ij of item n (0 in a fully masked row) and lse[i] = m_i + log l_i
   // (-inf in a fully masked row).
   void probabilities(int64_t n, std::vector<double>& probs, std::vector<double>& lse) const {
@@ -116,7 +124,7 @@ struct Attention {
         const double bias = p.alibi_heads > 0 ? -alibi_slope(n % p.alibi_heads, p.alibi_heads) *
                                                     double(i > j ? i - j : j - i)
                                               : 0.0;
-        s[j] = visible(n, i, j) ? p.scale * dot + bias : kNegInf;
+        s[j] = visible(n, i, j) ? p.scale * dot + bias + relative(n, i, j) : kNegInf;
       }
       const double m = *std::max_element(s.begin(), s.end());  // m_i = max_j s_ij
       if (m == kNegInf) continue;                              // nothing visible: P_i = 0
@@ -142,6 +150,15 @@ struct Attention {
         }
         lse_tensor.data_as<T>()[n * sq + i] = T(lse[i]);
       }
+    }
+  }
+
+  // The relative bias's gradient: item n's dS summed along each diagonal j - i.
+  void add_relative_grad(int64_t n, const std::vector<double>& d_scores) const {
+    if (!p.relative_bias.defined() || !p.relative_bias_grad.defined()) return;
+    T* grad = p.relative_bias_grad.data_as<T>() + n * (sq + sk - 1);
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = 0; j < sk; ++j) grad[j - i + sq - 1] += T(d_scores[i * sk + j]);
     }
   }
 
@@ -178,6 +195,7 @@ struct Attention {
           d_scores[i * sk + j] = probs[i * sk + j] * (d_probs[i * sk + j] - row_dot);
         }
       }
+      add_relative_grad(n, d_scores);
       for (int64_t i = 0; i < sq; ++i) {
         for (int64_t c = 0; c < head_dim; ++c) {
           double total = 0;  // dQ_ic = scale sum_j dS_ij k_jc

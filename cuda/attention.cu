@@ -12,6 +12,7 @@
 //   d loss / d q_i += scale sum_j dS_ij k_j      (the block owns row i: no atomics)
 //   d loss / d k_j += scale dS_ij q_i            (atomicAdd: every row's block adds to key j)
 //   d loss / d v_j += P_ij Z_ij dO_i             (atomicAdd)
+//   d loss / d relative_bias[h, j - i] += dS_ij   (atomicAdd; T5's learned bias, when present)
 // f16/bf16 inputs are computed in f32 with an f32 log-sum-exp; their gradients accumulate in f32
 // scratch tensors that are rounded once into the half gradients (as the CPU kernel does).
 //
@@ -59,6 +60,11 @@ struct AttentionArgs {
   uint64_t seed = 0, offset = 0;
   SparsityView sparsity;   // its random table on the device
   int64_t alibi_heads = 0;  // H > 0: ALiBi, item n is head n % H
+  // The learned relative bias [relative_heads, sq + sk - 1] (AttentionProblem::relative_bias) and
+  // its gradient [batch, sq + sk - 1], each null when absent.
+  const C* relative_bias = nullptr;
+  int64_t relative_heads = 0;
+  C* relative_grad = nullptr;
 };
 
 // ---- Device helpers --------------------------------------------------------------------------
@@ -131,13 +137,16 @@ __device__ inline C alibi_slope_of(const AttentionArgs<T, C>& a, int64_t n) {
   return a.alibi_heads > 0 ? static_cast<C>(alibi_slope(n % a.alibi_heads, a.alibi_heads)) : C(0);
 }
 
-// The score s_ij = scale q_i . k_j - slope |i - j| of key j, or -inf where the key is masked,
-// causal-hidden, outside the layout or past the end of the tile.
+// The score s_ij = scale q_i . k_j - slope |i - j| + relative_bias[h, j - i + sq - 1] of key j,
+// or -inf where the key is masked, causal-hidden, outside the layout or past the end of the tile.
 template <typename T, typename C>
 __device__ inline C score_of(const AttentionArgs<T, C>& a, const C* q_row, int64_t n, int64_t i,
                              int64_t j, int64_t end, C slope) {
   if (j >= end || !key_allowed(a, n, i, j)) return negative_infinity<C>();
-  const C score = a.scale * dot_row(q_row, a.k + (n * a.sk + j) * a.d, a.d);
+  C score = a.scale * dot_row(q_row, a.k + (n * a.sk + j) * a.d, a.d);
+  if (a.relative_bias != nullptr) {
+    score += a.relative_bias[(n % a.relative_heads) * (a.sq + a.sk - 1) + j - i + a.sq - 1];
+  }
   return slope == C(0) ? score : score - slope * static_cast<C>(i > j ? i - j : j - i);
 }
 
@@ -255,6 +264,9 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
       const C d_prob = factor * dot_row(d_out_row, a.v + (n * a.sk + j) * a.dv, a.dv);  // dP_ij
       d_score = prob * (d_prob - row_dot);  // dS_ij = P_ij (dP_ij - D_i)
       kept_prob = prob * factor;            // P~_ij
+      if (a.relative_grad != nullptr && d_score != C(0)) {  // the bias's gradient, by j - i
+        atomicAdd(&a.relative_grad[n * (a.sq + a.sk - 1) + j - i + a.sq - 1], d_score);
+      }
     }
     d_scores[tid] = d_score;
     kept[tid] = kept_prob;
@@ -289,6 +301,25 @@ __global__ void attention_backward_kernel(AttentionArgs<T, C> a, const T* out, c
 
 // ---- Host side -------------------------------------------------------------------------------
 
+// The learned relative bias [H, Sq + Sk - 1] and its gradient [N, Sq + Sk - 1]: contiguous, of the
+// compute dtype, on this device.
+void check_relative_bias(const AttentionProblem& p, Device device, const char* kernel) {
+  if (!p.relative_bias.defined()) return;
+  const DType compute = is_half(p.q.dtype()) ? DType::f32 : p.q.dtype();
+  const int64_t offsets = p.q.size(2) + p.k.size(2) - 1, items = p.q.size(0) * p.q.size(1);
+  const Tensor& bias = p.relative_bias;
+  TG_CHECK(bias.dim() == 2 && bias.size(1) == offsets && bias.is_contiguous() &&
+               bias.dtype() == compute && bias.device() == device,
+           "kernel '", kernel, "' on cuda: the relative bias must be a contiguous ",
+           dtype_name(compute), " [H, ", offsets, "] on this device, got ",
+           shape_str(bias.shape()));
+  const Tensor& grad = p.relative_bias_grad;
+  TG_CHECK(!grad.defined() || (grad.shape() == Shape{items, offsets} && grad.is_contiguous() &&
+                               grad.dtype() == compute && grad.device() == device),
+           "kernel '", kernel, "' on cuda: the relative bias's gradient must be a contiguous ",
+           dtype_name(compute), " [", items, ", ", offsets, "] on this device");
+}
+
 // Checks what both directions need: shapes [B, H, Sq, d], [B, H, Sk, d], [B, H, Sk, dv], one
 // dtype, all on this device, and a mask of bools with one offset per item.
 void check_problem(const AttentionProblem& p, Device device, const char* kernel) {
@@ -312,6 +343,7 @@ void check_problem(const AttentionProblem& p, Device device, const char* kernel)
     TG_CHECK(static_cast<int64_t>(p.mask_offsets.size()) == items, "kernel '", kernel,
              "' on cuda: ", p.mask_offsets.size(), " mask offsets for ", items, " items");
   }
+  check_relative_bias(p, device, kernel);
 }
 
 // Checks that an output or saved tensor is on this device, of this shape and dtype.
@@ -393,6 +425,11 @@ AttentionArgs<T, compute_t<T>> make_args(Kernels& kernels, const AttentionProble
     a.sparsity.random = tables.sparsity_random.data_as<int64_t>();
   }
   a.alibi_heads = p.alibi_heads;
+  if (p.relative_bias.defined()) {
+    a.relative_bias = p.relative_bias.data_as<C>();
+    a.relative_heads = p.relative_bias.size(0);
+    if (p.relative_bias_grad.defined()) a.relative_grad = p.relative_bias_grad.data_as<C>();
+  }
   return a;
 }
 

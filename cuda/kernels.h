@@ -7,6 +7,7 @@
 //   elementwise.cu  unary, binary, where (strided and broadcast inputs)
 //   reduce.cu       sum/max/gather/scatter-add over a dim, softmax rows, layer-norm rows
 //   blas.cu         gemm on cuBLAS; embedding rows (index_select_rows, index_add_rows)
+//   indexing.cu     gather / scatter-add along a dim, argsort (a bitonic network per line)
 //   attention.cu    fused attention forward and backward (tiled, online softmax)
 //   optim.cu        SGD and Adam/AdamW steps, sum of squares, unscale + inf check
 //   quantize.cu     int8 rows, the int8 product and its rescale
@@ -38,6 +39,12 @@ class CudaKernels final : public Kernels {
   void max_dim(const Tensor& x, DimSplit split, const Tensor& values, const Tensor& indices) override;
   void gather_dim(const Tensor& x, DimSplit split, const Tensor& index, const Tensor& out) override;
   void scatter_add_dim(const Tensor& src, DimSplit split, const Tensor& index, const Tensor& out) override;
+  void gather_along(const Tensor& line, int64_t step, const Tensor& index,
+                    const Tensor& out) override;
+  void scatter_add_along(const Tensor& src, const Tensor& index, const Tensor& line,
+                         int64_t step) override;
+  void argsort_dim(const Tensor& x, DimSplit split, bool descending,
+                   const Tensor& indices) override;
   void softmax_dim(const Tensor& x, DimSplit split, bool log, const Tensor& out) override;
   void gemm(const GemmBatch& batch) override;
   void index_select_rows(const Tensor& table, const Tensor& index, const Tensor& out) override;

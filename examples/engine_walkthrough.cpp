@@ -1,11 +1,13 @@
 // One training step of one neuron, y = tanh(x·w + b), with everything the engine does printed:
-// the tape the forward recorded, the gradients backward() left in the leaves, one SGD step.
+// the tape the forward recorded (as text, then as a Graphviz graph), the gradients backward() left
+// in the leaves, one SGD step.
 // docs/engine.md follows this program through the code and quotes its output, which
 // tests/docs/test_engine_doc.cpp checks.
 #include <cstdio>
 #include <iostream>
 
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/tape_graph.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
 
@@ -31,6 +33,8 @@ int main() {
   const Tensor loss = mse_loss(y, target);
   std::cout << format_tape();
   print("loss", loss);
+  // The same graph for Graphviz (`dot -Tpng`): ops, the parameters by name, the data, the loss.
+  write_tape_dot(std::cout, loss, {{w.impl(), "w"}, {b.impl(), "b"}});
 
   loss.backward();  // dloss/dw and dloss/db into w.grad and b.grad
   std::cout << format_tape();

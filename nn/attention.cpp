@@ -4,9 +4,12 @@
 #include <limits>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/linformer.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/performer.h"
+#include "tapegrad/nn/reformer.h"
+#include "tapegrad/nn/relative_position.h"
 #include "tapegrad/nn/rope.h"
 #include "tapegrad/ops/ops.h"
 
@@ -20,13 +23,14 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, double dro
            " is not divisible by ", heads, " heads");
   TG_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got ", dropout);
   q_proj = register_module("q_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
-  k_proj = register_module("k_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
+  if (spec.kind != AttentionKind::reformer) {  // a reformer's keys are its queries (shared QK)
+    k_proj = register_module("k_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
+  }
   v_proj = register_module("v_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
   o_proj = register_module("o_proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
-  const bool on_scores = spec.kind != AttentionKind::linformer && spec.kind != AttentionKind::performer;
-  TG_CHECK(spec.position != PositionKind::alibi || on_scores,
-           "MultiHeadAttention: ALiBi biases the scores of the fused kernel; linformer and performer "
-           "form no such scores (use rope or sinusoidal positions)");
+  TG_CHECK(spec.position != PositionKind::alibi || spec.has_scores(),
+           "MultiHeadAttention: ALiBi biases the scores of the fused kernel; linformer, performer "
+           "and reformer form no such scores (use rope or sinusoidal positions)");
   TG_CHECK(spec.position != PositionKind::rope || head_dim % 2 == 0, "MultiHeadAttention: RoPE "
            "rotates pairs of channels and needs an even head_dim, got ", head_dim);
   switch (spec.kind) {
@@ -49,7 +53,46 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, double dro
       projection_matrix = register_buffer(
           "projection_matrix", performer_features(spec.features, head_dim, spec.seed, dtype));
       break;
+    case AttentionKind::reformer:
+      TG_CHECK(spec.buckets >= 2 && spec.buckets % 2 == 0 && spec.rounds >= 1,
+               "MultiHeadAttention: reformer needs an even number of buckets >= 2 and rounds >= 1, "
+               "got buckets ", spec.buckets, ", rounds ", spec.rounds);
+      random_rotations = register_buffer(
+          "random_rotations",
+          reformer_rotations(spec.rounds, head_dim, spec.buckets, spec.seed, dtype));
+      break;
     case AttentionKind::full: break;
+  }
+  register_relative_positions(dtype);
+}
+
+// The learned relative positions' tables, drawn N(0, std^2) (Embedding draws N(0, 1)): T5's
+// [buckets, heads] with std hidden^-1/2 as Hugging Face's T5 initialises it, Shaw's
+// [2 clip + 1, head_dim] with head_dim^-1/2, the scale of a key's entries.
+void MultiHeadAttention::register_relative_positions(DType dtype) {
+  if (spec.position != PositionKind::t5 && spec.position != PositionKind::shaw) return;
+  const bool t5 = spec.position == PositionKind::t5;
+  const RelativePositions& r = spec.relative;
+  TG_CHECK(spec.has_scores(), "MultiHeadAttention: ", t5 ? "T5's relative bias" : "Shaw's relative "
+           "keys", " act on the [Sq, Sk] scores, which linformer, performer and reformer do not "
+           "form (use full, local, band or bigbird, or rope or sinusoidal positions)");
+  TG_CHECK(!t5 || (r.buckets >= 4 && r.max_distance >= r.buckets), "MultiHeadAttention: T5's "
+           "relative bias needs buckets >= 4 and max_distance >= buckets, got ", r.buckets,
+           " buckets, max_distance ", r.max_distance);
+  TG_CHECK(t5 || r.clip >= 1, "MultiHeadAttention: Shaw's relative keys need a clipping distance "
+           ">= 1, got ", r.clip);
+  const int64_t rows = t5 ? r.buckets : checked_mul(2, r.clip, "Shaw's 2 clip") + 1;
+  const int64_t width = t5 ? heads : head_dim;
+  auto table = std::make_shared<Embedding>(rows, width, dtype);
+  const double deviation = 1.0 / std::sqrt(static_cast<double>(t5 ? hidden : head_dim));
+  {
+    NoGrad no_grad;
+    table->weight.copy_(table->weight * deviation);
+  }
+  if (t5) {
+    relative_attention_bias = register_module("relative_attention_bias", table);
+  } else {
+    relative_key = register_module("relative_key", table);
   }
 }
 
@@ -120,6 +163,9 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
                                             const Tensor& value, const Tensor& mask,
                                             bool need_weights, bool is_causal) const {
   check_query_key_value(query, key, value, hidden);
+  TG_CHECK(spec.kind != AttentionKind::reformer || key.same(query), "MultiHeadAttention "
+           "(reformer): shared-QK attention is self-attention, its keys are its queries: key ",
+           shape_str(key.shape()), " must be the query tensor ", shape_str(query.shape()));
   Tensor head_mask = mask;
   if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
   const double dropout_p = is_training() ? dropout : 0.0;
@@ -129,21 +175,25 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
 
   // 1. Project query, key and value, and split each into heads.
   Tensor q = split_heads(q_proj->forward(query));  // [B, heads, Sq, head_dim]
-  Tensor k = split_heads(k_proj->forward(key));    // [B, heads, Sk, head_dim]
+  Tensor k;  // [B, heads, Sk, head_dim]; none for a reformer (its keys are its queries)
+  if (k_proj) k = split_heads(k_proj->forward(key));
   const Tensor v = split_heads(v_proj->forward(value));  // [B, heads, Sk, head_dim]
   if (spec.position == PositionKind::rope) {  // rotate q and k by their positions
     q = apply_rope(q);
-    k = apply_rope(k);
+    if (k.defined()) k = apply_rope(k);
   }
-  // 2. Attention, every head at once: the fused kernel, the explicit path, or Linformer/Performer.
+  // 2. Attention, every head at once: the fused kernel, the explicit path, or
+  // Linformer/Performer/Reformer.
   AttentionOutput result;
   Tensor context;  // [B, heads, Sq, head_dim]
-  if (spec.kind == AttentionKind::linformer || spec.kind == AttentionKind::performer) {
+  if (!spec.has_scores()) {
     context = approximate_attention(q, k, v, head_mask, is_causal, dropout_p);  // no weights
-  } else if (use_fused && !need_weights) {
+  } else if (use_fused && !need_weights && spec.position != PositionKind::shaw) {
     context = scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p, {},
-                                           spec.sparsity(), spec.position == PositionKind::alibi);
-  } else {  // the same attention with the layout as a dense mask and ALiBi as a dense bias
+                                           spec.sparsity(), spec.position == PositionKind::alibi,
+                                           t5_bias(q.size(2), k.size(2), is_causal));
+  } else {  // the same attention with the layout as a dense mask, ALiBi and T5 as dense biases;
+            // Shaw's relative keys always come this way (their bias depends on q: not a kernel's)
     std::tie(context, result.weights) = explicit_heads(q, k, v, head_mask, is_causal, dropout_p);
   }
   // 3. Merge the heads and project the output.
@@ -151,24 +201,28 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   return result;
 }
 
-// Linformer or Performer on projected heads: attention in O(S) that forms no [Sq, Sk] weights, so
-// there are none to return, and the only mask it takes is a key padding mask. Performer has no
-// weights to drop either: dropout in training is an error for it (docs/attention.md, Performer).
+// Linformer, Performer or Reformer on projected heads: attention in O(S) that forms no [Sq, Sk]
+// weights, so there are none to return, and the only mask it takes is a key padding mask.
+// Performer has no weights to drop either: dropout in training is an error for it
+// (docs/attention.md, Performer). A reformer takes no k (shared QK: its keys are q normalised).
 Tensor MultiHeadAttention::approximate_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                  const Tensor& head_mask, bool is_causal,
                                                  double dropout_p) const {
   const bool linformer = spec.kind == AttentionKind::linformer;
-  TG_CHECK(linformer || dropout_p == 0, "MultiHeadAttention (performer): dropout ", dropout_p,
-           " cannot be applied in training: FAVOR+ never forms the [Sq, Sk] attention weights "
-           "that dropout drops (use dropout 0 with performer attention)");
-  const Tensor padding = key_padding_of(head_mask, q.size(0), k.size(2),
-                                        linformer ? "linformer" : "performer");
+  const bool reformer = spec.kind == AttentionKind::reformer;
+  TG_CHECK(linformer || reformer || dropout_p == 0, "MultiHeadAttention (performer): dropout ",
+           dropout_p, " cannot be applied in training: FAVOR+ never forms the [Sq, Sk] attention "
+           "weights that dropout drops (use dropout 0 with performer attention)");
+  const char* kind = linformer ? "linformer" : reformer ? "reformer" : "performer";
+  const Tensor padding = key_padding_of(head_mask, q.size(0), v.size(2), kind);
+  if (reformer) return reformer_attention(q, v, random_rotations, padding, is_causal, dropout_p);
   return linformer ? linformer_attention(q, k, v, proj_k, proj_v, padding, is_causal, dropout_p)
                    : performer_attention(q, k, v, projection_matrix, padding, is_causal);
 }
 
 // The explicit path with everything the fused kernel does inside itself made dense: the sparsity
-// layout as a mask [Sq, Sk] and ALiBi as a bias [heads, Sq, Sk]. Returns (context, weights).
+// layout as a mask [Sq, Sk] and ALiBi or T5 as a bias [heads, Sq, Sk]; and Shaw's relative keys,
+// which only this path computes. Returns (context, weights).
 std::pair<Tensor, Tensor> MultiHeadAttention::explicit_heads(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head_mask, bool is_causal,
     double dropout_p) const {
@@ -178,10 +232,29 @@ std::pair<Tensor, Tensor> MultiHeadAttention::explicit_heads(
     const Tensor pattern = sparsity_mask(layout, q.size(2), k.size(2), q.device());
     allowed = allowed.defined() ? combine_masks(allowed, pattern) : pattern;
   }
-  const bool alibi = spec.position == PositionKind::alibi;
-  const Tensor bias =
-      alibi ? alibi_bias(heads, q.size(2), k.size(2), q.dtype(), q.device()) : Tensor();
-  return explicit_attention(q, k, v, allowed, is_causal, dropout_p, bias);
+  return explicit_attention(q, k, v, allowed, is_causal, dropout_p,
+                            explicit_bias(q, k.size(2), is_causal));
+}
+
+Tensor MultiHeadAttention::t5_bias(int64_t sq, int64_t sk, bool is_causal) const {
+  if (spec.position != PositionKind::t5) return Tensor();
+  // T5 buckets bidirectionally in an encoder, causally (is_decoder) in a decoder's self-attention
+  return t5_relative_bias(relative_attention_bias->weight, sq, sk, !is_causal,
+                          spec.relative.max_distance);
+}
+
+Tensor MultiHeadAttention::explicit_bias(const Tensor& q, int64_t sk, bool is_causal) const {
+  const int64_t sq = q.size(2);
+  switch (spec.position) {
+    case PositionKind::alibi: return alibi_bias(heads, sq, sk, q.dtype(), q.device());
+    case PositionKind::t5:  // [heads, Sq, Sk]
+      return relative_bias_dense(t5_bias(sq, sk, is_causal), sq, sk).to(q.dtype());
+    case PositionKind::shaw: {  // q_i . a^K_{clip(j - i)} / sqrt(d), [B, heads, Sq, Sk]
+      const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+      return shaw_relative_logits(q, relative_key->weight.to(q.dtype()), sk) * scale;
+    }
+    default: return Tensor();
+  }
 }
 
 // Optimisation: self-attention on one packed projection. Where packs_projections allows it (one
@@ -197,19 +270,23 @@ AttentionOutput MultiHeadAttention::forward_packed(const Tensor& x, const Tensor
   if (q_proj->bias.defined()) biases = {q_proj->bias, k_proj->bias, v_proj->bias};
   const Tensor qkv = stacked_linear(x, {q_proj->weight, k_proj->weight, v_proj->weight}, biases);
   const bool alibi = spec.position == PositionKind::alibi;
+  const int64_t seq = x.size(1);
   const Tensor context = packed_self_attention(qkv, heads, head_mask, is_causal, dropout_p, {},
-                                               spec.sparsity(), alibi);
+                                               spec.sparsity(), alibi,
+                                               t5_bias(seq, seq, is_causal));
   return {o_proj->forward(merge_heads(context)), Tensor()};
 }
 
 // Whether forward may take forward_packed: self-attention (one tensor as query, key and value)
 // on the CPU with the fused path, plain projections of one dtype with or without bias alike (not
-// int8, no calibration observer), and no rotation of q and k or low-rank attention in between.
+// int8, no calibration observer), and no rotation of q and k, Shaw's q-dependent bias or low-rank
+// attention in between.
 bool MultiHeadAttention::packs_projections(const Tensor& query, const Tensor& key,
                                            const Tensor& value, bool need_weights) const {
   if (!use_fused || need_weights || !query.same(key) || !key.same(value) ||
       query.device().type != DeviceType::cpu || spec.position == PositionKind::rope ||
-      spec.kind == AttentionKind::linformer || spec.kind == AttentionKind::performer) {
+      spec.position == PositionKind::shaw ||
+      !spec.has_scores()) {  // linformer, performer, reformer
     return false;
   }
   for (const auto& projection : {q_proj, k_proj, v_proj}) {

@@ -15,7 +15,11 @@ class MultiHeadAttention : public Module {
  public:
   // `spec` picks the attention (full, a sparse layout, Linformer, Performer) and the position
   // handling inside it (RoPE, ALiBi); its parameters and buffers are registered here:
-  // linformer: proj_k, proj_v [max_len, rank]; performer: projection_matrix [features, head_dim].
+  // linformer: proj_k, proj_v [max_len, rank]; performer: projection_matrix [features, head_dim];
+  // reformer: random_rotations [rounds, head_dim, buckets / 2], and no k_proj (shared QK: its
+  // keys are its queries normalised, so forward takes self-attention only, key = query);
+  // t5: relative_attention_bias.weight [buckets, heads] ~ N(0, hidden^-1/2), T5's init; shaw:
+  // relative_key.weight [2 clip + 1, head_dim] ~ N(0, head_dim^-1/2) (nn/relative_position.h).
   // dropout drops attention weights in training; a performer has none, and forward in training
   // refuses dropout > 0 for it (a tg::Error; in eval mode dropout plays no part).
   MultiHeadAttention(int64_t hidden, int64_t heads, double dropout = 0.0, DType dtype = DType::f32,
@@ -40,8 +44,13 @@ class MultiHeadAttention : public Module {
   Tensor merge_heads(const Tensor& x) const;
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  // T5's bias table [buckets, heads], as Hugging Face's T5Attention names it (there only the
+  // first layer has one, shared by all; here every attention learns its own).
+  std::shared_ptr<Embedding> relative_attention_bias;
+  std::shared_ptr<Embedding> relative_key;  // shaw: a^K [2 clip + 1, head_dim]
   Tensor proj_k, proj_v;      // linformer
   Tensor projection_matrix;   // performer
+  Tensor random_rotations;    // reformer (k_proj is null: shared QK)
   int64_t hidden, heads, head_dim;
   double dropout;
   AttentionSpec spec;
@@ -60,6 +69,13 @@ class MultiHeadAttention : public Module {
   std::pair<Tensor, Tensor> explicit_heads(const Tensor& q, const Tensor& k, const Tensor& v,
                                            const Tensor& head_mask, bool is_causal,
                                            double dropout_p) const;
+  // T5's [heads, Sq + Sk - 1] bias for the fused kernel (causal buckets when is_causal), or
+  // undefined for any other position.
+  Tensor t5_bias(int64_t sq, int64_t sk, bool is_causal) const;
+  // Every bias the explicit path adds to the scores, [.., Sq, Sk] (ALiBi, T5, Shaw), or undefined.
+  Tensor explicit_bias(const Tensor& q, int64_t sk, bool is_causal) const;
+  // Registers the tables of the learned relative positions (t5, shaw) after checking the spec.
+  void register_relative_positions(DType dtype);
 };
 
 // The variants as modules of their own, named as the papers' reference code names them: each is
@@ -81,6 +97,16 @@ class PerformerAttention : public MultiHeadAttention {
                      double dropout = 0.0, DType dtype = DType::f32)
       : MultiHeadAttention(hidden, heads, dropout, dtype,
                            {.kind = AttentionKind::performer, .features = features, .seed = seed}) {}
+};
+
+class ReformerAttention : public MultiHeadAttention {
+ public:
+  // random_rotations [rounds, head_dim, buckets / 2], drawn from `seed`; self-attention only.
+  ReformerAttention(int64_t hidden, int64_t heads, int64_t buckets, int64_t rounds, uint64_t seed,
+                    double dropout = 0.0, DType dtype = DType::f32)
+      : MultiHeadAttention(hidden, heads, dropout, dtype,
+                           {.kind = AttentionKind::reformer, .buckets = buckets, .rounds = rounds,
+                            .seed = seed}) {}
 };
 
 // The explicit path on already projected heads: softmax(q k^T * scale + bias, masked) -> dropout

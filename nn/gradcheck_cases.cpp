@@ -83,6 +83,44 @@ void add_attention_cases(std::vector<GradcheckCase>& cases, bool fused) {
                                    }));
 }
 
+// MultiHeadAttention with T5's bias (on the fused kernel, and on the explicit path) and with
+// Shaw's relative keys: 4 buckets reaching 4 positions and clip 2, so that over 5 positions every
+// bucket and every relative key is used, and the tables' gradients are checked with the rest.
+void add_relative_position_module_cases(std::vector<GradcheckCase>& cases) {
+  using MHA = nn::MultiHeadAttention;
+  const nn::RelativePositions small{.buckets = 4, .max_distance = 4, .clip = 2};
+  const std::vector<std::pair<std::string, nn::AttentionSpec>> specs = {
+      {"t5", {.position = nn::PositionKind::t5, .relative = small}},
+      {"local+t5", {.kind = nn::AttentionKind::local, .window = 3,
+                    .position = nn::PositionKind::t5, .relative = small}},
+      {"shaw", {.position = nn::PositionKind::shaw, .relative = small}},
+      {"bigbird+shaw", {.kind = nn::AttentionKind::bigbird, .window = 2, .random_blocks = 1,
+                        .global_tokens = 1, .seed = 2, .position = nn::PositionKind::shaw,
+                        .relative = small}},
+  };
+  for (const auto& [name, spec] : specs) {
+    for (const bool causal : {true, false}) {  // causal buckets, or bidirectional with padding
+      for (const bool fused : {true, false}) {
+        if (!fused && spec.position == nn::PositionKind::shaw) continue;  // always explicit
+        const std::string path = fused ? "" : "/explicit";
+        cases.push_back(module_case<MHA>(
+            "mha/" + name + (causal ? "/causal" : "/padding") + path,
+            std::string("x [2, 5, 8], 2 heads") + (causal ? ", causal" : ", lengths 5, 3"),
+            [spec = spec, fused] {
+              auto m = std::make_shared<MHA>(8, 2, 0.0, DType::f32, spec);
+              m->use_fused = fused;
+              return m;
+            },
+            [] { return leaves({{2, 5, 8}}); },
+            [causal](const MHA& m, const Inputs& x) {
+              return causal ? m.forward(x[0], Tensor(), true).output
+                            : m.forward(x[0], nn::padding_mask({5, 3}, 5)).output;
+            }));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<GradcheckCase> nn_gradcheck_cases() {
@@ -155,6 +193,8 @@ std::vector<GradcheckCase> nn_gradcheck_cases() {
       {"linformer", {.kind = nn::AttentionKind::linformer, .rank = 2, .max_len = 6}},
       {"performer+rope", {.kind = nn::AttentionKind::performer, .features = 6, .seed = 3,
                           .position = nn::PositionKind::rope}},
+      // The hash runs on the perturbed inputs here: no bucket margin of this case is near eps.
+      {"reformer", {.kind = nn::AttentionKind::reformer, .buckets = 4, .rounds = 2, .seed = 3}},
   };
   for (const auto& [name, spec] : variants) {
     const bool causal = spec.kind != nn::AttentionKind::linformer;
@@ -214,6 +254,7 @@ std::vector<GradcheckCase> nn_gradcheck_cases() {
                                from_indices({2, 3, 4, 5, 6, 0, 1, 2, 3, 4}, {2, 5}));
         }, fast));
   }
+  add_relative_position_module_cases(cases);
   for (GradcheckCase& c : attention_variant_gradcheck_cases()) cases.push_back(std::move(c));
   return cases;
 }

@@ -8,6 +8,19 @@
 namespace tg::nn {
 namespace {
 
+// T5's and Shaw's numbers, and attention with scores for them to act on (as MultiHeadAttention).
+void check_relative_positions(const AttentionSpec& a, const char* model) {
+  const bool t5 = a.position == PositionKind::t5, shaw = a.position == PositionKind::shaw;
+  if (!t5 && !shaw) return;
+  TG_CHECK(a.has_scores(), model, ": ", t5 ? "t5" : "shaw", " positions need attention with "
+           "[Sq, Sk] scores (full, local, band or bigbird)");
+  TG_CHECK(!t5 || (a.relative.buckets >= 4 && a.relative.max_distance >= a.relative.buckets), model,
+           ": T5 needs buckets >= 4 and max_distance >= buckets, got ", a.relative.buckets, ", ",
+           a.relative.max_distance);
+  TG_CHECK(!shaw || (a.relative.clip >= 1 && a.relative.clip <= (int64_t{1} << 30)), model,
+           ": Shaw's clipping distance must be in [1, 2^30], got ", a.relative.clip);
+}
+
 void check_config(const ModelConfig& c, const char* model) {
   TG_CHECK(c.dim > 0 && c.heads > 0 && c.dim % c.heads == 0, model, ": dim ", c.dim,
            " is not divisible by ", c.heads, " heads");
@@ -18,6 +31,11 @@ void check_config(const ModelConfig& c, const char* model) {
            ": Linformer needs a positive rank, got ", a.rank);
   TG_CHECK(a.kind != AttentionKind::performer || a.features > 0, model,
            ": Performer needs a positive number of features, got ", a.features);
+  check_relative_positions(a, model);
+  TG_CHECK(a.kind != AttentionKind::reformer ||
+               (a.buckets >= 2 && a.buckets % 2 == 0 && a.rounds >= 1),
+           model, ": Reformer needs an even number of buckets >= 2 and rounds >= 1, got ",
+           a.buckets, " buckets, ", a.rounds, " rounds");
 }
 
 // The constructors' checks, shared with state_shapes() so that both reject the same configs.
@@ -57,7 +75,7 @@ std::shared_ptr<TransformerEncoderLayer> make_encoder_layer(const ModelConfig& c
                                                    Activation::gelu, c.dtype, attention_spec(c));
 }
 
-// The sinusoidal table, only when the config asks for it (rope and alibi act inside attention).
+// The sinusoidal table, only when the config asks for it (the other kinds act inside attention).
 // `tutorial_form`: the model is the tutorial's, whose table is in its state_dict (persistent).
 std::shared_ptr<SinusoidalPositionalEncoding> make_positional_encoding(const ModelConfig& c,
                                                                        bool tutorial_form) {
@@ -95,8 +113,23 @@ void add_layer_norm(StateShapes& out, const std::string& prefix, int64_t dim) {
   out.emplace_back(prefix + "bias", Shape{dim});
 }
 
-// MultiHeadAttention: its own parameters first (Linformer's E and F), then its four projections,
-// as Module lists them; Performer's feature matrix is a persistent buffer.
+// The learned relative positions' tables, after the projections (MultiHeadAttention registers
+// them last): T5's relative_attention_bias.weight, Shaw's relative_key.weight.
+void add_relative_positions(ModelStateShapes& out, const std::string& prefix,
+                            const ModelConfig& c) {
+  const RelativePositions& r = c.attention.relative;
+  if (c.attention.position == PositionKind::t5) {
+    out.parameters.emplace_back(prefix + "relative_attention_bias.weight",
+                                Shape{r.buckets, c.heads});
+  } else if (c.attention.position == PositionKind::shaw) {
+    out.parameters.emplace_back(prefix + "relative_key.weight",
+                                Shape{2 * r.clip + 1, c.dim / c.heads});
+  }
+}
+
+// MultiHeadAttention: its own parameters first (Linformer's E and F), then its four projections
+// (a reformer has no k_proj), as Module lists them; Performer's feature matrix and Reformer's
+// rotations are persistent buffers.
 void add_attention(ModelStateShapes& out, const std::string& prefix, const ModelConfig& c) {
   const AttentionSpec spec = attention_spec(c);
   if (spec.kind == AttentionKind::linformer) {
@@ -104,10 +137,17 @@ void add_attention(ModelStateShapes& out, const std::string& prefix, const Model
     out.parameters.emplace_back(prefix + "proj_v", Shape{spec.max_len, spec.rank});
   }
   for (const char* projection : {"q_proj.", "k_proj.", "v_proj.", "o_proj."}) {
+    const bool shared_qk = spec.kind == AttentionKind::reformer;  // keys are the queries
+    if (shared_qk && std::string(projection) == "k_proj.") continue;
     add_linear(out, prefix + projection, c.dim, c.dim);
   }
+  add_relative_positions(out, prefix, c);
   if (spec.kind == AttentionKind::performer) {
     out.buffers.emplace_back(prefix + "projection_matrix", Shape{spec.features, c.dim / c.heads});
+  }
+  if (spec.kind == AttentionKind::reformer) {
+    out.buffers.emplace_back(prefix + "random_rotations",
+                             Shape{spec.rounds, c.dim / c.heads, spec.buckets / 2});
   }
 }
 

@@ -45,7 +45,7 @@ struct ModelConfig {
   DType dtype = DType::f32;
   // Every attention's kind and position handling. Its max_len (Linformer's rows) is taken as
   // max_len above when left 0. The sinusoidal table is added to the input only for
-  // PositionKind::sinusoidal; rope and alibi act inside attention, none adds nothing.
+  // PositionKind::sinusoidal; rope, alibi, t5 and shaw act inside attention, none adds nothing.
   AttentionSpec attention;
 };
 

@@ -75,13 +75,12 @@ void check_performer_shapes(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 }
 
-// log phi(x) + log sqrt(M) = x' W^T - |x'|^2 / 2 with x' = x d^(-1/4): [.., S, d] -> [.., S, M].
-Tensor log_features(const Tensor& x, const Tensor& projection) {
+}  // namespace
+
+Tensor performer_log_features(const Tensor& x, const Tensor& projection) {
   const Tensor scaled = x * std::pow(static_cast<double>(x.size(-1)), -0.25);
   return matmul(scaled, projection.transpose(0, 1)) - sum(scaled * scaled, {-1}, true) * 0.5;
 }
-
-}  // namespace
 
 Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DType dtype) {
   TG_CHECK(features > 0 && head_dim > 0,
@@ -128,11 +127,11 @@ Tensor performer_attention(const Tensor& query, const Tensor& key, const Tensor&
   // the keys by one maximum over all real keys and features of the head (a per-key shift would
   // weight the keys differently and would not cancel). The output does not depend on either shift,
   // so its true gradient through them is zero and detaching loses nothing.
-  const Tensor query_logs = log_features(q, projection);  // [B, H, Sq, M]
+  const Tensor query_logs = performer_log_features(q, projection);  // [B, H, Sq, M]
   const Tensor query_shift = max(query_logs.detach(), -1, true).values;
   const Tensor query_features = exp(query_logs - query_shift) * inv_sqrt_features;  // phi(q)
 
-  Tensor key_logs = log_features(k, projection);  // [B, H, Sk, M]
+  Tensor key_logs = performer_log_features(k, projection);  // [B, H, Sk, M]
   Tensor real;                                    // [B, 1, Sk, 1], true = a real key
   if (key_padding.defined()) real = key_padding.reshape({k.size(0), 1, k.size(2), 1});
   const Tensor visible_logs =

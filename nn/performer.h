@@ -15,6 +15,10 @@ namespace tg::nn {
 // generator is not used; block b does not depend on M (fewer features are a prefix of more).
 Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DType dtype = DType::f32);
 
+// log phi(x) + log sqrt(M) = x' W^T - |x'|^2 / 2 with x' = x d^(-1/4): x [.., S, d] and
+// projection [M, d] -> [.., S, M] (the exponents of the features, before any shift).
+Tensor performer_log_features(const Tensor& x, const Tensor& projection);
+
 // q [B, H, Sq, d], k [B, H, Sk, d], v [B, H, Sk, dv], projection [M, d]. key_padding: bool
 // [B, Sk] (true = a real key) or undefined; padded keys get phi = 0, and a query that sees no real
 // key gets 0. is_causal: out_i sums over j <= i only, through the masked [Sq, Sk] matrix

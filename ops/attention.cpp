@@ -9,6 +9,8 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/embedding.h"
+#include "tapegrad/ops/reduce.h"
 #include "tapegrad/ops/views.h"
 
 namespace tg {
@@ -85,6 +87,21 @@ Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype, Device dev
   return from_values(bias, {heads, sq, sk}, dtype, device);
 }
 
+Tensor relative_bias_dense(const Tensor& relative_bias, int64_t sq, int64_t sk) {
+  TG_CHECK(relative_bias.defined() && relative_bias.dim() == 2 && sq >= 1 && sk >= 1 &&
+               relative_bias.size(1) == sq + sk - 1 && sk <= (int64_t{1} << 31) / sq,
+           "relative_bias_dense: a relative bias [H, Sq + Sk - 1] for Sq ", sq, ", Sk ", sk,
+           " (at most 2^31 pairs), got ",
+           relative_bias.defined() ? shape_str(relative_bias.shape()) : "an undefined tensor");
+  std::vector<int64_t> offsets(sq * sk);  // entry (i, j) reads column j - i + Sq - 1
+  for (int64_t i = 0; i < sq; ++i) {
+    for (int64_t j = 0; j < sk; ++j) offsets[i * sk + j] = j - i + sq - 1;
+  }
+  const Tensor columns = from_indices(offsets, {sq, sk}, relative_bias.device());
+  // rows of the [Sq + Sk - 1, H] transpose, looked up: [Sq, Sk, H] -> [H, Sq, Sk]
+  return embedding(columns, relative_bias.transpose(0, 1)).permute({2, 0, 1});
+}
+
 namespace {
 
 // The checks of both ops: q, k, v of shapes [..., Sq, head_dim], [..., Sk, head_dim],
@@ -109,6 +126,18 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   TG_CHECK(dropout_p >= 0 && dropout_p < 1, "op '", op, "': dropout_p must be in [0, 1), got ", dropout_p);
   TG_CHECK(!mask.defined() || mask.dtype() == DType::b8, "op '", op, "': mask must be bool, got ",
            mask.defined() ? dtype_name(mask.dtype()) : "");
+}
+
+// The relative bias: [H, Sq + Sk - 1] for q [..., H, Sq, d], floating, on q's device.
+void check_relative_bias(const char* op, const Tensor& q, const Tensor& k, const Tensor& bias) {
+  if (!bias.defined()) return;
+  const int64_t offsets = q.size(-2) + k.size(-2) - 1;
+  TG_CHECK(q.dim() >= 3 && bias.dim() == 2 && bias.size(0) == q.size(-3) &&
+               bias.size(1) == offsets && is_floating(bias.dtype()),
+           "op '", op, "': relative_bias must be a floating [heads, Sq + Sk - 1] = [",
+           q.dim() >= 3 ? q.size(-3) : 0, ", ", offsets, "] for q ", shape_str(q.shape()),
+           ", got ", dtype_name(bias.dtype()), " ", shape_str(bias.shape()));
+  check_same_device(op, {q, bias});
 }
 
 // [B, H, S, width] <-> [B, S, H, width].
@@ -193,41 +222,79 @@ Tensor interleaved_grad_out(const Tensor& g) {
   return g.transpose(1, 2).contiguous().transpose(1, 2);
 }
 
-// The problem of a backward: the settings with the saved q, k, v (saved[0..2]) and mask
-// (saved[5]).
+// The problem of a backward: the settings with the saved q, k, v (saved[0..2]), mask (saved[5])
+// and relative bias (saved[6]).
 AttentionProblem saved_problem(const AttentionProblem& settings, const Node& node) {
   AttentionProblem problem = settings;
   problem.q = node.saved[0];
   problem.k = node.saved[1];
   problem.v = node.saved[2];
   problem.mask = node.saved[5];
+  problem.relative_bias = node.saved[6];
   return problem;
 }
 
-// Records packed_self_attention's node: its one input is `packed`, whose gradient is one tensor.
-void record_packed(const char* op, const Tensor& packed, int64_t heads, Tensor& result,
-                   std::vector<Tensor> saved, const AttentionProblem& settings) {
-  record(op, {packed}, result, std::move(saved),
-         [settings, heads, shape = packed.shape()](const Tensor& g, const Node& node) {
-           const AttentionProblem problem = saved_problem(settings, node);
+// The inputs of the op's node: `operands` (q, k, v, or the packed qkv), then the relative bias
+// when there is one.
+std::vector<Tensor> node_inputs(std::vector<Tensor> operands, const Tensor& relative_bias) {
+  if (relative_bias.defined()) operands.push_back(relative_bias);
+  return operands;
+}
+
+// Where a backward's kernel adds the relative bias's gradient: a zeroed [N, Sq + Sk - 1] of the
+// kernel's dtype in problem.relative_bias_grad, when the node's input `input` (the bias) needs one.
+void prepare_relative_grad(AttentionProblem& problem, const Node& node, size_t input) {
+  if (!problem.relative_bias.defined() || !node.needs_grad(input)) return;
+  const Tensor& bias = problem.relative_bias;
+  const int64_t items = problem.q.size(0) * problem.q.size(1);
+  problem.relative_bias_grad = zeros({items, bias.size(1)}, bias.dtype(), bias.device());
+}
+
+// The gradients of the node's inputs: `operands`', then the relative bias's (when it is an
+// input): the kernel's per-item sums [N, L] summed over the batch into [H, L], in `bias_dtype`.
+Grads with_relative_grad(Grads operands, const AttentionProblem& problem, DType bias_dtype) {
+  if (!problem.relative_bias.defined()) return operands;
+  const Tensor& per_item = problem.relative_bias_grad;
+  if (!per_item.defined()) {
+    operands.emplace_back();  // the bias needs no gradient
+    return operands;
+  }
+  const int64_t heads = problem.relative_bias.size(0), offsets = per_item.size(1);
+  const Tensor summed = sum(per_item.view({per_item.size(0) / heads, heads, offsets}), {0});
+  operands.push_back(summed.to(bias_dtype));
+  return operands;
+}
+
+// Records packed_self_attention's node: its input is `packed`, whose gradient is one tensor
+// (and the relative bias, if any).
+void record_packed(const char* op, const Tensor& packed, int64_t heads,
+                   const Tensor& relative_bias, Tensor& result, std::vector<Tensor> saved,
+                   const AttentionProblem& settings) {
+  const DType bias_dtype = relative_bias.defined() ? relative_bias.dtype() : DType::f32;
+  record(op, node_inputs({packed}, relative_bias), result, std::move(saved),
+         [settings, heads, bias_dtype, shape = packed.shape()](const Tensor& g, const Node& node) {
+           AttentionProblem problem = saved_problem(settings, node);
+           prepare_relative_grad(problem, node, 1);
            // One zeroed [B, S, 3 hidden] gradient; the kernel adds into its three slices
            const Tensor grad = zeros(shape, g.dtype(), g.device());
            const std::vector<Tensor> slices = qkv_slices(grad, heads);
            kernels(g.device()).attention_backward(problem, node.saved[3], node.saved[4],
                                                   interleaved_grad_out(g), slices[0], slices[1],
                                                   slices[2]);
-           return Grads{grad};
+           return with_relative_grad(Grads{grad}, problem, bias_dtype);
          });
 }
 
-// Records scaled_dot_product_attention's node: inputs q, k, v.
+// Records scaled_dot_product_attention's node: inputs q, k, v (and the relative bias, if any).
 void record_separate(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                     bool interleaved, Tensor& result, std::vector<Tensor> saved,
-                     const AttentionProblem& settings) {
-  record(op, {q, k, v}, result, std::move(saved),
-         [settings, interleaved, q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape()](
-             const Tensor& g, const Node& node) {
-           const AttentionProblem problem = saved_problem(settings, node);
+                     const Tensor& relative_bias, bool interleaved, Tensor& result,
+                     std::vector<Tensor> saved, const AttentionProblem& settings) {
+  const DType bias_dtype = relative_bias.defined() ? relative_bias.dtype() : DType::f32;
+  record(op, node_inputs({q, k, v}, relative_bias), result, std::move(saved),
+         [settings, interleaved, bias_dtype, q_shape = q.shape(), k_shape = k.shape(),
+          v_shape = v.shape()](const Tensor& g, const Node& node) {
+           AttentionProblem problem = saved_problem(settings, node);
+           prepare_relative_grad(problem, node, 3);
            const Tensor& out = node.saved[3];
            if (interleaved) {  // all [B, H, S, width] over [B, S, H, width]; so is g, copied
              const auto zeros_like_heads = [&](const Tensor& t) {
@@ -239,7 +306,7 @@ void record_separate(const char* op, const Tensor& q, const Tensor& k, const Ten
              kernels(g.device()).attention_backward(problem, out, node.saved[4],
                                                     interleaved_grad_out(g), grad_q, grad_k,
                                                     grad_v);
-             return Grads{grad_q, grad_k, grad_v};
+             return with_relative_grad(Grads{grad_q, grad_k, grad_v}, problem, bias_dtype);
            }
            Tensor grad_q = zeros(problem.q.shape(), g.dtype(), g.device());
            Tensor grad_k = zeros(problem.k.shape(), g.dtype(), g.device());
@@ -247,7 +314,9 @@ void record_separate(const char* op, const Tensor& q, const Tensor& k, const Ten
            kernels(g.device()).attention_backward(problem, out, node.saved[4],
                                                   g.contiguous().view(out.shape()), grad_q,
                                                   grad_k, grad_v);
-           return Grads{grad_q.view(q_shape), grad_k.view(k_shape), grad_v.view(v_shape)};
+           return with_relative_grad(
+               Grads{grad_q.view(q_shape), grad_k.view(k_shape), grad_v.view(v_shape)}, problem,
+               bias_dtype);
          });
 }
 
@@ -257,25 +326,34 @@ void record_separate(const char* op, const Tensor& q, const Tensor& k, const Ten
 // records `packed` as the one input, whose gradient the backward writes as one tensor.
 Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                  const Tensor& packed, const Tensor& mask, bool is_causal, double dropout_p,
-                 std::optional<double> scale, const SparsityLayout& sparsity, bool alibi) {
+                 std::optional<double> scale, const SparsityLayout& sparsity, bool alibi,
+                 const Tensor& relative_bias) {
   check_inputs(op, q, k, v, mask, dropout_p);
+  check_relative_bias(op, q, k, relative_bias);
   AttentionProblem problem;
   const bool interleaved = set_operands(problem, q, k, v, packed);
   set_settings(op, problem, q, k, mask, is_causal, dropout_p, scale, sparsity, alibi);
+  if (relative_bias.defined()) {  // read by the kernel in its compute dtype
+    problem.relative_bias =
+        relative_bias.detach().to(is_half(q.dtype()) ? DType::f32 : q.dtype()).contiguous();
+  }
   Forward forward = run_forward(problem, q, v, interleaved);
 
   // The tensors are saved on the node (and freed with it); the closure keeps only the settings.
-  std::vector<Tensor> saved{problem.q, problem.k, problem.v, forward.out, forward.logsumexp,
-                            problem.mask};
+  std::vector<Tensor> saved{problem.q,    problem.k,    problem.v,
+                            forward.out,  forward.logsumexp, problem.mask,
+                            problem.relative_bias};
   AttentionProblem settings = problem;
-  settings.q = settings.k = settings.v = settings.mask = Tensor();
+  settings.q = settings.k = settings.v = settings.mask = settings.relative_bias = Tensor();
 
   // Backward recomputes the probabilities from q, k, v and the row log-sum-exp:
   // dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q
   if (packed.defined()) {
-    record_packed(op, packed, q.size(1), forward.result, std::move(saved), settings);
+    record_packed(op, packed, q.size(1), relative_bias, forward.result, std::move(saved),
+                  settings);
   } else {
-    record_separate(op, q, k, v, interleaved, forward.result, std::move(saved), settings);
+    record_separate(op, q, k, v, relative_bias, interleaved, forward.result, std::move(saved),
+                    settings);
   }
   return forward.result;
 }
@@ -285,16 +363,17 @@ Tensor attention(const char* op, const Tensor& q, const Tensor& k, const Tensor&
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const Tensor& mask, bool is_causal, double dropout_p,
                                     std::optional<double> scale, const SparsityLayout& sparsity,
-                                    bool alibi) {
-  // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32.
+                                    bool alibi, const Tensor& relative_bias) {
+  // Under autocast: f16/bf16 q, k, v and output; the kernel computes in f32 (the bias stays f32).
   return attention("scaled_dot_product_attention", autocast_to_half(q_in), autocast_to_half(k_in),
                    autocast_to_half(v_in), Tensor(), mask, is_causal, dropout_p, scale, sparsity,
-                   alibi);
+                   alibi, relative_bias);
 }
 
 Tensor packed_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& mask,
                              bool is_causal, double dropout_p, std::optional<double> scale,
-                             const SparsityLayout& sparsity, bool alibi) {
+                             const SparsityLayout& sparsity, bool alibi,
+                             const Tensor& relative_bias) {
   const char* op = "packed_self_attention";
   const Tensor qkv = autocast_to_half(qkv_in);
   TG_CHECK(qkv.defined() && qkv.dim() == 3 && heads >= 1 && qkv.size(2) % (3 * heads) == 0,
@@ -303,12 +382,12 @@ Tensor packed_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& 
   if (qkv.device().type != DeviceType::cpu) {  // CUDA kernels take [N, S, width]: taped slices
     const std::vector<Tensor> slices = qkv_slices(qkv.contiguous(), heads);
     return scaled_dot_product_attention(slices[0], slices[1], slices[2], mask, is_causal,
-                                        dropout_p, scale, sparsity, alibi);
+                                        dropout_p, scale, sparsity, alibi, relative_bias);
   }
   const Tensor packed = qkv.contiguous();
   const std::vector<Tensor> slices = qkv_slices(packed.detach(), heads);
   return attention(op, slices[0], slices[1], slices[2], packed, mask, is_causal, dropout_p, scale,
-                   sparsity, alibi);
+                   sparsity, alibi, relative_bias);
 }
 
 }  // namespace tg

@@ -1,4 +1,5 @@
-// Gradcheck cases for the tensor ops: elementwise, reductions, views, matmul and linear.
+// Gradcheck cases for the tensor ops: elementwise, reductions, views, indexing, matmul and
+// linear.
 // Each case builds f64 leaves and a function of them; the registry runs them in tests and in
 // `tapegrad gradcheck`.
 #include "tapegrad/ops/gradcheck_cases.h"
@@ -27,6 +28,40 @@ GradcheckCase on_leaves(std::string name, std::vector<Shape> shapes, GradcheckFn
 // A leaf that is a non-contiguous view: the transpose of a random [cols, rows] tensor.
 Tensor transposed_leaf(int64_t rows, int64_t cols) {
   return uniform({cols, rows}, -1, 1, DType::f64).transpose(0, 1).detach().requires_grad_();
+}
+
+// Indexing along a dim (random values never tie, so the sorting order is the same at x +- eps).
+std::vector<GradcheckCase> indexing_gradcheck_cases() {
+  std::vector<GradcheckCase> cases;
+  auto add_case = [&](GradcheckCase c) { cases.push_back(std::move(c)); };
+  add_case(on_leaves("sort/dim-last", {{3, 5}},
+                     [](const Inputs& x) { return sort(x[0], -1).values; }));
+  add_case(on_leaves("sort/dim0-descending", {{4, 3}},
+                     [](const Inputs& x) { return sort(x[0], 0, true).values; }));
+  add_case(on_leaves("gather/smaller-index-repeats", {{3, 5}}, [](const Inputs& x) {
+    return gather(x[0], 1, from_indices({4, 0, 4, 1, 2, 2, 3, 0}, {2, 4}));
+  }));
+  add_case(on_leaves("gather/expanded-index", {{2, 5, 3}}, [](const Inputs& x) {
+    const Tensor rows = from_indices({4, 1, 1, 0, 3, 3}, {2, 3, 1});
+    return gather(x[0], 1, expand_untaped(rows, {2, 3, 3}));
+  }));
+  add_case(on_leaves("scatter_add/dim0-repeats-smaller-index", {{3, 4}, {2, 5}},
+                     [](const Inputs& x) {
+                       const Tensor index = from_indices({0, 1, 2, 0, 2, 2, 0, 1}, {2, 4});
+                       return scatter_add(x[0], 0, index, x[1]);
+                     }));
+  add_case(on_leaves("scatter_add/dim-last", {{2, 3}, {2, 4}}, [](const Inputs& x) {
+    return scatter_add(x[0], -1, from_indices({2, 2, 0, 1, 1, 0, 0, 0}, {2, 4}), x[1]) * x[0];
+  }));
+  add_case(on_leaves("index_select/dim1-repeats", {{3, 4}}, [](const Inputs& x) {
+    return index_select(x[0], 1, from_indices({3, 0, 3}, {3}));
+  }));
+  add_case(on_leaves("sort-then-unsort/argsort-gather", {{2, 6}, {2, 6}}, [](const Inputs& x) {
+    const Tensor order = argsort(x[0], 1);  // x[1] reordered by x[0]'s order, then put back
+    const Tensor sorted = gather(x[1] * x[0], 1, order);
+    return scatter_add(zeros({2, 6}, DType::f64), 1, order, sorted * 2.0);
+  }));
+  return cases;
 }
 
 }  // namespace
@@ -86,6 +121,8 @@ std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
   add_case(make_case("to-f32-and-back", "[2, 2]", [] { return Inputs{random_leaf({2, 2})}; },
                      [](const Inputs& x) { return x[0].to(DType::f32).to(DType::f64) * 3.0; },
                      GradcheckOptions{.eps = 1e-3, .atol = 1e-3, .rtol = 1e-2}));
+
+  for (GradcheckCase& c : indexing_gradcheck_cases()) add_case(std::move(c));
 
   // Matrix products.
   add_case(on_leaves("matmul/2d", {{3, 4}, {4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }));

@@ -7,7 +7,8 @@
 namespace tg {
 
 std::vector<GradcheckCase> ops_gradcheck_cases();          // all of the below
-std::vector<GradcheckCase> tensor_ops_gradcheck_cases();   // elementwise, reduce, views, matmul
+std::vector<GradcheckCase> tensor_ops_gradcheck_cases();   // elementwise, reduce, views,
+                                                           // indexing, matmul
 std::vector<GradcheckCase> layer_ops_gradcheck_cases();    // softmax, masks, dropout, embedding,
                                                            // layer_norm, losses
 

@@ -79,7 +79,7 @@ LinearGrads linear_grads(const Tensor& g_rows, const Tensor& x_rows, const Tenso
     const auto like = [&](const Tensor& t, Shape shape) { return empty(shape, t.dtype(), t.device()); };
     LinearGrads fused;
     if (want_dx) fused.dx = like(x_rows, x_rows.shape());
-    if (want_dw) fused.dw = like(weight, weight.shape());
+    if (want_dw) fused.dw = like(g_rows, {g_rows.size(1), x_rows.size(1)});  // [out, in]
     if (want_db) fused.db = like(g_rows, {g_rows.size(1)});
     if (kernels(g_rows.device()).linear_backward(g_rows, x_rows, weight, fused.dx, fused.dw, fused.db)) {
       return fused;

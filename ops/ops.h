@@ -5,6 +5,7 @@
 #include "tapegrad/ops/dropout.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/embedding.h"
+#include "tapegrad/ops/indexing.h"
 #include "tapegrad/ops/layer_norm.h"
 #include "tapegrad/ops/loss.h"
 #include "tapegrad/ops/mask.h"

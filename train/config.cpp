@@ -19,7 +19,9 @@ nn::ModelConfig TrainConfig::model_config() const {
   config.dropout = dropout;
   config.max_len = max_len;
   config.attention = parse_attention(attention);
-  config.attention.position = parse_position(position);
+  const nn::AttentionSpec positions = parse_position(position);
+  config.attention.position = positions.position;
+  config.attention.relative = positions.relative;
   config.attention.max_len = max_len;
   config.attention.seed = seed;
   return config;
@@ -105,7 +107,8 @@ std::vector<FlagScope> train_flag_scopes(const TrainConfig& c) {
   // charlm --layers 0 is an embedding and a head: no attention, no layers to recompute.
   const bool has_attention = c.task != "charlm" || c.layers > 0;
   const std::string no_attention = "a model without attention (--task charlm --layers 0)";
-  // sinusoidal is added to the embedding (and none leaves it out); rope and alibi act in attention.
+  // sinusoidal is added to the embedding (and none leaves it out); rope, alibi, t5 and shaw act in
+  // attention.
   const bool position_outside_attention = c.position == "sinusoidal" || c.position == "none";
   return {
       {{"window", "horizon", "target", "inputs", "normalize"}, c.task == "timeseries", task},

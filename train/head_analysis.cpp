@@ -85,7 +85,8 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
            "head analysis needs a textcls or charlm checkpoint, not a ", config.task, " one");
   TG_CHECK(samples >= 1, "--samples must be >= 1, got ", samples);
   const nn::AttentionSpec spec = config.model_config().attention;
-  TG_CHECK(spec.kind != nn::AttentionKind::linformer && spec.kind != nn::AttentionKind::performer,
+  TG_CHECK(spec.kind != nn::AttentionKind::linformer && spec.kind != nn::AttentionKind::performer &&
+               spec.kind != nn::AttentionKind::reformer,
            "the checkpoint was trained with --attention ", config.attention,
            ", which never forms the [S, S] attention weights: there are no heads to measure");
   const DataState state = data_state_from_json(config, checkpoint.data_state);

@@ -125,6 +125,11 @@ class TextClsTask : public Task {
     int64_t tokens = 0;
     for (const auto& example : data_.train) tokens += static_cast<int64_t>(example.tokens.size());
     mean_tokens_ = std::max<int64_t>(1, tokens / std::max<int64_t>(1, data_.train.size()));
+    for (const auto* split : {&data_.train, &data_.val}) {
+      for (const auto& example : *split) {
+        longest_ = std::max<int64_t>(longest_, static_cast<int64_t>(example.tokens.size()));
+      }
+    }
   }
   nn::Module& model() override { return *model_; }
   int64_t examples(bool train) const override {
@@ -147,6 +152,7 @@ class TextClsTask : public Task {
     return cross_entropy(model_->forward(shard.tokens.to(device_), shard.lengths), shard.labels.to(device_));
   }
   int64_t tokens_per_example() const override { return mean_tokens_; }
+  int64_t longest_sequence() const override { return longest_; }
   bool classification() const override { return true; }
   nlohmann::json data_state() const override {
     return {{"vocab", vocabulary_to_json(data_.vocab)}, {"labels", byte_strings_to_json(data_.labels)}};
@@ -158,19 +164,29 @@ class TextClsTask : public Task {
   TextClsData data_;
   std::shared_ptr<nn::TextClassifier> model_;
   int64_t mean_tokens_ = 1;
+  int64_t longest_ = 1;  // tokens of the longest text
 };
+
+}  // namespace
+
+TimeSeriesSpec timeseries_spec(const TrainConfig& config, double val_frac) {
+  TimeSeriesSpec spec;
+  spec.window = config.window;
+  spec.horizon = config.horizon;
+  spec.target = config.target;
+  spec.inputs = config.inputs;
+  spec.zscore = config.normalize == "zscore";
+  spec.val_frac = val_frac;
+  return spec;
+}
+
+namespace {
 
 class TimeSeriesTask : public Task {
  public:
   TimeSeriesTask(const TrainConfig& config, const std::string& path, const nlohmann::json* state,
                  bool whole_file) : device_(config.compute_device()) {
-    TimeSeriesSpec spec;
-    spec.window = config.window;
-    spec.horizon = config.horizon;
-    spec.target = config.target;
-    spec.inputs = config.inputs;
-    spec.zscore = config.normalize == "zscore";
-    spec.val_frac = whole_file ? 0.0 : config.val_frac;
+    TimeSeriesSpec spec = timeseries_spec(config, whole_file ? 0.0 : config.val_frac);
     if (state) {
       const DataState stored = data_state_from_json(config, *state);
       data_ = load_timeseries(path, spec, &stored.norm);

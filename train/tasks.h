@@ -31,6 +31,9 @@ class Task {
   // (textcls pads to the whole batch's longest text).
   virtual Tensor shard_loss(const std::vector<int64_t>& batch, int64_t first, int64_t count);
   virtual int64_t tokens_per_example() const = 0;  // time steps or tokens one example feeds in
+  // The longest sequence the model's attention sees: the context or window, for textcls the
+  // longest text of either split.
+  virtual int64_t longest_sequence() const { return tokens_per_example(); }
   virtual bool classification() const { return false; }
   // What the checkpoint must keep to encode new data the same way (vocabulary, labels, statistics).
   virtual nlohmann::json data_state() const = 0;
@@ -63,6 +66,10 @@ struct DataState {
 // The data state of a `config.task` checkpoint, with every field checked and the counts checked
 // against one another and against the config (the target column).
 DataState data_state_from_json(const TrainConfig& config, const nlohmann::json& state);
+
+// How a timeseries model reads its CSV: the config's window, horizon, target, inputs and
+// normalisation, with the last val_frac of the windows held out (0: every window).
+TimeSeriesSpec timeseries_spec(const TrainConfig& config, double val_frac);
 
 // The state_dict names and shapes of the model that make_task builds for `config` and a stored
 // data state, computed without building it (see nn::CharLM::state_shapes).

@@ -26,6 +26,7 @@
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/schedule.h"
+#include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/checkpoint_policy.h"
 #include "tapegrad/train/grad_health.h"
@@ -155,6 +156,7 @@ struct Training {
   // After the vote.
   void start_gradient_sync();
   void announce_run() const;
+  void announce_full_coverage() const;
   void start_profiling();
   void announce_data_parallel() const;
   // The loop; each returns an exit code when the run stops early (it diverged).
@@ -380,6 +382,20 @@ void Training::announce_run() const {
                "%lld steps\n", config.task.c_str(), static_cast<long long>(examples),
                static_cast<long long>(task->examples(false)),
                static_cast<long long>(model->parameter_count()), static_cast<long long>(total));
+  announce_full_coverage();
+}
+
+// Rank 0's line when the sparse layout covers every pair of positions the model sees (BigBird at
+// a short context, local:W with W >= the context): it computes full attention there.
+void Training::announce_full_coverage() const {
+  if (config.task == "charlm" && config.layers == 0) return;  // no attention
+  const int64_t length = task->longest_sequence();
+  std::string where = "the longest text (" + std::to_string(length) + " tokens)";  // textcls
+  if (config.task == "charlm") where = "--context " + std::to_string(length);
+  if (config.task == "timeseries") where = "--window " + std::to_string(length);
+  const std::string notice = full_coverage_notice(config.model_config().attention, length,
+                                                  config.task == "charlm", where);
+  if (!notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
 }
 
 // The memory baseline, --profile's profiler and --profile-trace's recorder.

@@ -13,7 +13,9 @@
 //
 // Backward recomputes P = 2^(S - lse log2(e)) tile by tile and applies, with D_i = dO_i . O_i,
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q
-// (with dropout, P and dP carry the keep mask Z / (1 - p)).
+// (with dropout, P and dP carry the keep mask Z / (1 - p)). A learned relative bias (T5's,
+// AttentionProblem::relative_bias) is added to S with ALiBi's (Item::mask_row); its gradient is dS
+// summed along each diagonal j - i (Item::add_relative_grad).
 //
 // Sizes: q [B, H, Sq, head_dim], k [B, H, Sk, head_dim], v [B, H, Sk, value_dim], item
 // n = b H + h (AttentionProblem); gradients are d_q, d_k, d_v, d_out, shaped as q, k, v and out.
@@ -82,6 +84,9 @@ struct Item {
   const bool* mask;
   SparsityView sparsity;
   double alibi_slope = 0;  // 0: no ALiBi; in the kernel's base-2 units (times log2 e)
+  // The learned relative bias (AttentionProblem::relative_bias): where this item's head's row
+  // starts, -1 without one; query i and key j read entry j - i + sq - 1 of it.
+  int64_t relative_row = -1;
   // A padding mask (one row for every query) that is true up to its last visible key hides
   // nothing of what the key loop reads (key_end stops there), so mask_row skips it.
   bool mask_hides_nothing = false;
@@ -90,6 +95,7 @@ struct Item {
       : p(problem), n(item), sq(sq), sk(sk), mask(mask),
         sparsity(sparsity_view(p.sparsity, p.sparsity_random, sq)) {
     if (p.alibi_heads > 0) alibi_slope = tg::alibi_slope(n % p.alibi_heads, p.alibi_heads) * kLog2e;
+    if (p.relative_bias.defined()) relative_row = (n % p.relative_bias.size(0)) * (sq + sk - 1);
     if (mask && p.mask_row_stride == 0) {
       const bool* allowed = mask + p.mask_offsets[n];
       const int64_t end = padding_end(sk);
@@ -105,8 +111,8 @@ struct Item {
   }
 
   // The scores of query i against keys j0 .. j0+cols-1 as the softmax takes them: ALiBi's bias
-  // -slope |i - j| added (base-2 units), then -inf where i may not attend j: past the diagonal when causal,
-  // outside the sparse layout, or false in the mask.
+  // -slope |i - j| and the learned relative bias added (base-2 units), then -inf where i may not
+  // attend j: past the diagonal when causal, outside the sparse layout, or false in the mask.
   template <typename T>
   void mask_row(int64_t i, int64_t j0, int64_t cols, T* row) const {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -115,6 +121,10 @@ struct Item {
         const int64_t j = j0 + c;
         row[c] -= T(alibi_slope * static_cast<double>(i > j ? i - j : j - i));
       }
+    }
+    if (relative_row >= 0) {  // key j0 + c is at offset j0 + c - i: one contiguous run
+      const T* bias = p.relative_bias.data_as<T>() + relative_row + j0 - i + sq - 1;
+      for (int64_t c = 0; c < cols; ++c) row[c] += T(kLog2e) * bias[c];
     }
     if (p.causal) {
       for (int64_t c = std::max<int64_t>(i + 1 - j0, 0); c < cols; ++c) row[c] = kNegInf;
@@ -141,11 +151,12 @@ struct Item {
     }
   }
   // Whether mask_row leaves every score of the tile of query rows i0 .. and keys [j0, j0 + cols)
-  // as it is: no ALiBi, no mask that hides a key the walk reads, no sparse layout, and, when
-  // causal, the tile wholly on or below the diagonal (its first row already sees its last key).
+  // as it is: no ALiBi or relative bias, no mask that hides a key the walk reads, no sparse
+  // layout, and, when causal, the tile wholly on or below the diagonal (its first row already sees
+  // its last key).
   bool tile_unmasked(int64_t i0, int64_t j0, int64_t cols) const {
-    return alibi_slope == 0 && (!mask || mask_hides_nothing) && sparsity.full() &&
-           (!p.causal || i0 + 1 - j0 >= cols);
+    return alibi_slope == 0 && relative_row < 0 && (!mask || mask_hides_nothing) &&
+           sparsity.full() && (!p.causal || i0 + 1 - j0 >= cols);
   }
   // Whether the tile of query rows [i0, i0 + rows) and keys [j0, j0 + cols) has a key some query
   // may see under the sparse layout: the kernels skip the others, so local attention costs O(S W).
@@ -184,6 +195,14 @@ struct Item {
     philox_uniform_fill(p.seed, p.offset, (n * sq + i) * sk + j0, cols, uniforms);
     const T kept = T(1.0 / (1.0 - p.dropout_p));
     for (int64_t c = 0; c < cols; ++c) factors[c] = uniforms[c] >= p.dropout_p ? kept : T(0);
+  }
+  // Backward: the gradient of the relative bias, dS_ij added to entry j - i + sq - 1 of this
+  // item's row (the item's one thread owns it), for dS of query i against keys j0 .. j0+cols-1.
+  template <typename T>
+  void add_relative_grad(int64_t i, int64_t j0, int64_t cols, const T* d_scores) const {
+    if (relative_row < 0 || !p.relative_bias_grad.defined()) return;
+    T* grad = p.relative_bias_grad.data_as<T>() + n * (sq + sk - 1) + j0 - i + sq - 1;
+    for (int64_t c = 0; c < cols; ++c) grad[c] += d_scores[c];
   }
   // The keys that query rows [i0, i0 + rows) can see at all end here: at the diagonal when causal,
   // and after the last visible key of a mask that is the same for every query (a padding mask,
@@ -866,6 +885,7 @@ void add_query_gradient(const Item& item, const QueryTile<T>& tile, const Backwa
     }
     for (int64_t r = r0; r < r1; ++r) {  // past the diagonal (P = 0 there)
       std::fill(d_probs + r * kTileLd + seen, d_probs + r * kTileLd + cols, T(0));
+      item.add_relative_grad(tile.i0 + r, j0, seen, d_probs + r * kTileLd);
     }
     // dQ_i += scale dS K_j
     product(false, false, r1 - r0, head_dim, seen, T(p.scale), d_probs + r0 * kTileLd, kTileLd,

@@ -70,6 +70,37 @@ TEST_CASE("charlm trains with Performer", "[cli][attention][needs-mha-variants]"
   require_loss_falls(charlm(dir, "--attention performer:16 --position rope"), dir);
 }
 
+TEST_CASE("Reformer trains the char LM and the text classifier, and its checkpoint reloads",
+          "[cli][attention][reformer]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  // context 16, 4 buckets: chunks of 8, two per round
+  require_loss_falls(charlm(dir, "--attention reformer:4,2"), dir);
+  require_loss_falls(charlm(dir, "--attention reformer:4,1 --position rope"), dir);
+  std::string tsv;  // two classes told apart by their words, of different lengths (padding)
+  for (int i = 0; i < 24; ++i) {
+    tsv += i % 2 ? "pets\tthe cat sat on a mat\n"
+                 : "wild\ta grey wolf ran far into the dark woods\n";
+  }
+  write_bytes(dir.file("texts.tsv"), tsv);
+  require_loss_falls("--task textcls --tokenizer word --layers 1 --max-len 16 --epochs 6 --lr 3e-2 "
+                     "--attention reformer:4,2 --data " + dir.file("texts.tsv"), dir);
+
+  const std::string lm = dir.file("lm.st");
+  REQUIRE(run_cli("train " + charlm(dir, "--attention reformer:4,2", 4) + " --save " + lm + kTiny,
+                  dir).exit_code == 0);
+  const CliResult sampled =
+      run_cli("sample --load " + lm + " --prompt 'the ' --tokens 5 --seed 1", dir);
+  INFO(sampled.err);
+  REQUIRE(sampled.exit_code == 0);
+  const CliResult resumed = run_cli("train --resume " + lm + " --steps 6 --threads 1", dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  // plot attention draws the weights LSH attention implies (tests/cli/test_plot_attention.cpp).
+  REQUIRE(run_cli("plot attention --load " + lm + " --text 'the' --out " + dir.file("a.png"), dir)
+              .exit_code == 0);
+}
+
 TEST_CASE("Performer trains under --amp bf16 and fp16, causal and not", "[cli][attention][amp]") {
   // The projection matrix is an f32 buffer; under autocast q, k and v are half.
   TempDir dir;
@@ -144,7 +175,7 @@ TEST_CASE("a checkpoint from before the variants loads as full attention, sinuso
                          "conflicts with the checkpoint's position \"sinusoidal\"");
 }
 
-TEST_CASE("Linformer and Performer checkpoints reload; plot attention says why it cannot draw them",
+TEST_CASE("Linformer and Performer checkpoints reload; plot attention draws their implied weights",
           "[cli][attention][needs-mha-variants]") {
   TempDir dir;
   write_bytes(dir.file("text.txt"), small_text());
@@ -154,8 +185,10 @@ TEST_CASE("Linformer and Performer checkpoints reload; plot attention says why i
   const CliResult sampled = run_cli("sample --load " + lm + " --prompt 'the ' --tokens 5 --seed 1", dir);
   INFO(sampled.err);
   REQUIRE(sampled.exit_code == 0);
-  require_one_line_error(run_cli("plot attention --load " + lm + " --text 'the' --out " + dir.file("a.png"), dir),
-                         "never forms the [S, S] attention weights");
+  // Performer forms no [S, S] weights: the plot draws those its features imply
+  // (tests/cli/test_plot_attention.cpp).
+  REQUIRE(run_cli("plot attention --load " + lm + " --text 'the' --out " + dir.file("a.png"), dir)
+              .exit_code == 0);
 
   REQUIRE(run_cli("train --task timeseries --window 6 --horizon 2 --max-len 8 --steps 4 --attention linformer:4 "
                   "--data " + dir.file("series.csv") + " --save " + ts + kTiny, dir).exit_code == 0);
@@ -183,7 +216,10 @@ TEST_CASE("bad --attention and --position: exit code 2 and one line", "[cli][att
       {"--attention linformer:8", "cannot train a charlm"},
       {"--attention performer:8 --position alibi", "--position alibi needs the fused kernel"},
       {"--attention performer:8 --dropout 0.1", "--attention performer cannot train with --dropout 0.1"},
-      {"--position learned", "--position must be sinusoidal, rope, alibi or none"},
+      {"--attention reformer:7,2", "the buckets B must be even"},
+      {"--attention reformer:8", "expected 2 comma-separated numbers"},
+      {"--attention reformer:8,2 --position alibi", "--position alibi needs the fused kernel"},
+      {"--position learned", "--position must be sinusoidal, rope, alibi, none, t5"},
       {"--position rope --dim 12 --heads 4", "needs an even head dim"},
   };
   for (const auto& [flags, expected] : cases) {
@@ -198,8 +234,8 @@ TEST_CASE("bench attn-scaling: one row per layout and length", "[bench][attentio
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   const std::vector<std::string> rows = lines_of(result.out);
-  REQUIRE(rows.size() == 2);  // full and local:256, at S = 128 (the cap, below 1024)
-  const char* layouts[] = {"full", "local:256"};
+  REQUIRE(rows.size() == 3);  // full, local:256 and reformer:32,2 at S = 128 (the cap, below 1024)
+  const char* layouts[] = {"full", "local:256", "reformer:32,2"};
   for (size_t i = 0; i < rows.size(); ++i) {
     const nlohmann::json row = nlohmann::json::parse(rows[i]);
     REQUIRE(row.at("layout") == layouts[i]);
@@ -210,7 +246,8 @@ TEST_CASE("bench attn-scaling: one row per layout and length", "[bench][attentio
   }
   const CliResult table = run_cli("bench --workload attn-scaling --max-seq 64 --steps 1 --threads 1", dir);
   REQUIRE(table.exit_code == 0);
-  REQUIRE_THAT(table.out, Catch::Contains("local:256") && Catch::Contains("peak bytes"));
+  REQUIRE_THAT(table.out, Catch::Contains("local:256") && Catch::Contains("reformer:32,2") &&
+                              Catch::Contains("peak bytes"));
   require_one_line_error(run_cli("bench --workload attn-scaling --max-seq 0", dir), "--max-seq must be in [1, 16384]");
   require_one_line_error(run_cli("bench --workload textcls-small --max-seq 64", dir),
                          "--max-seq does not apply to --workload textcls-small");

@@ -152,6 +152,9 @@ struct AttentionCase {
   bool sparse_grad = false;
   int64_t heads = 1;  // H: items / heads batch items of `heads` heads
   HeadLayout layout = HeadLayout::contiguous;
+  // > 0: a learned relative bias [relative_heads, Sq + Sk - 1] (T5's), whose gradient is compared
+  // too; item n reads row n % relative_heads.
+  int64_t relative_heads = 0;
 };
 
 bool keeps_gradient(const AttentionCase& c, int64_t n, int64_t i) {
@@ -228,7 +231,17 @@ AttentionProblem make_problem(const AttentionCase& c, DType dtype) {
   p.sparsity = c.sparsity;
   p.sparsity_random = bigbird_random_blocks(c.sparsity, c.sq, c.sk);
   p.alibi_heads = c.alibi_heads;
+  if (c.relative_heads > 0) {
+    p.relative_bias = random({c.relative_heads, c.sq + c.sk - 1}, dtype, -2, 2);
+  }
   return p;
+}
+
+// A zeroed gradient of the problem's relative bias, [N, Sq + Sk - 1], where it has one.
+void zero_relative_grad(AttentionProblem& p) {
+  if (!p.relative_bias.defined()) return;
+  const int64_t items = p.q.size(0) * p.q.size(1), offsets = p.q.size(2) + p.k.size(2) - 1;
+  p.relative_bias_grad = zeros({items, offsets}, p.q.dtype(), kCPU);
 }
 
 // The reference on contiguous operands gives exactly what it gave on the same values laid out
@@ -281,6 +294,7 @@ void check_attention(const AttentionCase& c, DType dtype) {
   cpu::reference::attention_forward(p, out, lse);
   const std::vector<Tensor> grads = zero_grads();
   const Tensor &grad_q = grads[0], &grad_k = grads[1], &grad_v = grads[2];
+  zero_relative_grad(p);
   cpu::reference::attention_backward(p, grad_out, grad_q, grad_k, grad_v);
   if (c.layout != HeadLayout::contiguous) {
     require_reference_reads_in_place(contiguous, grad_out.contiguous(), out, grad_q);
@@ -297,7 +311,12 @@ void check_attention(const AttentionCase& c, DType dtype) {
 
     const std::vector<Tensor> fast_grads = zero_grads();
     const Tensor &fast_q = fast_grads[0], &fast_k = fast_grads[1], &fast_v = fast_grads[2];
-    kernels(kCPU).attention_backward(p, fast_out, fast_lse, grad_out, fast_q, fast_k, fast_v);
+    AttentionProblem fast = p;
+    zero_relative_grad(fast);
+    kernels(kCPU).attention_backward(fast, fast_out, fast_lse, grad_out, fast_q, fast_k, fast_v);
+    if (p.relative_bias.defined()) {  // sums of dS along a diagonal: rounding as dQ's
+      require_within_of_max(fast.relative_bias_grad, p.relative_bias_grad, relative, 1.0);
+    }
     // dQ and dK also carry the rounding of dP - D, whose terms dO_i . V_j are up to 1 in size
     // (inputs within [-1, 1]) even where the gradient is 0: with Sk = 1, P = 1 and dS = 0 exactly.
     require_within_of_max(fast_q, grad_q, relative, 1.0);
@@ -578,4 +597,26 @@ TEST_CASE("fused attention matches the reference on small problems, AVX2 tiles a
       check_attention(c, DType::f64);
     }
   }
+}
+
+// T5's learned relative bias: added to every score by its offset j - i, its gradient the sums of
+// dS along the diagonals; over query and key tiles, causal bands, a padding mask, a sparse layout
+// and interleaved heads, on both f32 paths.
+TEST_CASE("fused attention matches the reference with a relative bias, its gradient included",
+          "[cpu-reference][attention][relative]") {
+  manual_seed(33);
+  check_attention_on_both_paths({.items = 4, .sq = 150, .sk = 140, .head_dim = 8, .value_dim = 8,
+                                 .relative_heads = 2});
+  check_attention_on_both_paths({.items = 4, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8,
+                                 .causal = true, .relative_heads = 4});
+  check_attention_on_both_paths({.items = 6, .sq = 70, .sk = 200, .head_dim = 5, .value_dim = 3,
+                                 .mask = MaskKind::padding, .sparse_grad = true,
+                                 .relative_heads = 3});
+  check_attention_on_both_paths({.items = 4, .sq = 150, .sk = 150, .head_dim = 8, .value_dim = 8,
+                                 .causal = true, .dropout_p = 0.2,
+                                 .sparsity = {.kind = SparsityKind::local, .window = 20},
+                                 .relative_heads = 2});
+  check_attention_on_both_paths({.items = 4, .sq = 70, .sk = 70, .head_dim = 8, .value_dim = 8,
+                                 .causal = true, .heads = 2, .layout = HeadLayout::packed,
+                                 .relative_heads = 2});
 }

@@ -51,6 +51,8 @@ struct Case {
   // CUDA kernels copy to contiguous ones and back.
   int64_t heads = 1;
   bool interleaved = false;
+  // > 0: a learned relative bias [relative_heads, Sq + Sk - 1] (T5's) and its gradient compared
+  int64_t relative_heads = 0;
 };
 
 // The case's [B, H, S, width] shape of an operand with `rows` rows of `width` entries.
@@ -133,12 +135,19 @@ AttentionProblem problem_on(const Case& c, const Tensor& q, const Tensor& k, con
   p.sparsity = c.sparsity;
   p.sparsity_random = bigbird_random_blocks(c.sparsity, c.sq, c.sk);
   p.alibi_heads = c.alibi_heads;
+  if (c.relative_heads > 0) {  // the kernels' compute dtype: f64 for f64, else f32
+    const DType compute = c.dtype == DType::f64 ? DType::f64 : DType::f32;
+    const Tensor bias =
+        random_tensor({c.relative_heads, c.sq + c.sk - 1}, compute, 0x5eed + 8, -2, 2);
+    p.relative_bias = cuda ? on_cuda(bias) : bias;
+  }
   return p;
 }
 
 // What one device computed: forward results and the gradients after one backward.
 struct Results {
   Tensor out, lse, dq, dk, dv;
+  Tensor d_relative;  // the relative bias's per-item gradient [N, Sq + Sk - 1], when it has one
 };
 
 // Forward then backward on one device. The gradients start from the same nonzero values on both
@@ -160,7 +169,7 @@ Results run(const Case& c, bool cuda) {
     values[0] = std::numeric_limits<double>::infinity();
     q = from_values(values, q.shape(), c.dtype, kCPU);
   }
-  const AttentionProblem p = problem_on(c, q, k, v, cuda);
+  AttentionProblem p = problem_on(c, q, k, v, cuda);
   const Device device = cuda ? kCuda : kCPU;
   Kernels& kernels = tg::kernels(device);
   auto here = [&](const Tensor& t) { return lay_out(c, cuda ? on_cuda(t) : t); };
@@ -172,7 +181,11 @@ Results run(const Case& c, bool cuda) {
   r.dq = here(random_tensor(p.q.shape(), c.dtype, 0x5eed + 5, -1.5, 1.5));
   r.dk = here(random_tensor(p.k.shape(), c.dtype, 0x5eed + 6, -1.5, 1.5));
   r.dv = here(random_tensor(p.v.shape(), c.dtype, 0x5eed + 7, -1.5, 1.5));
+  if (p.relative_bias.defined()) {
+    p.relative_bias_grad = zeros({c.n, c.sq + c.sk - 1}, p.relative_bias.dtype(), device);
+  }
   kernels.attention_backward(p, r.out, r.lse, here(grad_out), r.dq, r.dk, r.dv);
+  r.d_relative = p.relative_bias_grad;
   return r;
 }
 
@@ -209,6 +222,11 @@ Results require_match(const Case& c) {
   {
     INFO("grad v");
     require_close(cuda.dv, cpu.dv, tol.rtol, tol.atol);
+  }
+  if (cpu.d_relative.defined()) {  // sums of dS along each diagonal: f32 or f64 either way
+    INFO("grad of the relative bias");
+    const Tolerance sums = tolerance_for(is_half(c.dtype) ? DType::f32 : c.dtype);
+    require_close(cuda.d_relative, cpu.d_relative, 4 * sums.rtol, 4 * sums.atol);
   }
   require_finite(cuda.out);
   require_finite(cuda.dq);
@@ -412,4 +430,20 @@ TEST_CASE("cuda attention rejects inputs on another device", "[cuda]") {
   const Tensor out = empty({1, 1, 2, 4}, DType::f32, kCuda);
   const Tensor lse = empty({1, 2}, DType::f32, kCuda);
   REQUIRE_THROWS_AS(kernels(kCuda).attention_forward(p, out, lse), tg::Error);
+}
+
+TEST_CASE("cuda attention matches the cpu with a learned relative bias", "[cuda]") {
+  // several key tiles of both kernels, causal and not, Sq != Sk, a mask, a sparse layout, halves
+  const DType f32 = DType::f32;
+  require_match({.n = 4, .sq = 20, .sk = 30, .d = 4, .dv = 3, .dtype = f32, .relative_heads = 2});
+  require_match({.n = 2, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .causal = true,
+                 .relative_heads = 2});
+  require_match({.n = 2, .sq = 70, .sk = 70, .d = 4, .dv = 4, .dtype = DType::f64,
+                 .mask = padding_mask({70, 33}, 1, 70), .relative_heads = 1});
+  require_match({.n = 2, .sq = 140, .sk = 140, .d = 4, .dv = 4, .dtype = f32, .causal = true,
+                 .sparsity = {.kind = SparsityKind::local, .window = 20}, .relative_heads = 2});
+  require_match({.n = 4, .sq = 9, .sk = 11, .d = 8, .dv = 6, .dtype = DType::bf16,
+                 .relative_heads = 2});
+  require_match({.n = 4, .sq = 12, .sk = 12, .d = 4, .dv = 4, .dtype = f32, .causal = true,
+                 .heads = 2, .interleaved = true, .relative_heads = 2});
 }

@@ -14,6 +14,7 @@
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
+#include "tapegrad/nn/reformer.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -237,4 +238,47 @@ TEST_CASE("MultiHeadAttention: the packed projection is what self-attention reco
   REQUIRE(std::count(ops.begin(), ops.end(), "stacked_linear") == 1);
   REQUIRE(std::count(ops.begin(), ops.end(), "packed_self_attention") == 1);
   REQUIRE(std::count(ops.begin(), ops.end(), "linear") == 1);  // o_proj
+}
+
+TEST_CASE("ReformerAttention: shared QK (no k_proj), its rotations a buffer, the same attention "
+          "as reformer_attention on its projections", "[mha-variants][reformer]") {
+  manual_seed(12);
+  const ReformerAttention reformer(8, 2, 4, 3, /*seed=*/6);
+  REQUIRE(names_of(reformer) == std::set<std::string>{"q_proj.weight", "q_proj.bias",
+                                                      "v_proj.weight", "v_proj.bias",
+                                                      "o_proj.weight", "o_proj.bias",
+                                                      "random_rotations"});
+  REQUIRE(reformer.k_proj == nullptr);
+  REQUIRE(reformer.random_rotations.shape() == Shape{3, 4, 2});  // [rounds, head_dim, buckets/2]
+  REQUIRE(reformer.random_rotations.to_host_f64() ==
+          reformer_rotations(3, 4, 4, 6).to_host_f64());
+  REQUIRE(reformer.parameters().size() == 6);  // the rotations are not trained
+  const Tensor x = uniform({2, 7, 8}, -1, 1);
+  for (const bool causal : {false, true}) {
+    const Tensor q = reformer.split_heads(reformer.q_proj->forward(x));
+    const Tensor v = reformer.split_heads(reformer.v_proj->forward(x));
+    const Tensor by_hand = reformer.o_proj->forward(reformer.merge_heads(
+        reformer_attention(q, v, reformer.random_rotations, Tensor(), causal)));
+    REQUIRE(reformer.forward(x, Tensor(), causal).output.to_host_f64() == by_hand.to_host_f64());
+  }
+  REQUIRE_NOTHROW(reformer.forward(x, padding_mask({7, 3}, 7)));
+}
+
+TEST_CASE("ReformerAttention: self-attention only, key padding only, no ALiBi",
+          "[mha-variants][reformer]") {
+  const ReformerAttention reformer(8, 2, 4, 1, 6);
+  const Tensor x = zeros({2, 5, 8});
+  REQUIRE_THROWS_WITH(reformer.forward(x, zeros({2, 5, 8}), x, Tensor()),
+                      Catch::Contains("MultiHeadAttention (reformer)") &&
+                          Catch::Contains("key [2, 5, 8] must be the query tensor"));
+  REQUIRE_THROWS_WITH(reformer.forward(x, causal_mask(5, 5)),
+                      Catch::Contains("MultiHeadAttention (reformer)"));
+  REQUIRE_THROWS_AS(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::reformer,
+                                                               .buckets = 3, .rounds = 1}), Error);
+  REQUIRE_THROWS_AS(MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::reformer,
+                                                               .buckets = 4, .rounds = 0}), Error);
+  REQUIRE_THROWS_WITH(
+      MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::reformer, .buckets = 4,
+                                                 .rounds = 1, .position = PositionKind::alibi}),
+      Catch::Contains("reformer form no such scores"));
 }

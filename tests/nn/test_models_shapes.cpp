@@ -3,6 +3,8 @@
 // two cannot drift apart.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/nn/models.h"
@@ -49,6 +51,8 @@ nn::AttentionSpec spec_of(nn::AttentionKind kind, nn::PositionKind position = nn
   }
   spec.rank = kind == nn::AttentionKind::linformer ? 5 : 0;
   spec.features = kind == nn::AttentionKind::performer ? 6 : 0;
+  spec.buckets = kind == nn::AttentionKind::reformer ? 6 : 0;
+  spec.rounds = kind == nn::AttentionKind::reformer ? 2 : 0;
   spec.seed = 7;
   return spec;
 }
@@ -198,6 +202,20 @@ TEST_CASE("state_shapes equals state_dict: Linformer and Performer", "[models][c
   require_every_model_matches(spec_of(nn::AttentionKind::performer, nn::PositionKind::rope));
 }
 
+TEST_CASE("state_shapes equals state_dict: Reformer (no k_proj, rotations as buffers)",
+          "[models][checkpoint][attention][reformer]") {
+  require_every_model_matches(spec_of(nn::AttentionKind::reformer));
+  require_every_model_matches(spec_of(nn::AttentionKind::reformer, nn::PositionKind::rope));
+  const nn::ModelStateShapes reformer =
+      nn::CharLM::state_shapes(7, config_with(8, 2, 1, spec_of(nn::AttentionKind::reformer)));
+  REQUIRE(reformer.buffers == nn::StateShapes{{"layers.0.attn.random_rotations", {2, 4, 3}}});
+  for (const auto& [name, shape] : reformer.parameters) {
+    REQUIRE(name.find("k_proj") == std::string::npos);
+  }
+  REQUIRE(reformer.parameters.size() + 2 ==
+          nn::CharLM::state_shapes(7, config_with(8, 2, 1)).parameters.size());
+}
+
 TEST_CASE("state_shapes allocates nothing and rejects what the constructors reject", "[models][checkpoint]") {
   // A config whose model would need gigabytes: only names and numbers come back.
   reset_allocator_stats();
@@ -215,4 +233,30 @@ TEST_CASE("state_shapes allocates nothing and rejects what the constructors reje
   nn::AttentionSpec no_rank = spec_of(nn::AttentionKind::linformer);
   no_rank.rank = 0;
   REQUIRE_THROWS_WITH(nn::CharLM::state_shapes(5, config_with(8, 2, 1, no_rank)), Catch::Contains("rank"));
+}
+
+TEST_CASE("state_shapes equals state_dict: T5's and Shaw's tables after the projections",
+          "[models][checkpoint][attention][relative-position]") {
+  for (const nn::AttentionKind kind : {nn::AttentionKind::full, nn::AttentionKind::local,
+                                       nn::AttentionKind::bigbird}) {
+    for (const nn::PositionKind position : {nn::PositionKind::t5, nn::PositionKind::shaw}) {
+      nn::AttentionSpec spec = spec_of(kind, position);
+      spec.relative = {.buckets = 6, .max_distance = 20, .clip = 3};
+      require_every_model_matches(spec);
+    }
+  }
+  nn::AttentionSpec t5 = spec_of(nn::AttentionKind::full, nn::PositionKind::t5);
+  const nn::ModelStateShapes lm = nn::CharLM::state_shapes(7, config_with(8, 2, 1, t5));
+  REQUIRE(std::find(lm.parameters.begin(), lm.parameters.end(),
+                    std::pair<std::string, Shape>{"layers.0.attn.relative_attention_bias.weight",
+                                                  {32, 2}}) != lm.parameters.end());
+  nn::AttentionSpec shaw = spec_of(nn::AttentionKind::full, nn::PositionKind::shaw);
+  const nn::ModelStateShapes cls =
+      nn::TextClassifier::state_shapes(9, 2, config_with(8, 2, 0, shaw));
+  REQUIRE(std::find(cls.parameters.begin(), cls.parameters.end(),
+                    std::pair<std::string, Shape>{"mha.relative_key.weight", {33, 4}}) !=
+          cls.parameters.end());
+  shaw.kind = nn::AttentionKind::performer;
+  shaw.features = 4;
+  REQUIRE_THROWS_AS(nn::CharLM::state_shapes(7, config_with(8, 2, 1, shaw)), Error);
 }

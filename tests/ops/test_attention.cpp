@@ -331,3 +331,198 @@ TEST_CASE("packed self-attention rejects a qkv that does not split into heads", 
   REQUIRE_THROWS_AS(packed_self_attention(qkv, 0), Error);
   REQUIRE_THROWS_AS(packed_self_attention(Tensor(), 2), Error);
 }
+
+// ---- A learned relative bias inside the kernel (T5's, ops/attention.h relative_bias) ------------
+
+namespace {
+
+// The dense [H, Sq, Sk] bias that a relative bias [H, Sq + Sk - 1] stands for, written out:
+// entry (h, i, j) is relative[h, j - i + Sq - 1].
+std::vector<double> dense_relative(const std::vector<double>& relative, int64_t heads, int64_t sq,
+                                   int64_t sk) {
+  std::vector<double> dense(heads * sq * sk);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = 0; j < sk; ++j) {
+        dense[(h * sq + i) * sk + j] = relative[h * (sq + sk - 1) + j - i + sq - 1];
+      }
+    }
+  }
+  return dense;
+}
+
+// The fused op with a relative bias (a leaf) against the explicit path with its dense form (a
+// leaf written out by hand): outputs, dq, dk, dv, and the relative bias's gradient, which must be
+// the dense bias's gradient summed along each diagonal j - i (added up here by hand).
+void require_relative_agrees(const Shape& q_shape, int64_t sk, bool causal, DType dtype,
+                             const SparsityLayout& layout = {}, const Tensor& mask = Tensor()) {
+  const int64_t batch = q_shape[0], heads = q_shape[1], sq = q_shape[2], d = q_shape[3];
+  INFO("B " << batch << ", H " << heads << ", Sq " << sq << ", Sk " << sk << ", causal " << causal
+            << ", layout " << int(layout.kind) << ", " << dtype_name(dtype));
+  manual_seed(21);
+  const Tensor values = uniform({heads, sq + sk - 1}, -2, 2, dtype);
+  const Tensor relative = values.detach().contiguous().requires_grad_();
+  const Tensor dense = from_values(dense_relative(values.to_host_f64(), heads, sq, sk),
+                                   {heads, sq, sk}, dtype).requires_grad_();
+  const Shape kv_shape{batch, heads, sk, d};
+  const Tensor q = uniform(q_shape, -1, 1, dtype), k = uniform(kv_shape, -1, 1, dtype);
+  const Tensor v = uniform(kv_shape, -1, 1, dtype), probe = uniform(q_shape, -1, 1, dtype);
+  std::vector<std::vector<double>> grads[2];  // fused, explicit: dq, dk, dv
+  std::vector<double> outputs[2];
+  for (const bool fused : {true, false}) {
+    const Tensor qs = q.detach().contiguous().requires_grad_();
+    const Tensor ks = k.detach().contiguous().requires_grad_();
+    const Tensor vs = v.detach().contiguous().requires_grad_();
+    Tensor out;
+    if (fused) {
+      out = scaled_dot_product_attention(qs, ks, vs, mask, causal, 0.0, {}, layout, false,
+                                         relative);
+    } else {
+      Tensor allowed = mask;
+      if (layout.kind != SparsityKind::full) {
+        const Tensor pattern = sparsity_mask(layout, sq, sk);
+        allowed = mask.defined() ? nn::combine_masks(mask, pattern) : pattern;
+      }
+      out = nn::explicit_attention(qs, ks, vs, allowed, causal, 0.0, dense).first;
+    }
+    sum(out * probe).backward();
+    outputs[fused ? 0 : 1] = out.to_host_f64();
+    grads[fused ? 0 : 1] = {qs.grad().to_host_f64(), ks.grad().to_host_f64(),
+                            vs.grad().to_host_f64()};
+  }
+  const double tolerance = dtype == DType::f64 ? 1e-10 : 2e-5;
+  require_close(outputs[0], outputs[1], tolerance);
+  for (int which = 0; which < 3; ++which) {
+    require_close(grads[0][which], grads[1][which], tolerance);
+  }
+  const std::vector<double> dense_grad = dense.grad().to_host_f64();
+  std::vector<double> diagonals(heads * (sq + sk - 1), 0.0);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = 0; j < sk; ++j) {
+        diagonals[h * (sq + sk - 1) + j - i + sq - 1] += dense_grad[(h * sq + i) * sk + j];
+      }
+    }
+  }
+  require_close(relative.grad().to_host_f64(), diagonals, dtype == DType::f64 ? 1e-9 : 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("fused attention with a relative bias: forward by plain loops", "[attention][relative]") {
+  // out_i = sum_j softmax_j(q_i . k_j / sqrt(d) + relative[h, j - i + Sq - 1]) v_j, one head at a
+  // time, Sq 3 and Sk 4 (offsets -2 .. 3)
+  manual_seed(22);
+  const int64_t heads = 2, sq = 3, sk = 4, d = 2;
+  const Tensor q = uniform({1, heads, sq, d}, -1, 1, DType::f64);
+  const Tensor k = uniform({1, heads, sk, d}, -1, 1, DType::f64);
+  const Tensor v = uniform({1, heads, sk, d}, -1, 1, DType::f64);
+  const Tensor relative = uniform({heads, sq + sk - 1}, -3, 3, DType::f64);
+  const std::vector<double> got =
+      scaled_dot_product_attention(q, k, v, Tensor(), false, 0.0, {}, {}, false, relative)
+          .to_host_f64();
+  const std::vector<double> qs = q.to_host_f64(), ks = k.to_host_f64(), vs = v.to_host_f64();
+  const std::vector<double> bias = relative.to_host_f64();
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < sq; ++i) {
+      std::vector<double> weights(sk);
+      double total = 0;
+      for (int64_t j = 0; j < sk; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += qs[(h * sq + i) * d + c] * ks[(h * sk + j) * d + c];
+        weights[j] = std::exp(dot / std::sqrt(2.0) + bias[h * (sq + sk - 1) + j - i + sq - 1]);
+        total += weights[j];
+      }
+      for (int64_t c = 0; c < d; ++c) {
+        double expected = 0;
+        for (int64_t j = 0; j < sk; ++j) expected += weights[j] / total * vs[(h * sk + j) * d + c];
+        REQUIRE(got[(h * sq + i) * d + c] == Approx(expected).margin(1e-13));
+      }
+    }
+  }
+}
+
+TEST_CASE("fused attention with a relative bias agrees with its dense form, gradients included",
+          "[attention][relative]") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    require_relative_agrees({2, 3, 6, 4}, 6, false, dtype);
+    require_relative_agrees({1, 2, 70, 8}, 300, false, dtype);  // query and key tiles, Sq != Sk
+    require_relative_agrees({2, 2, 150, 4}, 150, true, dtype);  // causal bands on the diagonal
+    require_relative_agrees({2, 2, 40, 4}, 40, true, dtype, {}, nn::padding_mask({40, 23}, 40));
+    require_relative_agrees({1, 2, 300, 8}, 300, false, dtype,
+                            {.kind = SparsityKind::local, .window = 37});
+    require_relative_agrees({1, 2, 140, 4}, 140, true, dtype,
+                            {.kind = SparsityKind::bigbird, .window = 5, .random_blocks = 1,
+                             .global_tokens = 2, .seed = 3});
+  }
+}
+
+TEST_CASE("packed self-attention with a relative bias agrees with the op on its slices",
+          "[attention][relative][packed]") {
+  manual_seed(23);
+  const int64_t batch = 2, seq = 70, heads = 2, head_dim = 4, hidden = heads * head_dim;
+  const Tensor values = uniform({batch, seq, 3 * hidden}, -1, 1, DType::f64);
+  const Tensor bias_values = uniform({heads, 2 * seq - 1}, -1, 1, DType::f64);
+  const Tensor probe = uniform({batch, heads, seq, head_dim}, -1, 1, DType::f64);
+  std::vector<double> outputs[2], bias_grads[2];
+  for (const bool packed : {true, false}) {
+    const Tensor qkv = values.detach().contiguous().requires_grad_();
+    const Tensor bias = bias_values.detach().contiguous().requires_grad_();
+    Tensor out;
+    if (packed) {
+      out = packed_self_attention(qkv, heads, Tensor(), true, 0.0, {}, {}, false, bias);
+    } else {
+      const Tensor split = qkv.view({batch, seq, 3, heads, head_dim});
+      const auto slice = [&](int64_t i) {
+        return split.narrow(2, i, 1).squeeze(2).transpose(1, 2);
+      };
+      out = scaled_dot_product_attention(slice(0), slice(1), slice(2), Tensor(), true, 0.0, {}, {},
+                                         false, bias);
+    }
+    sum(out * probe).backward();
+    outputs[packed ? 0 : 1] = out.to_host_f64();
+    bias_grads[packed ? 0 : 1] = bias.grad().to_host_f64();
+  }
+  require_close(outputs[0], outputs[1], 1e-12);
+  require_close(bias_grads[0], bias_grads[1], 1e-11);
+}
+
+TEST_CASE("fused attention with a relative bias under autocast: f32 bias, close to f32",
+          "[attention][relative]") {
+  manual_seed(24);
+  const Tensor q = uniform({1, 2, 9, 4}, -1, 1), k = uniform({1, 2, 9, 4}, -1, 1);
+  const Tensor v = uniform({1, 2, 9, 4}, -1, 1);
+  const Tensor relative = uniform({2, 17}, -1, 1).requires_grad_();
+  const Tensor f32 =
+      scaled_dot_product_attention(q, k, v, Tensor(), true, 0.0, {}, {}, false, relative);
+  Tensor half;
+  {
+    const Autocast autocast(DType::bf16);
+    half = scaled_dot_product_attention(q, k, v, Tensor(), true, 0.0, {}, {}, false, relative);
+  }
+  REQUIRE(half.dtype() == DType::bf16);
+  require_close(half.to_host_f64(), f32.to_host_f64(), 3e-2);
+  sum(half.to(DType::f32)).backward();
+  REQUIRE(relative.grad().dtype() == DType::f32);
+  REQUIRE(relative.grad().shape() == Shape{2, 17});
+}
+
+TEST_CASE("fused attention refuses a relative bias of the wrong shape", "[attention][relative]") {
+  const Tensor q = zeros({1, 2, 5, 4}), k = zeros({1, 2, 7, 4});
+  REQUIRE_THROWS_WITH(
+      scaled_dot_product_attention(q, k, k, Tensor(), false, 0.0, {}, {}, false, zeros({2, 10})),
+      Catch::Contains("scaled_dot_product_attention") && Catch::Contains("[2, 11]") &&
+          Catch::Contains("[2, 10]"));
+  REQUIRE_THROWS_AS(
+      scaled_dot_product_attention(q, k, k, Tensor(), false, 0.0, {}, {}, false, zeros({3, 11})),
+      Error);
+  const Tensor flat = zeros({5, 4});  // no heads dim
+  REQUIRE_THROWS_AS(scaled_dot_product_attention(flat, flat, flat, Tensor(), false, 0.0, {}, {},
+                                                 false, zeros({1, 9})),
+                    Error);
+  REQUIRE_THROWS_AS(relative_bias_dense(zeros({2, 10}), 5, 7), Error);
+  // relative_bias_dense: entry (h, i, j) = relative[h, j - i + Sq - 1]
+  const Tensor relative = from_values({0, 1, 2, 3, 10, 11, 12, 13}, {2, 4}, DType::f64);
+  REQUIRE(relative_bias_dense(relative, 2, 3).to_host_f64() ==
+          std::vector<double>{1, 2, 3, 0, 1, 2, 11, 12, 13, 10, 11, 12});
+}

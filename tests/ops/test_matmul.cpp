@@ -414,3 +414,23 @@ TEST_CASE("stacked_linear: mismatched weights or biases are one clear error", "[
   REQUIRE_THROWS_WITH(stacked_linear(x, {}), Catch::Contains("stacked_linear"));
   REQUIRE_THROWS_WITH(stacked_linear(x, {zeros({3, 4})}, {Tensor()}), Catch::Contains("stacked_linear"));
 }
+
+// stacked_linear's backward builds the stacked weight for dx only: with an x that needs no
+// gradient (a MultiHeadAttention on raw input) dW's shape must come from G and x.
+TEST_CASE("stacked_linear: weights' gradients when x needs none", "[matmul][linear]") {
+  manual_seed(5);
+  const Tensor x = randn({3, 4});  // no gradient wanted
+  const std::vector<Tensor> weight_values = {randn({2, 4}), randn({3, 4})};
+  const Tensor probe = randn({3, 5});
+  std::vector<Tensor> weights, weights_ref;
+  for (const Tensor& w : weight_values) {
+    weights.push_back(w.detach().contiguous().requires_grad_());
+    weights_ref.push_back(w.detach().contiguous().requires_grad_());
+  }
+  sum(stacked_linear(x, weights) * probe).backward();
+  sum(linear(x, cat(weights_ref, 0)) * probe).backward();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    REQUIRE(weights[i].grad().shape() == weights[i].shape());
+    REQUIRE(weights[i].grad().to_host_f64() == weights_ref[i].grad().to_host_f64());
+  }
+}

@@ -24,13 +24,17 @@ TEST_CASE("parse_attention reads every kind and format_attention writes it back"
   REQUIRE(parse_attention("bigbird:4,0,0").random_blocks == 0);  // local, in bigbird's clothes
   REQUIRE(parse_attention("linformer:32").rank == 32);
   REQUIRE(parse_attention("performer:64").features == 64);
+  const nn::AttentionSpec reformer = parse_attention("reformer:8,2");
+  REQUIRE(reformer.kind == nn::AttentionKind::reformer);
+  REQUIRE((reformer.buckets == 8 && reformer.rounds == 2));
+  REQUIRE(parse_attention("reformer:8,2").sparsity().kind == SparsityKind::full);
   REQUIRE(parse_attention("full").kind == nn::AttentionKind::full);
   // the layout the fused kernel gets
   REQUIRE(parse_attention("band:8,3").sparsity().kind == SparsityKind::band);
   REQUIRE(parse_attention("linformer:32").sparsity().kind == SparsityKind::full);
 
   for (const char* text : {"full", "local:16", "band:8,3", "band:8", "bigbird:4,2,1", "linformer:32",
-                           "performer:64", "local:1048576"}) {
+                           "performer:64", "reformer:8,2", "reformer:2,64", "local:1048576"}) {
     INFO(text);
     REQUIRE(format_attention(parse_attention(text)) == text);
   }
@@ -70,9 +74,17 @@ TEST_CASE("parse_attention refuses every malformed text with one error naming th
   refused("linformer:0", "the rank K must be in [1");
   refused("performer:0", "the features M must be in [1");
   refused("performer:1.5", "is not an integer");
+  refused("reformer:8", "expected 2 comma-separated numbers");
+  refused("reformer:7,2", "the buckets B must be even");
+  refused("reformer:0,2", "the buckets B must be in [2");
+  refused("reformer:8,0", "the rounds R must be in [1, 64], got 0");
+  refused("reformer:8,65", "the rounds R must be in [1, 64], got 65");
+  refused("reformer", "needs its numbers");
   refused("full:3", "full takes no numbers");
   refused("full:", "full takes no numbers");
-  REQUIRE_THROWS_WITH(parse_position("Rope"), Catch::Contains("--position must be sinusoidal, rope, alibi or none, got 'Rope'"));
+  REQUIRE_THROWS_WITH(parse_position("Rope"),
+                      Catch::Contains("--position must be sinusoidal, rope, alibi, none, "
+                                      "t5[:B[,D]] or shaw[:K], got 'Rope'"));
   REQUIRE_THROWS_WITH(parse_position(""), Catch::Contains("--position"));
 }
 
@@ -99,6 +111,11 @@ TEST_CASE("validate refuses the combinations that cannot work", "[config][attent
   config_for("timeseries", "linformer:8", "sinusoidal").validate();
   refused(config_for("textcls", "linformer:8", "alibi"), "--position alibi needs the fused kernel");
   refused(config_for("charlm", "performer:16", "alibi"), "--position alibi needs the fused kernel");
+  refused(config_for("charlm", "reformer:4,2", "alibi"), "--position alibi needs the fused kernel");
+  config_for("charlm", "reformer:4,2", "rope").validate();
+  config_for("textcls", "reformer:4,2", "sinusoidal").validate();
+  TrainConfig many_rotations = config_for("charlm", "reformer:1048576,64", "sinusoidal");
+  refused(many_rotations, "its rotations [R, head dim");
   for (const char* attention : {"full", "local:4", "band:4,2", "bigbird:4,1,1"}) {
     config_for("charlm", attention, "alibi").validate();
   }
@@ -159,4 +176,105 @@ TEST_CASE("the stored config keeps attention and position; older checkpoints lac
   nlohmann::json spelled = to_json(config_for("charlm", "full", "sinusoidal"));
   spelled["attention"] = "band:8,1";
   REQUIRE(config_from_json(spelled).attention == "band:8");
+}
+
+TEST_CASE("The --position t5 and shaw flags: numbers, canonical spelling, refusals",
+          "[config][attention][relative-position]") {
+  const nn::AttentionSpec t5 = parse_position("t5");
+  REQUIRE(t5.position == nn::PositionKind::t5);
+  REQUIRE((t5.relative.buckets == 32 && t5.relative.max_distance == 128));  // T5's defaults
+  REQUIRE(format_position(t5) == "t5:32,128");  // every number written: no default in a checkpoint
+  const nn::AttentionSpec small = parse_position("t5:8");
+  REQUIRE((small.relative.buckets == 8 && small.relative.max_distance == 128));
+  REQUIRE(format_position(parse_position("t5:16,64")) == "t5:16,64");
+  const nn::AttentionSpec shaw = parse_position("shaw");
+  REQUIRE(shaw.position == nn::PositionKind::shaw);
+  REQUIRE(shaw.relative.clip == 16);
+  REQUIRE(format_position(shaw) == "shaw:16");
+  REQUIRE(format_position(parse_position("shaw:4")) == "shaw:4");
+
+  const auto refused = [](const std::string& text, const std::string& expected) {
+    INFO("--position " << text);
+    REQUIRE_THROWS_WITH(parse_position(text),
+                        Catch::Contains("--position") && Catch::Contains(expected));
+  };
+  refused("t5:", "is not an integer");
+  refused("t5:3", "the buckets B must be in [4, 1024], got 3");
+  refused("t5:32,16", "the max distance D 16 must be at least the buckets B 32");
+  refused("t5:256", "must be at least the buckets B 256");  // the default D 128 is too short
+  refused("t5:8,16,2", "expected 1 to 2 comma-separated numbers");
+  refused("shaw:0", "the clipping distance K must be in [1");
+  refused("shaw:2,3", "expected 1 comma-separated number");
+  refused("rope:4", "rope takes no numbers");
+  refused("T5", "must be sinusoidal, rope, alibi, none, t5[:B[,D]] or shaw[:K], got 'T5'");
+}
+
+TEST_CASE("t5 and shaw: model_config carries their numbers; validate refuses what cannot work",
+          "[config][attention][relative-position]") {
+  TrainConfig config = config_for("charlm", "local:8", "t5:16,64");
+  const nn::ModelConfig model = config.model_config();
+  REQUIRE(model.attention.kind == nn::AttentionKind::local);
+  REQUIRE(model.attention.position == nn::PositionKind::t5);
+  REQUIRE((model.attention.relative.buckets == 16 && model.attention.relative.max_distance == 64));
+  REQUIRE(config_for("textcls", "full", "shaw:3").model_config().attention.relative.clip == 3);
+  for (const char* attention : {"full", "local:4", "band:4,2", "bigbird:4,1,1"}) {
+    config_for("charlm", attention, "t5:32,128").validate();
+    config_for("charlm", attention, "shaw:16").validate();
+  }
+  const auto refused = [](TrainConfig c, const std::string& expected) {
+    INFO(c.task << " --attention " << c.attention << " --position " << c.position);
+    REQUIRE_THROWS_WITH(c.validate(), Catch::Contains(expected));
+  };
+  refused(config_for("charlm", "performer:16", "t5:32,128"),
+          "--position t5:32,128 adds to the [S, S] scores");
+  refused(config_for("textcls", "linformer:8", "shaw:16"),
+          "which --attention linformer:8 does not form");
+  refused(config_for("charlm", "reformer:4,1", "shaw:16"), "T5 and Shaw work with full");
+  TrainConfig wide = config_for("charlm", "full", "shaw:1048576");
+  wide.dim = 4096;
+  wide.heads = 1;
+  refused(wide, "would have more than");
+
+  // stored and read back in the canonical spelling
+  nlohmann::json stored = to_json(config_for("charlm", "full", "t5:32,128"));
+  REQUIRE(stored.at("position") == "t5:32,128");
+  stored["position"] = "shaw";
+  REQUIRE(config_from_json(stored).position == "shaw:16");
+  stored["position"] = "t5:3";
+  REQUIRE_THROWS_WITH(config_from_json(stored), Catch::Contains("'position'"));
+}
+
+TEST_CASE("layout_covers_every_pair: a sparse layout that is full attention at this length",
+          "[config][attention]") {
+  const auto covers = [](const std::string& attention, int64_t length, bool causal) {
+    return layout_covers_every_pair(parse_attention(attention), length, causal);
+  };
+  for (const bool causal : {false, true}) {
+    REQUIRE(covers("local:64", 64, causal));  // |i - j| <= 63 < 64
+    REQUIRE(covers("local:100", 64, causal));
+    REQUIRE_FALSE(covers("local:63", 64, causal));  // keys 63 apart are out
+    REQUIRE(covers("band:64", 64, causal));  // dilation 1: a window
+    REQUIRE_FALSE(covers("band:64,2", 64, causal));  // odd distances are out
+    REQUIRE(covers("band:4,3", 1, causal));  // one position: one pair
+    // at 64 or less, one block: its one random block is every block
+    REQUIRE(covers("bigbird:3,1,2", 64, causal));
+    REQUIRE(covers("bigbird:3,1,0", 20, causal));
+    REQUIRE_FALSE(covers("bigbird:3,0,0", 20, causal));  // no random block: a window of 3
+    REQUIRE(covers("bigbird:20,0,0", 20, causal));        // ... unless the window reaches
+    REQUIRE(covers("bigbird:3,0,19", 20, causal));  // or the global tokens ((19, 19): the window)
+    REQUIRE_FALSE(covers("bigbird:1,0,18", 20, causal));  // (19, 18) is in neither
+    REQUIRE(covers("bigbird:3,2,0", 128, causal));        // two blocks, both random for each
+    REQUIRE_FALSE(covers("bigbird:3,1,2", 1024, causal));
+    REQUIRE_FALSE(covers("full", 16, causal));             // no layout to speak of
+    REQUIRE_FALSE(covers("performer:8", 16, causal));
+  }
+  // 65 positions: keys 64 apart need a window of 65
+  REQUIRE_FALSE(covers("bigbird:64,0,0", 65, true));
+  REQUIRE(covers("bigbird:65,0,0", 65, true));
+  REQUIRE(covers("local:65", 65, false));
+  REQUIRE_FALSE(covers("local:64", 65, false));
+  REQUIRE(full_coverage_notice(parse_attention("local:64"), 64, true, "--context 64") ==
+          "attention: --attention local:64 covers every (query, key) pair at --context 64: it "
+          "equals full attention there");
+  REQUIRE(full_coverage_notice(parse_attention("local:32"), 64, true, "--context 64").empty());
 }

@@ -1,0 +1,88 @@
+// Learned relative positions: T5's buckets and Shaw's clipped relative keys, both looked up with
+// the embedding op so that the tape carries their gradients to the tables.
+#include "tapegrad/nn/relative_position.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/ops/ops.h"
+
+namespace tg::nn {
+
+int64_t t5_relative_position_bucket(int64_t relative_position, bool bidirectional,
+                                    int64_t num_buckets, int64_t max_distance) {
+  TG_CHECK(num_buckets >= 4 && max_distance >= num_buckets,
+           "t5_relative_position_bucket: needs num_buckets >= 4 and max_distance >= num_buckets, "
+           "got ", num_buckets, " buckets, max_distance ", max_distance);
+  constexpr int64_t kFarthest = int64_t{1} << 62;  // |relative_position| capped: no overflow
+  relative_position = std::clamp(relative_position, -kFarthest, kFarthest);
+  int64_t bucket = 0, buckets = num_buckets, distance = 0;
+  if (bidirectional) {  // keys after the query take the upper half
+    buckets /= 2;
+    if (relative_position > 0) bucket += buckets;
+    distance = std::abs(relative_position);
+  } else {  // causal: only keys before the query count, later ones fall in bucket 0
+    distance = -std::min<int64_t>(relative_position, 0);
+  }
+  const int64_t max_exact = buckets / 2;  // half of the buckets hold one distance each
+  if (distance < max_exact) return bucket + distance;
+  // the rest, log-spaced from max_exact to max_distance, in f32 as PyTorch's
+  // torch.log(rp.float() / max_exact) / math.log(max_distance / max_exact) * (buckets - max_exact)
+  const float ratio = static_cast<float>(distance) / static_cast<float>(max_exact);
+  const float range = static_cast<float>(
+      std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)));
+  const float spread = std::log(ratio) / range * static_cast<float>(buckets - max_exact);
+  const int64_t large = max_exact + static_cast<int64_t>(std::min(spread, 1e9f));  // truncated
+  return bucket + std::min(large, buckets - 1);
+}
+
+Tensor t5_relative_bias(const Tensor& table, int64_t sq, int64_t sk, bool bidirectional,
+                        int64_t max_distance) {
+  TG_CHECK(table.defined() && table.dim() == 2 && sq >= 1 && sk >= 1, "t5_relative_bias: table ",
+           table.defined() ? shape_str(table.shape()) : std::string("undefined"),
+           " must be [num_buckets, heads], for Sq ", sq, ", Sk ", sk, " (both >= 1)");
+  std::vector<int64_t> buckets(sq + sk - 1);  // entry o is offset j - i = o - (Sq - 1)
+  for (int64_t o = 0; o < sq + sk - 1; ++o) {
+    buckets[o] = t5_relative_position_bucket(o - (sq - 1), bidirectional, table.size(0),
+                                             max_distance);
+  }
+  // [Sq + Sk - 1, heads] rows of the table -> [heads, Sq + Sk - 1]
+  return embedding(from_indices(buckets, {sq + sk - 1}, table.device()), table).transpose(0, 1);
+}
+
+Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk) {
+  TG_CHECK(q.defined() && table.defined() && q.dim() >= 2 && table.dim() == 2 &&
+               table.size(1) == q.size(-1) && table.size(0) >= 3 && table.size(0) % 2 == 1 &&
+               sk >= 1,
+           "shaw_relative_logits: q ",
+           q.defined() ? shape_str(q.shape()) : std::string("undefined"),
+           " [..., Sq, d] and table ",
+           table.defined() ? shape_str(table.shape()) : std::string("undefined"),
+           " [2k + 1, d] (k >= 1) do not fit, for Sk ", sk);
+  const int64_t width = table.size(0), clip = (width - 1) / 2, sq = q.size(-2);
+  const int64_t rows = numel(q.shape()) / std::max<int64_t>(q.size(-1), 1);  // one per query
+  TG_CHECK(sk <= (int64_t{1} << 31) / std::max<int64_t>(rows, 1), "shaw_relative_logits: ", rows,
+           " query rows x Sk ", sk, " is more than 2^31 scores");
+  const Tensor per_distance = matmul(q, table.transpose(0, 1));  // [..., Sq, 2k + 1]
+  // Row r of per_distance (query i = r mod Sq) gives key j its column clip(j - i, -k, k) + k.
+  std::vector<int64_t> picks(rows * sk);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = r % sq;
+    for (int64_t j = 0; j < sk; ++j) {
+      picks[r * sk + j] = r * width + std::clamp(j - i, -clip, clip) + clip;
+    }
+  }
+  Shape out_shape = q.shape();
+  out_shape.back() = sk;
+  // The lookup in f32 for f16 / bf16 (mixed precision), whose rows the embedding op does not take
+  const DType dtype = per_distance.dtype();
+  const Tensor flat = (is_half(dtype) ? per_distance.to(DType::f32) : per_distance)
+                          .reshape({rows * width, 1});
+  return embedding(from_indices(picks, {rows, sk}, q.device()), flat).view(out_shape).to(dtype);
+}
+
+}  // namespace tg::nn
