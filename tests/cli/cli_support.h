@@ -57,7 +57,21 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// A bad-input run: exit code 2 and exactly one line on stderr that mentions `expected`.
+// A --log's rows without the timing column (ms), the one thing that may differ between runs.
+inline std::vector<std::string> log_without_ms(const std::string& path) {
+  std::vector<std::string> rows;
+  for (const std::string& line : lines_of(read_bytes(path))) {
+    std::vector<std::string> cells;
+    std::stringstream in(line);
+    for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
+    if (cells.size() > 4) cells.erase(cells.begin() + 4);
+    std::string joined;
+    for (const std::string& cell : cells) joined += cell + ",";
+    rows.push_back(joined);
+  }
+  return rows;
+}
+
 // The training losses of a --log file (the third column, after the header line), one a step.
 inline std::vector<double> logged_losses(const std::string& path) {
   std::vector<double> losses;
@@ -69,6 +83,7 @@ inline std::vector<double> logged_losses(const std::string& path) {
   return losses;
 }
 
+// A bad-input run: exit code 2 and exactly one line on stderr that mentions `expected`.
 inline void require_one_line_error(const CliResult& result, const std::string& expected) {
   INFO("stderr: " << result.err << "stdout: " << result.out);
   REQUIRE(result.exit_code == 2);

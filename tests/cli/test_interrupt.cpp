@@ -20,8 +20,10 @@ using Catch::Contains;
 
 namespace {
 
-// 24 steps of a tiny char LM with dropout (so the RNG must resume too), validated every 4 steps.
+// 24 steps of a tiny char LM with dropout (so the RNG must resume too), validated every 4 steps,
+// on a small text it writes into `dir`.
 std::string interrupt_training(const TempDir& dir) {
+  write_bytes(dir.file("text.txt"), small_text());
   return "train --task charlm --context 8 --dim 8 --heads 2 --batch 4 --threads 1 --seed 3 "
          "--dropout 0.1 --lr 0.001 --warmup 2 --steps 24 --eval-every 4 --data " +
          dir.file("text.txt");
@@ -56,28 +58,13 @@ std::string checkpoint_difference(const std::string& a_path, const std::string& 
   return read_bytes(a_path) == read_bytes(b_path) ? "" : "the files' bytes differ";
 }
 
-// The log's rows with the ms column (wall time) left out.
-std::vector<std::string> interrupt_log_rows(const std::string& path) {
-  std::vector<std::string> rows;
-  for (const std::string& line : lines_of(read_bytes(path))) {
-    std::vector<std::string> cells;
-    std::stringstream in(line);
-    for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
-    if (cells.size() > 4) cells.erase(cells.begin() + 4);
-    std::string joined;
-    for (const std::string& cell : cells) joined += cell + ",";
-    rows.push_back(joined);
-  }
-  return rows;
-}
-
 // The resumed run's log continues the interrupted one's: together, the uninterrupted log.
 void require_logs_continue(const std::string& first, const std::string& second,
                            const std::string& whole) {
-  std::vector<std::string> pieced = interrupt_log_rows(first);
-  const std::vector<std::string> rest = interrupt_log_rows(second);
+  std::vector<std::string> pieced = log_without_ms(first);
+  const std::vector<std::string> rest = log_without_ms(second);
   pieced.insert(pieced.end(), rest.begin() + 1, rest.end());
-  REQUIRE(pieced == interrupt_log_rows(whole));
+  REQUIRE(pieced == log_without_ms(whole));
 }
 
 // The step a checkpoint was saved after.
@@ -120,7 +107,6 @@ std::vector<std::pair<int64_t, std::string>> logged_val_losses(const std::string
 TEST_CASE("train: SIGINT or SIGTERM at a random step saves --save, and it resumes exactly",
           "[cli][interrupt]") {
   TempDir dir;
-  write_bytes(dir.file("text.txt"), small_text());
   const std::string train = interrupt_training(dir);
   const std::string reference = dir.file("whole.st");
   REQUIRE(run_cli(train + " --save " + reference + " --log " + dir.file("whole.csv"), dir)
@@ -154,7 +140,6 @@ TEST_CASE("train: SIGINT or SIGTERM at a random step saves --save, and it resume
 
 TEST_CASE("train: a signal without --save says that nothing was saved", "[cli][interrupt]") {
   TempDir dir;
-  write_bytes(dir.file("text.txt"), small_text());
   const BackgroundRun run = start_hooked(interrupt_training(dir), "5", dir);
   wait_for_text(run, "waiting at step 5");
   REQUIRE(kill(run.pid, SIGTERM) == 0);
@@ -169,7 +154,6 @@ TEST_CASE("train: a signal without --save says that nothing was saved", "[cli][i
 TEST_CASE("train --save-every: killed with SIGKILL, the last periodic checkpoint resumes exactly",
           "[cli][interrupt]") {
   TempDir dir;
-  write_bytes(dir.file("text.txt"), small_text());
   const std::string train = interrupt_training(dir);
   const std::string reference = dir.file("whole.st");
   REQUIRE(run_cli(train + " --save " + reference, dir).exit_code == 0);
@@ -194,7 +178,6 @@ TEST_CASE("train --save-every: killed with SIGKILL, the last periodic checkpoint
 TEST_CASE("train: a second signal ends the run at once; --save keeps the last checkpoint",
           "[cli][interrupt]") {
   TempDir dir;
-  write_bytes(dir.file("text.txt"), small_text());
   const std::string train = interrupt_training(dir);
   const std::string reference = dir.file("whole.st");
   REQUIRE(run_cli(train + " --save " + reference, dir).exit_code == 0);
@@ -255,9 +238,9 @@ TEST_CASE("train --patience stops where the log predicts; --save-best keeps the 
                                      " after step " + std::to_string(best_step) + ")"));
   REQUIRE_THAT(stopped.out, Contains("trained " + at + " steps (" + at + "/40)"));
   // The log is the whole run's, up to the stop; --save is the stopped run's last step.
-  std::vector<std::string> expected = interrupt_log_rows(dir.file("whole.csv"));
+  std::vector<std::string> expected = log_without_ms(dir.file("whole.csv"));
   expected.resize(1 + predicted_stop);
-  REQUIRE(interrupt_log_rows(dir.file("stopped.csv")) == expected);
+  REQUIRE(log_without_ms(dir.file("stopped.csv")) == expected);
   REQUIRE(saved_step(dir.file("stopped.st")) == predicted_stop);
   // --save-best: the checkpoint of the best step, storing the loss the log shows there.
   const tg::SafetensorsFile best_file = tg::load_safetensors(dir.file("best.st"));

@@ -20,21 +20,6 @@ std::string small_tsv() {
 const std::string kTinyModel = " --dim 8 --heads 2 --batch 4 --threads 1 --dropout 0.1";
 const std::string kTiny = kTinyModel + " --seed 3";
 
-// The log without its timing column (ms), which is the one thing that may differ between runs.
-std::vector<std::string> log_without_ms(const std::string& path) {
-  std::vector<std::string> rows;
-  for (const std::string& line : lines_of(read_bytes(path))) {
-    std::vector<std::string> cells;
-    std::stringstream in(line);
-    for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
-    if (cells.size() > 4) cells.erase(cells.begin() + 4);
-    std::string joined;
-    for (const auto& cell : cells) joined += cell + ",";
-    rows.push_back(joined);
-  }
-  return rows;
-}
-
 }  // namespace
 
 TEST_CASE("train, eval and sample each task on small data", "[cli]") {
