@@ -18,9 +18,10 @@ TEST_CASE("cuda mpi: 2 ranks on the device average gradients in device buckets a
   write_bytes(data, small_text());
   const auto f = [&](const char* name) { return "'" + dir.file(name) + "'"; };
   // SGD: its step is proportional to the gradient, so a wrong 1/N would show in the losses (Adam's
-  // would hide it). Dropout 0.1 (the default): the ranks draw the global batch's masks.
+  // would hide it). Dropout 0.1 (typed: charlm's default is 0): the ranks draw the global batch's
+  // masks.
   const std::string common = "train --device cuda --task charlm --context 8 --layers 1 --dim 16 --heads 2 --data '" +
-                             data + "' --batch 8 --steps 4 --threads 1 --optimizer sgd --lr 0.5 ";
+                             data + "' --batch 8 --steps 4 --threads 1 --optimizer sgd --lr 0.5 --dropout 0.1 ";
   const CliResult one = run_cli(common + "--log " + f("one.csv") + " --save " + f("one.st"), dir);
   INFO(one.err);
   REQUIRE(one.exit_code == 0);
