@@ -1,5 +1,6 @@
-// `tapegrad sample`: text from a charlm checkpoint, one character at a time (temperature, top-k);
-// for a textcls checkpoint, the class probabilities of the prompt.
+// `tapegrad sample`: text from a charlm checkpoint, one character at a time (temperature, top-k,
+// greedy), each new one run through the model's KV cache (nn/generation.h); for a textcls
+// checkpoint, the class probabilities of the prompt.
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/nn/generation.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/datasets.h"
@@ -25,33 +27,8 @@ namespace {
 // costs a forward pass, so a mistyped count should be an error, not an afternoon.
 constexpr int64_t kMaxSampleTokens = 1'000'000;
 
-// Draws an index from logits [V] at a temperature, among the top_k largest (0 or past V: all),
-// never padding or unknown (ids 0 and 1): fewer than 3 logits, or logits that are not finite,
-// leave nothing to draw and are a tg::Error.
-int64_t draw(std::vector<double> logits, double temperature, int64_t top_k, float uniform01) {
-  TG_CHECK(logits.size() >= 3, "sample: the model has ", logits.size(), " output tokens, none to ",
-           "draw (ids 0 and 1 are padding and unknown)");
-  logits[0] = logits[1] = -INFINITY;
-  if (top_k > 0 && top_k < static_cast<int64_t>(logits.size())) {
-    std::vector<double> sorted = logits;
-    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
-    const double threshold = sorted[top_k - 1];
-    for (double& logit : logits) if (logit < threshold) logit = -INFINITY;
-  }
-  const double largest = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> weights(logits.size());
-  double total = 0;
-  for (size_t i = 0; i < logits.size(); ++i) total += weights[i] = std::exp((logits[i] - largest) / temperature);
-  TG_CHECK(std::isfinite(total) && total > 0, "sample: the model's logits are not finite");
-  double target = uniform01 * total;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if ((target -= weights[i]) < 0 && weights[i] > 0) return static_cast<int64_t>(i);
-  }
-  return static_cast<int64_t>(std::max_element(weights.begin(), weights.end()) - weights.begin());
-}
-
 int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt, int64_t tokens,
-                  double temperature, int64_t top_k, uint64_t seed, Device device) {
+                  const nn::SamplingOptions& sampling, bool use_cache, Device device) {
   const train::Vocabulary vocab = train::vocabulary_from_json(checkpoint.data_state.at("vocab"));
   nn::CharLM model(vocab.size(), checkpoint.config.model_config());
   model.to(device);
@@ -61,19 +38,22 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
   TG_CHECK(!ids.empty(), "--prompt must not be empty");
   NoGrad no_grad;
-  std::cout << prompt << std::flush;  // then each character as it is drawn
+  // The window policy of nn/generation.h over the context the model was trained on.
   const int64_t window = std::min(checkpoint.config.context, checkpoint.config.max_len);
+  nn::Decoder decoder(model, 1, window, use_cache);
+  if (use_cache && !decoder.cached()) {
+    std::cerr << "tapegrad sample: no KV cache: " << nn::cache_unavailable_reason(model)
+              << "; every character recomputes the context\n";
+  }
+  std::cout << prompt << std::flush;  // then each character as it is drawn
+  std::vector<int64_t> fed = ids;
   for (int64_t n = 0; n < tokens; ++n) {
-    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - window);
-    const std::vector<int64_t> context(ids.begin() + start, ids.end());
-    const Tensor logits =
-        model.forward(from_indices(context, {1, static_cast<int64_t>(context.size())}, device));
-    const Tensor last = logits.narrow(1, logits.size(1) - 1, 1).reshape({-1});
-    const std::vector<double> next_logits = last.to_host_f64();
+    const std::vector<double> next_logits =
+        decoder.feed(fed, static_cast<int64_t>(fed.size())).to_host_f64();
     train::check_finite_results(next_logits, "the logits of character " + std::to_string(n + 1),
                                 checkpoint);
-    const int64_t next = draw(next_logits, temperature, top_k, philox_uniform(seed, 0, n));
-    ids.push_back(next);
+    const int64_t next = nn::draw_token(next_logits, sampling, philox_uniform(sampling.seed, 0, n));
+    fed = {next};
     std::cout << vocab.tokens[next] << std::flush;
     // A closed pipe (`| head`) ends the sampling at once rather than after every token.
     TG_CHECK(std::cout.good(), "writing the sample to stdout failed after ", n + 1, " characters");
@@ -123,10 +103,12 @@ int sample(const Args& args) {
       ("load", po::value(&load), "checkpoint written by tapegrad train --save")
       ("prompt", po::value(&prompt), "the text to start from")
       ("tokens", po::value(&tokens)->default_value(tokens), "characters to generate (at most 1000000)")
-      ("temperature", po::value(&temperature)->default_value(temperature), "softmax temperature (> 0)")
+      ("temperature", po::value(&temperature)->default_value(temperature), "softmax temperature (> 0; 0: greedy)")
       ("top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely (0: all)")
       ("seed", po::value(&seed)->default_value(seed), "random seed (0 to 2^64-1)")
       ("device", po::value(&device_text)->default_value(device_text), "cpu | cuda | cuda:N")
+      ("no-cache", "recompute the whole context for every character instead of keeping each "
+                   "layer's keys and values (the same characters, slower: for comparison)")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
   add_threads_option(options, threads);
   const po::variables_map vm = parse_command_line(args, options);
@@ -136,8 +118,8 @@ int sample(const Args& args) {
     return 0;
   }
   TG_CHECK(!load.empty(), "--load is required");
-  TG_CHECK(std::isfinite(temperature) && temperature > 0, "--temperature must be a finite number > 0, got ",
-           temperature);
+  TG_CHECK(std::isfinite(temperature) && temperature >= 0, "--temperature must be a finite "
+           "number >= 0 (0: greedy, the most likely character), got ", temperature);
   TG_CHECK(tokens >= 0 && tokens <= kMaxSampleTokens, "--tokens must be in [0, ", kMaxSampleTokens,
            "], got ", tokens);
   TG_CHECK(top_k >= 0, "--top-k must be >= 0, got ", top_k);
@@ -148,11 +130,12 @@ int sample(const Args& args) {
   // A textcls checkpoint classifies the prompt: the generation flags do not apply to it.
   train::check_flags_apply(
       given_options(vm),
-      {{{"tokens", "temperature", "top-k", "seed"}, checkpoint.config.task != "textcls",
+      {{{"tokens", "temperature", "top-k", "seed", "no-cache"}, checkpoint.config.task != "textcls",
         "a textcls checkpoint (sample classifies the --prompt, generating nothing)"},
        train::tf32_scope(device_text)});
   if (checkpoint.config.task == "charlm") {
-    return sample_charlm(checkpoint, prompt, tokens, temperature, top_k, seed_value, device);
+    const nn::SamplingOptions sampling{temperature, top_k, seed_value, {0, 1}};  // never padding or unknown
+    return sample_charlm(checkpoint, prompt, tokens, sampling, !vm.count("no-cache"), device);
   }
   if (checkpoint.config.task == "textcls") return classify(checkpoint, prompt, device);
   fail("sample needs a charlm or textcls checkpoint; ", load, " is a ", checkpoint.config.task, " model");

@@ -150,7 +150,7 @@ std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, c
     allowed = allowed.defined() ? combine_masks(allowed, causal) : causal;
   }
   if (allowed.defined()) {
-    scores = where(allowed, scores, scalar(-std::numeric_limits<double>::infinity(), scores.dtype()));
+    scores = where(allowed, scores, scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device()));
   }
   const Tensor weights = dropout_p > 0 ? tg::dropout(softmax(scores, -1), dropout_p, true)
                                        : softmax(scores, -1);
@@ -182,23 +182,29 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     q = apply_rope(q);
     if (k.defined()) k = apply_rope(k);
   }
-  // 2. Attention, every head at once: the fused kernel, the explicit path, or
-  // Linformer/Performer/Reformer.
-  AttentionOutput result;
-  Tensor context;  // [B, heads, Sq, head_dim]
-  if (!spec.has_scores()) {
-    context = approximate_attention(q, k, v, head_mask, is_causal, dropout_p);  // no weights
-  } else if (use_fused && !need_weights && spec.position != PositionKind::shaw) {
-    context = scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p, {},
-                                           spec.sparsity(), spec.position == PositionKind::alibi,
-                                           t5_bias(q.size(2), k.size(2), is_causal));
-  } else {  // the same attention with the layout as a dense mask, ALiBi and T5 as dense biases;
-            // Shaw's relative keys always come this way (their bias depends on q: not a kernel's)
-    std::tie(context, result.weights) = explicit_heads(q, k, v, head_mask, is_causal, dropout_p);
-  }
+  // 2. Attention, every head at once -> context [B, heads, Sq, head_dim] (and the weights).
+  auto [context, weights] = attend(q, k, v, head_mask, is_causal, dropout_p, need_weights);
   // 3. Merge the heads and project the output.
-  result.output = o_proj->forward(merge_heads(context));  // [B, Sq, hidden]
-  return result;
+  return {o_proj->forward(merge_heads(context)), weights};  // [B, Sq, hidden]
+}
+
+// The fused kernel, the explicit path, or Linformer/Performer/Reformer on projected heads.
+std::pair<Tensor, Tensor> MultiHeadAttention::attend(const Tensor& q, const Tensor& k,
+                                                     const Tensor& v, const Tensor& head_mask,
+                                                     bool is_causal, double dropout_p,
+                                                     bool need_weights) const {
+  if (!spec.has_scores()) {  // no weights
+    return {approximate_attention(q, k, v, head_mask, is_causal, dropout_p), Tensor()};
+  }
+  if (use_fused && !need_weights && spec.position != PositionKind::shaw) {
+    return {scaled_dot_product_attention(q, k, v, head_mask, is_causal, dropout_p, {},
+                                         spec.sparsity(), spec.position == PositionKind::alibi,
+                                         t5_bias(q.size(2), k.size(2), is_causal)),
+            Tensor()};
+  }
+  // The same attention with the layout as a dense mask, ALiBi and T5 as dense biases; Shaw's
+  // relative keys always come this way (their bias depends on q: not a kernel's).
+  return explicit_heads(q, k, v, head_mask, is_causal, dropout_p);
 }
 
 // Linformer, Performer or Reformer on projected heads: attention in O(S) that forms no [Sq, Sk]

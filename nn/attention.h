@@ -2,6 +2,7 @@
 // Multi-head attention with four separate projections (q_proj, k_proj, v_proj, o_proj), as the
 // classic tutorials write it. See docs/attention.md for the walk-through with shapes.
 #include "tapegrad/nn/attention_spec.h"
+#include "tapegrad/nn/kv_cache.h"
 #include "tapegrad/nn/layers.h"
 
 namespace tg::nn {
@@ -35,6 +36,14 @@ class MultiHeadAttention : public Module {
     return forward(x, x, x, mask, false, is_causal);
   }
 
+  // Incremental decoding (nn/kv_cache.h), causal self-attention: x [B, n, hidden] holds positions
+  // cache.length .. cache.length + n - 1; their keys and values are appended to the cache and
+  // their queries attend over every cached position, as forward(x, mask, is_causal = true) on the
+  // whole sequence computes them. Either the cache is empty (the prompt, any n) or n is 1 (one new
+  // token). Needs decodes_incrementally(spec) (else a tg::Error naming the kind) and records
+  // nothing on the tape (a tg::Error with grad mode on: generation runs under NoGrad).
+  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache) const;
+
   // Performer: draws projection_matrix afresh from `seed` (the tensor keeps its identity, so an
   // optimizer or a saved reference still sees it); an error for any other kind.
   void redraw_features(uint64_t seed);
@@ -63,7 +72,11 @@ class MultiHeadAttention : public Module {
                                  double dropout_p) const;
   bool packs_projections(const Tensor& query, const Tensor& key, const Tensor& value,
                          bool need_weights) const;
-  // The steps of forward's attention on projected heads [B, heads, S, head_dim].
+  // The steps of forward's attention on projected heads [B, heads, S, head_dim]: attend picks the
+  // path and returns (context, weights: defined on the explicit path only).
+  std::pair<Tensor, Tensor> attend(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& head_mask, bool is_causal, double dropout_p,
+                                   bool need_weights) const;
   Tensor approximate_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& head_mask, bool is_causal, double dropout_p) const;
   std::pair<Tensor, Tensor> explicit_heads(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -74,6 +87,13 @@ class MultiHeadAttention : public Module {
   Tensor t5_bias(int64_t sq, int64_t sk, bool is_causal) const;
   // Every bias the explicit path adds to the scores, [.., Sq, Sk] (ALiBi, T5, Shaw), or undefined.
   Tensor explicit_bias(const Tensor& q, int64_t sk, bool is_causal) const;
+  // forward_cached's attention of the newest position p = Sk - 1 (q [B, heads, 1, head_dim]) over
+  // the cached k, v [B, heads, Sk, head_dim]: the layout's row p as a mask, the position biases
+  // of row p.
+  Tensor attend_newest(const Tensor& q, const Tensor& k, const Tensor& v) const;
+  // The bias row p = sk - 1 adds to its scores by relative position, [heads, sk] (ALiBi's
+  // slope (j - p), T5's buckets of j - p), or undefined for any other position.
+  Tensor newest_row_bias(int64_t sk, DType dtype, Device device) const;
   // Registers the tables of the learned relative positions (t5, shaw) after checking the spec.
   void register_relative_positions(DType dtype);
 };

@@ -272,7 +272,7 @@ Tensor TimeSeriesModel::forward(const Tensor& x) const {
   return output->forward(last);
 }
 
-CharLM::CharLM(int64_t vocab, const ModelConfig& c) {
+CharLM::CharLM(int64_t vocab, const ModelConfig& c) : max_len(c.max_len), attention(c.attention) {
   check_char_lm(vocab, c);
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab, c.dim, c.dtype));
   if (auto table = make_positional_encoding(c, false)) {
@@ -295,8 +295,29 @@ ModelStateShapes CharLM::state_shapes(int64_t vocab, const ModelConfig& c) {
   return out;
 }
 
-Tensor CharLM::embed(const Tensor& tokens) const {
-  return add_positions(pos_enc, embedding->forward(tokens));
+Tensor CharLM::embed(const Tensor& tokens, int64_t offset) const {
+  const Tensor embedded = embedding->forward(tokens);
+  return pos_enc ? pos_enc->forward(embedded, offset) : embedded;
+}
+
+KVCache CharLM::make_cache(int64_t batch, int64_t capacity) const {
+  TG_CHECK(!layers.empty(), "CharLM: a model without layers has no keys or values to cache");
+  TG_CHECK(capacity >= 1 && capacity <= max_len, "CharLM: a cache of ", capacity,
+           " positions; the model takes 1 to max_len ", max_len);
+  const MultiHeadAttention& attn = *layers.front()->attn;
+  return KVCache(static_cast<int64_t>(layers.size()), batch, capacity, attn.heads, attn.head_dim,
+                 embedding->weight.dtype(), embedding->weight.device());
+}
+
+Tensor CharLM::forward_cached(const Tensor& tokens, KVCache& cache) const {
+  TG_CHECK(tokens.dim() == 2 && cache.layers.size() == layers.size() &&
+               tokens.size(0) == cache.batch(),
+           "CharLM::forward_cached: tokens ", shape_str(tokens.shape()), " need shape [",
+           cache.batch(), ", n], and a cache of ", layers.size(), " layers (it has ",
+           cache.layers.size(), ")");
+  Tensor h = embed(tokens, cache.length());
+  for (size_t i = 0; i < layers.size(); ++i) h = layers[i]->forward_cached(h, cache.layers[i]);
+  return head->forward(norm->forward(h));
 }
 
 Tensor CharLM::forward(const Tensor& tokens) const {

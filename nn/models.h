@@ -102,8 +102,18 @@ class CharLM : public Module {
   // state_dict()'s names and shapes without building the model, as TextClassifier's.
   static ModelStateShapes state_shapes(int64_t vocab, const ModelConfig& config);
   Tensor forward(const Tensor& tokens) const;  // [B, S] -> logits [B, S, vocab]
-  // What the first layer reads: the embedding, plus the positional encoding if any.
-  Tensor embed(const Tensor& tokens) const;
+  // What the first layer reads: the embedding, plus the positional encoding (of positions from
+  // `offset`) if any.
+  Tensor embed(const Tensor& tokens, int64_t offset = 0) const;
+
+  // Incremental decoding (nn/kv_cache.h, nn/generation.h): an empty cache for `batch` sequences
+  // of up to `capacity` positions (1 <= capacity <= max_len), on the model's device.
+  KVCache make_cache(int64_t batch, int64_t capacity) const;
+  // tokens [B, n] at positions cache.length() .. + n - 1 -> their logits [B, n, vocab], the
+  // cache holding them afterwards: what forward gives for those positions of the whole sequence.
+  // The cache is empty (the prompt) or n is 1; under NoGrad; every layer must decode
+  // incrementally (decodes_incrementally(config.attention)); tg::Error otherwise.
+  Tensor forward_cached(const Tensor& tokens, KVCache& cache) const;
 
   std::shared_ptr<Embedding> embedding;
   std::shared_ptr<SinusoidalPositionalEncoding> pos_enc;  // null unless position is sinusoidal
@@ -111,6 +121,8 @@ class CharLM : public Module {
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Linear> head;
   bool checkpoint_layers = false;
+  int64_t max_len;          // the longest context (the positional table's rows)
+  AttentionSpec attention;  // every layer's
 };
 
 }  // namespace tg::nn

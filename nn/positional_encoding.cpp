@@ -59,14 +59,15 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t dim, int64_t 
   table = register_buffer("pe", sinusoidal_buffer(max_len, dim, dtype), persistent);
 }
 
-Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) const {
+Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) const {
   const int64_t dim = table.size(2);
   TG_CHECK(x.dim() >= 2 && x.size(-1) == dim, "positional encoding: input ",
            shape_str(x.shape()), " does not end in dim ", dim);
   const int64_t length = x.size(-2);
-  TG_CHECK(length <= max_len, "positional encoding: sequence length ", length, " is past max_len ",
-           max_len, " (input ", shape_str(x.shape()), ")");
-  return x + table.narrow(1, 0, length).squeeze(0);  // [length, dim], broadcast over the batch
+  TG_CHECK(offset >= 0 && offset <= max_len && length <= max_len - offset, "positional encoding: ",
+           "positions ", offset, " .. ", offset, " + ", length, " are past max_len ", max_len,
+           " (input ", shape_str(x.shape()), ")");
+  return x + table.narrow(1, offset, length).squeeze(0);  // [length, dim], broadcast over the batch
 }
 
 }  // namespace tg::nn

@@ -32,8 +32,9 @@ class SinusoidalPositionalEncoding : public Module {
   // `persistent`: the table is in state_dict() (as "pe"), as in the tutorial's module.
   SinusoidalPositionalEncoding(int64_t dim, int64_t max_len = kTutorialMaxLen,
                                DType dtype = DType::f32, bool persistent = false);
-  // x [B, S, dim] -> x + PE[:S]; S past max_len is a tg::Error.
-  Tensor forward(const Tensor& x) const;
+  // x [B, S, dim] -> x + PE[offset : offset + S] (positions from `offset`: incremental decoding);
+  // a position past max_len is a tg::Error.
+  Tensor forward(const Tensor& x, int64_t offset = 0) const;
   Tensor table;  // [1, max_len, dim], the buffer "pe"
   int64_t max_len;
 };

@@ -41,28 +41,33 @@ int64_t t5_relative_position_bucket(int64_t relative_position, bool bidirectiona
 }
 
 Tensor t5_relative_bias(const Tensor& table, int64_t sq, int64_t sk, bool bidirectional,
-                        int64_t max_distance) {
+                        int64_t max_distance, int64_t query_offset) {
   TG_CHECK(table.defined() && table.dim() == 2 && sq >= 1 && sk >= 1, "t5_relative_bias: table ",
            table.defined() ? shape_str(table.shape()) : std::string("undefined"),
            " must be [num_buckets, heads], for Sq ", sq, ", Sk ", sk, " (both >= 1)");
-  std::vector<int64_t> buckets(sq + sk - 1);  // entry o is offset j - i = o - (Sq - 1)
+  TG_CHECK(query_offset >= 0 && query_offset <= (int64_t{1} << 40), "t5_relative_bias: query "
+           "offset ", query_offset, " must be in [0, 2^40]");
+  // entry o is row i, key j with j - i = o - (Sq - 1): query position i + query_offset
+  std::vector<int64_t> buckets(sq + sk - 1);
   for (int64_t o = 0; o < sq + sk - 1; ++o) {
-    buckets[o] = t5_relative_position_bucket(o - (sq - 1), bidirectional, table.size(0),
-                                             max_distance);
+    buckets[o] = t5_relative_position_bucket(o - (sq - 1) - query_offset, bidirectional,
+                                             table.size(0), max_distance);
   }
   // [Sq + Sk - 1, heads] rows of the table -> [heads, Sq + Sk - 1]
   return embedding(from_indices(buckets, {sq + sk - 1}, table.device()), table).transpose(0, 1);
 }
 
-Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk) {
+Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk,
+                            int64_t query_offset) {
   TG_CHECK(q.defined() && table.defined() && q.dim() >= 2 && table.dim() == 2 &&
                table.size(1) == q.size(-1) && table.size(0) >= 3 && table.size(0) % 2 == 1 &&
-               sk >= 1,
+               sk >= 1 && query_offset >= 0 && query_offset <= (int64_t{1} << 40),
            "shaw_relative_logits: q ",
            q.defined() ? shape_str(q.shape()) : std::string("undefined"),
            " [..., Sq, d] and table ",
            table.defined() ? shape_str(table.shape()) : std::string("undefined"),
-           " [2k + 1, d] (k >= 1) do not fit, for Sk ", sk);
+           " [2k + 1, d] (k >= 1) do not fit, for Sk ", sk, " (query offset ", query_offset,
+           " in [0, 2^40])");
   const int64_t width = table.size(0), clip = (width - 1) / 2, sq = q.size(-2);
   const int64_t rows = numel(q.shape()) / std::max<int64_t>(q.size(-1), 1);  // one per query
   TG_CHECK(sk <= (int64_t{1} << 31) / std::max<int64_t>(rows, 1), "shaw_relative_logits: ", rows,
@@ -71,7 +76,7 @@ Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk) {
   // Row r of per_distance (query i = r mod Sq) gives key j its column clip(j - i, -k, k) + k.
   std::vector<int64_t> picks(rows * sk);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = r % sq;
+    const int64_t i = r % sq + query_offset;
     for (int64_t j = 0; j < sk; ++j) {
       picks[r * sk + j] = r * width + std::clamp(j - i, -clip, clip) + clip;
     }

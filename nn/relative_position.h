@@ -30,14 +30,16 @@ int64_t t5_relative_position_bucket(int64_t relative_position, bool bidirectiona
 // T5's bias of every offset j - i of a [Sq, Sk] score matrix, as the fused kernel takes it:
 // [heads, Sq + Sk - 1], entry (h, j - i + Sq - 1) = table[bucket(j - i), h]. table [num_buckets,
 // heads] (the module's relative_attention_bias.weight); taped (an embedding lookup), so the
-// gradient reaches the table: the sum of dS over the pairs of each bucket.
+// gradient reaches the table: the sum of dS over the pairs of each bucket. Query i stands at
+// position i + query_offset (keys at 0..Sk-1): incremental decoding's newest row (Sq 1, offset p).
 Tensor t5_relative_bias(const Tensor& table, int64_t sq, int64_t sk, bool bidirectional,
-                        int64_t max_distance);
+                        int64_t max_distance, int64_t query_offset = 0);
 
 // Shaw's relative term of the scores, q_i . a^K_{clip(j - i)} for q [..., Sq, d] and table
 // [2k + 1, d] (row r holds distance r - k): [..., Sq, Sk], unscaled. One product q table^T
 // [..., Sq, 2k + 1], then each (i, j) picks its distance's column (an embedding lookup); both
-// taped.
-Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk);
+// taped. Query i stands at position i + query_offset, as in t5_relative_bias.
+Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk,
+                            int64_t query_offset = 0);
 
 }  // namespace tg::nn

@@ -20,4 +20,9 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& mask, boo
   return attended + dropout2->forward(mlp->forward(norm2->forward(attended)));
 }
 
+Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KVCache::Layer& cache) const {
+  const Tensor attended = x + dropout1->forward(attn->forward_cached(norm1->forward(x), cache));
+  return attended + dropout2->forward(mlp->forward(norm2->forward(attended)));
+}
+
 }  // namespace tg::nn

@@ -12,6 +12,9 @@ class TransformerEncoderLayer : public Module {
                           const AttentionSpec& attention = {});
   // x [B, S, dim]; mask as MultiHeadAttention::forward.
   Tensor forward(const Tensor& x, const Tensor& mask = Tensor(), bool is_causal = false) const;
+  // Causal incremental decoding: the same layer on new positions x [B, n, dim], attention over
+  // the cache (MultiHeadAttention::forward_cached, whose rules apply).
+  Tensor forward_cached(const Tensor& x, KVCache::Layer& cache) const;
 
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<MultiHeadAttention> attn;
