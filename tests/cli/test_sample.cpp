@@ -48,6 +48,24 @@ TEST_CASE("cli sample: the KV cache gives the text of --no-cache, greedy and see
   }
 }
 
+TEST_CASE("cli sample: a prompt longer than the window keeps its last window, cached or not", "[cli][sample]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  train_lm(dir, "--position rope", dir.file("lm.st"));
+  // 31 prompt characters through a window of 12: the model sees the last 12
+  const std::string prompt = "the cat sat on the mat and then";
+  const std::string command = "sample --threads 1 --load " + dir.file("lm.st") + " --tokens 20 "
+                              "--temperature 0 --prompt ";
+  const CliResult whole = run_cli(command + "'" + prompt + "'", dir);
+  const CliResult tail = run_cli(command + "'" + prompt.substr(prompt.size() - 12) + "'", dir);
+  const CliResult uncached = run_cli(command + "'" + prompt + "' --no-cache", dir);
+  INFO(whole.err << tail.err << uncached.err);
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(whole.out == uncached.out);
+  // the same 20 characters after the prompt as from its last 12 alone
+  REQUIRE(whole.out.substr(prompt.size()) == tail.out.substr(12));
+}
+
 TEST_CASE("cli sample: an int8 checkpoint decodes through the cache too", "[cli][sample]") {
   TempDir dir;
   write_bytes(dir.file("text.txt"), small_text());
