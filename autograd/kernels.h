@@ -175,6 +175,25 @@ struct Kernels {
   // Per row of contiguous x [rows, n]: out = (x - mean) * rstd, saving mean and rstd [rows].
   virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                               const Tensor& rstd) = 0;
+  // GELU's gradient in one pass, where a device has such a kernel: dx = g gelu'(x), gelu'(x) =
+  // Phi(x) + x phi(x); g, x and dx of one shape and dtype, contiguous. Returns false where the
+  // device has none (the default), and ops/elementwise.cpp multiplies g by UnaryOp::gelu_grad.
+  virtual bool gelu_backward(const Tensor& g, const Tensor& x, const Tensor& dx) {
+    (void)g, (void)x, (void)dx;
+    return false;
+  }
+  // The gradients of layer_norm over rows in one pass over G, where a device has such a kernel:
+  // with dxhat = G weight (G where weight is undefined), per row dx = rstd (dxhat - mean(dxhat) -
+  // xhat mean(dxhat xhat)); dweight = the column sums of G xhat, dbias those of G; an undefined
+  // output is not wanted. g, xhat, dx [rows, n] contiguous, rstd [rows], weight, dweight, dbias
+  // [n], one dtype. Returns false where the device has none (the default), and
+  // ops/layer_norm.cpp composes them from ops instead.
+  virtual bool layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
+                                   const Tensor& weight, const Tensor& dx, const Tensor& dweight,
+                                   const Tensor& dbias) {
+    (void)g, (void)xhat, (void)rstd, (void)weight, (void)dx, (void)dweight, (void)dbias;
+    return false;
+  }
 
   // Fused attention: out [B, H, Sq, value_dim] and the per-row log-sum-exp [N, Sq] contiguous (the
   // only statistics kept for backward, which recomputes the probabilities tile by tile). For
@@ -225,13 +244,18 @@ struct Kernels {
 
   // ---- int8 inference (contiguous tensors; ops/quantize.h checks the shapes, and the CPU versions
   // in cpu/quantize.cpp are the readable reference) ----------------------------------------
-  // Symmetric int8 rows of x [rows, cols] f32: scale[r] = max(max_c |x[r, c]| / 127, 2^-126) in
-  // f32 (never below the smallest normal f32, so never 0 for denormal rows; 1 for a row without
-  // a nonzero finite entry), or fixed_scale for every row when fixed_scale > 0;
-  // q[r, c] = x[r, c] / scale[r] rounded to nearest (ties to even), clamped to [-127, 127], NaN
-  // to 0. q is i8 [rows, cols], scale f32 [rows].
-  virtual void quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q,
+  // Symmetric int8 rows of x [rows, cols] f32 on `levels` steps each side (127: 8 bits; 63: 7
+  // bits, what int8_activation_levels() may ask for; 1..127): scale[r] = max(max_c |x[r, c]| /
+  // levels, 2^-126) in f32 (never below the smallest normal f32, so never 0 for denormal rows; 1
+  // for a row without a nonzero finite entry), or fixed_scale for every row when fixed_scale > 0;
+  // q[r, c] = x[r, c] / scale[r] rounded to nearest (ties to even), clamped to [-levels, levels],
+  // NaN to 0. q is i8 [rows, cols], scale f32 [rows].
+  virtual void quantize_rows(const Tensor& x, double fixed_scale, int levels, const Tensor& q,
                              const Tensor& scale) = 0;
+  // The levels a Linear's input is quantized to before gemm_i8 (ops/quantize.h): 127, or 63 where
+  // this backend's product is faster on 7-bit activations (the CPU's AVX2 kernel,
+  // cpu/fast/quantize.h).
+  virtual int int8_activation_levels() { return 127; }
   // acc [m, n] i32 = a [m, k] i8 times b [n, k]^T i8 (b: a Linear's weight [out, in]), exact:
   // k <= kMaxInt8Depth keeps every sum of products of +-127 inside i32.
   virtual void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) = 0;
@@ -240,6 +264,14 @@ struct Kernels {
   virtual void dequantize_product(const Tensor& acc, const Tensor& row_scale,
                                   const Tensor& col_scale, const Tensor& bias,
                                   const Tensor& out) = 0;
+  // out [m, n] f32 = dequantize_product(gemm_i8(a, b), row_scale, col_scale, bias), bit for bit;
+  // a backend may do both in one pass (the CPU's fast paths: no i32 [m, n] in memory).
+  virtual void quantized_product(const Tensor& a, const Tensor& b, const Tensor& row_scale,
+                                 const Tensor& col_scale, const Tensor& bias, const Tensor& out) {
+    const Tensor acc = empty({a.size(0), b.size(0)}, DType::i32, a.device());
+    gemm_i8(a, b, acc);
+    dequantize_product(acc, row_scale, col_scale, bias, out);
+  }
 };
 
 // The longest dot product gemm_i8 takes: k 127^2 < 2^31.

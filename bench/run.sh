@@ -13,11 +13,12 @@
 # use (python3 -m venv, then pip install torch numpy: several GB, downloaded once; the build and
 # the tests never need it). MKL and oneDNN run on torch's OpenMP pool, which set_num_threads
 # sizes, so 2.x runs once per thread count. On attn-long it also runs its fused attention,
-# F.scaled_dot_product_attention (SDPA), the counterpart of tapegrad's fused path.
+# F.scaled_dot_product_attention (SDPA), the counterpart of tapegrad's fused path; on charlm
+# (the character LM, causal) 2.x runs SDPA only, as the issue's comparison asks.
 #
 #   bench/run.sh [path/to/tapegrad]        (default: build/tapegrad)
 #   STEPS=20 LONG_STEPS=5 WARMUP=3 THREADS="1 2" REPEAT=1 PYTHON=/usr/bin/python3 bench/run.sh
-#   WORKLOADS="textcls-mid timeseries": a subset (default: all four)
+#   WORKLOADS="textcls-mid timeseries": a subset (default: all five)
 #   (LONG_STEPS: the timed steps of attn-long, whose explicit path takes seconds a step)
 #   TORCH2_PYTHON=/path/to/python: an interpreter that has torch 2.x, instead of bench/.venv
 #   SKIP_TORCH2=1: PyTorch 1.13 only (the 2.x columns say n/a)
@@ -38,7 +39,7 @@ warmup="${WARMUP:-3}"
 threads_list="${THREADS:-1 2}"
 repeat="${REPEAT:-1}"
 skip_torch2="${SKIP_TORCH2:-0}"
-workloads="${WORKLOADS:-textcls-small textcls-mid timeseries attn-long}"
+workloads="${WORKLOADS:-textcls-small textcls-mid timeseries attn-long charlm}"
 
 [ -x "$tapegrad" ] || { echo "run.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
 "$python" -c "import torch" 2>/dev/null || { echo "run.sh: $python has no torch" >&2; exit 2; }
@@ -101,7 +102,11 @@ for _ in $(seq "$repeat"); do
       measure "$key/tg" "$tapegrad" bench "${args[@]}"
       measure "$key/th" "$python" "$here/torch_ref.py" "${args[@]}"
       measure "$key/tu" "$python" "$here/torch_ref.py" "${args[@]}" --blas-threads 0
-      torch2_measure "$key/t2" "${args[@]}"
+      if [ "$workload" = charlm ]; then  # torch 2.x with is_causal SDPA (1.13: explicit)
+        torch2_measure "$key/t2" "${args[@]}" --attention sdpa
+      else
+        torch2_measure "$key/t2" "${args[@]}"
+      fi
       if [ "$workload" = attn-long ]; then  # fused vs SDPA, and the explicit paths (1.13 has no SDPA)
         torch2_measure "$key/sdpa" "${args[@]}" --attention sdpa
         measure "$key/tg-explicit" "$tapegrad" bench "${args[@]}" --path explicit
@@ -147,6 +152,7 @@ jq -r "$defs"'"| \(.name) | \(.tg.threads) | \(.tg | ms) | \(.th | ms) | \(.tu |
 echo
 echo "attn-long: tapegrad's fused attention; its torch 2.x column is F.scaled_dot_product_attention"
 echo "(SDPA, is_causal=True). torch 1.13 has no SDPA: its columns are the explicit path in both rows."
+echo "charlm: torch 2.x runs SDPA (is_causal=True); torch 1.13 the explicit path."
 
 echo
 echo "Best thread count of each framework (torch 1.13: the faster of OpenBLAS pinned and unpinned):"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for `tapegrad bench`: the same four workloads, the same model shapes.
+"""PyTorch reference for `tapegrad bench`: the same five workloads, the same model shapes.
 
 Runs under two PyTorch builds (bench/run.sh measures both):
   Debian's python3-torch 1.13, on the system OpenBLAS:  /usr/bin/python3 bench/torch_ref.py ...
@@ -33,7 +33,7 @@ import statistics
 import sys
 import time
 
-WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long", "sgemm")
+WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long", "charlm", "sgemm", "generate")
 
 
 def parse_args():
@@ -48,6 +48,10 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--int8", action="store_true",
+                        help="textcls-mid, charlm: eval forward, f32 vs quantize_dynamic (qint8 Linear)")
+    parser.add_argument("--context", type=int, default=128,
+                        help="generate: the model's max_len and window (tapegrad's rows: 128, 512, 2048)")
     return parser.parse_args()
 
 
@@ -132,6 +136,41 @@ class TimeSeriesModel(nn.Module):
         return self.output(h[:, -1])
 
 
+class EncoderLayer(nn.Module):
+    """tapegrad's pre-norm TransformerEncoderLayer (nn/transformer.cpp), dropout 0:
+    x = x + attn(LN1(x)); x = x + MLP(LN2(x)), MLP = Linear(dim, 4 dim) -> exact GELU -> Linear."""
+
+    def __init__(self, dim, heads, attention):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-5)
+        self.attn = MultiHeadAttention(dim, heads, attention)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-5)
+        self.linear1 = nn.Linear(dim, 4 * dim)
+        self.linear2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x, allowed, causal):
+        x = x + self.attn(self.norm1(x), allowed, causal)
+        return x + self.linear2(F.gelu(self.linear1(self.norm2(x))))
+
+
+class CharLM(nn.Module):
+    """tapegrad's nn::CharLM: embedding + sinusoidal table -> causal layers -> LayerNorm -> head."""
+
+    def __init__(self, vocab, dim, heads, layers, attention, max_len):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, dim)
+        self.register_buffer("pe", sinusoidal_table(max_len, dim), persistent=False)
+        self.layers = nn.ModuleList(EncoderLayer(dim, heads, attention) for _ in range(layers))
+        self.norm = nn.LayerNorm(dim, eps=1e-5)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens, allowed, causal):
+        h = self.embedding(tokens) + self.pe[: tokens.shape[1]]
+        for layer in self.layers:
+            h = layer(h, allowed, causal)
+        return self.head(self.norm(h))
+
+
 def linear_flops(rows, n_in, n_out):
     return 2 * rows * n_in * n_out
 
@@ -147,7 +186,7 @@ def make_workload(name, attention="explicit", sgemm_n=1024):
     if name == "sgemm":  # C = A B, n x n, f32: one GEMM as fast as this torch's BLAS runs it
         n = sgemm_n
         a, b, c = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen), torch.empty(n, n)
-        return (lambda: torch.mm(a, b, out=c)), n, 2 * n ** 3, [a, b, c]
+        return (lambda: torch.mm(a, b, out=c)), n, 2 * n ** 3, [a, b, c], 0
     if name in ("textcls-small", "textcls-mid"):
         vocab, dim, heads, batch, seq, classes = (
             (1000, 64, 4, 32, 32, 4) if name == "textcls-small" else (8000, 256, 8, 16, 128, 4))
@@ -192,7 +231,23 @@ def make_workload(name, attention="explicit", sgemm_n=1024):
             for p in model.parameters():
                 p.grad = None
 
-        return step, batch * seq, 3 * mha_flops(batch, seq, dim, True), list(model.parameters()) + data
+        return (step, batch * seq, 3 * mha_flops(batch, seq, dim, True), list(model.parameters()) + data,
+                parameter_count(model))
+    elif name == "charlm":  # as cli/bench.cpp's char_lm: the README's character LM, one step
+        vocab, dim, heads, layers, batch, context = 100, 128, 4, 2, 32, 128
+        model = CharLM(vocab, dim, heads, layers, attention, max_len=context)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        tokens = torch.randint(0, vocab, (batch, context), generator=gen)
+        targets = torch.randint(0, vocab, (batch, context), generator=gen)
+        # sdpa: is_causal, no mask tensor; explicit: the lower triangle as a mask
+        allowed = None if attention == "sdpa" else torch.ones(context, context, dtype=torch.bool).tril()
+        loss_fn = lambda: F.cross_entropy(model(tokens, allowed, True).reshape(-1, vocab), targets.reshape(-1))
+        rows = batch * context
+        layer_flops = (mha_flops(batch, context, dim, True) + linear_flops(rows, dim, 4 * dim)
+                       + linear_flops(rows, 4 * dim, dim))
+        flops = 3 * (layers * layer_flops + linear_flops(rows, dim, vocab))
+        data = [tokens, targets] + ([] if allowed is None else [allowed])
+        tokens_per_step = batch * context
     else:
         raise ValueError(name)
 
@@ -205,7 +260,11 @@ def make_workload(name, attention="explicit", sgemm_n=1024):
         state = [t for s in opt.state.values() for t in s.values() if torch.is_tensor(t)]
         return list(model.parameters()) + list(model.buffers()) + state + data
 
-    return step, tokens_per_step, flops, live
+    return step, tokens_per_step, flops, live, parameter_count(model)
+
+
+def parameter_count(model):  # elements, as tapegrad bench's "parameters"
+    return sum(p.numel() for p in model.parameters())
 
 
 def tensor_bytes(tensors):
@@ -238,6 +297,145 @@ def step_peak_bytes(step, live):
         return None
 
 
+# ---- generate: greedy decoding with a KV cache, the eager loop generation libraries run ----
+
+def attend_cached(attn, x, cache, position, sdpa):
+    """One MultiHeadAttention on new positions x [B, n, dim] at `position`: their keys and
+    values written into the preallocated cache (k, v [B, heads, window, head_dim]), their
+    queries over every cached position (causal within a prompt)."""
+    q, k, v = attn.split_heads(attn.q_proj(x)), attn.split_heads(attn.k_proj(x)), attn.split_heads(attn.v_proj(x))
+    n = x.shape[1]
+    cache_k, cache_v = cache
+    cache_k[:, :, position:position + n] = k
+    cache_v[:, :, position:position + n] = v
+    keys, values = cache_k[:, :, :position + n], cache_v[:, :, :position + n]
+    if sdpa:
+        context = F.scaled_dot_product_attention(q, keys, values, is_causal=n > 1)
+    else:
+        scores = q @ keys.transpose(-1, -2) / math.sqrt(attn.head_dim)
+        if n > 1:
+            scores = scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        context = torch.softmax(scores, dim=-1) @ values
+    b = x.shape[0]
+    return attn.o_proj(context.transpose(1, 2).reshape(b, n, attn.hidden))
+
+
+def forward_cached(model, tokens, caches, position, sdpa):
+    h = model.embedding(tokens) + model.pe[position:position + tokens.shape[1]]
+    for layer, cache in zip(model.layers, caches):
+        h = h + attend_cached(layer.attn, layer.norm1(h), cache, position, sdpa)
+        h = h + layer.linear2(F.gelu(layer.linear1(layer.norm2(h))))
+    return model.head(model.norm(h[:, -1]))
+
+
+def generate_greedy(model, prompt, new_tokens, window, sdpa):
+    """tapegrad's nn::generate, greedy: the same window policy (past the window, the context
+    restarts from its newer half, the cache refilled from it)."""
+    caches = [(torch.empty(1, model.layers[0].attn.heads, window, model.layers[0].attn.head_dim),
+               torch.empty(1, model.layers[0].attn.heads, window, model.layers[0].attn.head_dim))
+              for _ in model.layers]
+    history, start, cached, fed = list(prompt), 0, 0, list(prompt)
+    for _ in range(new_tokens):
+        total = len(history)
+        if total - start > window:
+            start = total - max((window + 1) // 2, min(len(fed), window))
+            cached = 0
+        if cached == 0:
+            logits = forward_cached(model, torch.tensor([history[start:]]), caches, 0, sdpa)
+        else:
+            logits = forward_cached(model, torch.tensor([fed]), caches, cached, sdpa)
+        cached = total - start
+        fed = [int(logits.argmax(-1))]
+        history += fed
+    return history[len(prompt):]
+
+
+def generate_main(args):
+    torch.manual_seed(0)
+    sdpa = args.attention == "sdpa"
+    model = CharLM(100, 128, 4, 2, args.attention, max_len=args.context).eval()
+    gen = torch.Generator().manual_seed(7)
+    prompt = torch.randint(0, 100, (64,), generator=gen).tolist()
+    new_tokens = max(256, args.context - 64)
+    times = []
+    with torch.inference_mode():
+        for i in range(args.warmup + args.steps):
+            start = time.perf_counter()
+            generate_greedy(model, prompt, new_tokens, args.context, sdpa)
+            if i >= args.warmup:
+                times.append((time.perf_counter() - start) * 1e3)
+    ms = statistics.median(times)
+    report = {"workload": "generate", "attention": args.attention, "threads": torch.get_num_threads(),
+              "context": args.context, "prompt_tokens": 64, "new_tokens": new_tokens, "ms": ms,
+              "tokens_per_s": new_tokens / (ms / 1e3), "torch": torch.__version__,
+              "parameters": parameter_count(model)}
+    print(json.dumps(report) if args.json else "\n".join(f"{k:14s} {v}" for k, v in report.items()))
+
+
+def int8_case(name, attention):
+    """--int8: (f32 model in eval(), forward(model) -> logits, loss(logits)), as tapegrad bench --int8"""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1234)
+    if name == "textcls-mid":
+        vocab, dim, heads, batch, seq, classes = 8000, 256, 8, 16, 128, 4
+        model = TextClassifier(vocab, classes, dim, heads, attention)
+        tokens = torch.randint(0, vocab, (batch, seq), generator=gen)
+        labels = torch.randint(0, classes, (batch,), generator=gen)
+        lengths = [seq - (7 * b) % max(seq // 2, 1) for b in range(batch)]  # as cli/bench.cpp
+        key_allowed = (torch.arange(seq)[None, :] < torch.tensor(lengths)[:, None]).view(batch, 1, 1, seq)
+        pool = torch.zeros(batch, seq, 1)
+        for b, n in enumerate(lengths):
+            pool[b, :n] = 1.0 / n
+        return (model.eval(), lambda m: m(tokens, key_allowed, pool),
+                lambda logits: F.cross_entropy(logits, labels).item())
+    if name == "charlm":
+        vocab, dim, heads, layers, batch, context = 100, 128, 4, 2, 32, 128
+        model = CharLM(vocab, dim, heads, layers, attention, max_len=context)
+        tokens = torch.randint(0, vocab, (batch, context), generator=gen)
+        targets = torch.randint(0, vocab, (batch, context), generator=gen)
+        allowed = None if attention == "sdpa" else torch.ones(context, context, dtype=torch.bool).tril()
+        return (model.eval(), lambda m: m(tokens, allowed, True),
+                lambda logits: F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1)).item())
+    sys.exit(f"torch_ref: --int8 times textcls-mid and charlm, not {name}")
+
+
+def int8_main(args):
+    """f32 vs torch.ao.quantization.quantize_dynamic({nn.Linear}, qint8) on the same weights: the
+    eval forward under torch.inference_mode(), timed interleaved; the loss of each."""
+    import copy
+    import warnings
+    model, forward, loss = int8_case(args.workload, args.attention)
+    with warnings.catch_warnings():  # 2.x: torch.ao.quantization is deprecated (for torchao)
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {nn.Linear},
+                                                           dtype=torch.qint8)
+    models = {"f32": model, "int8 dynamic": quantized}
+    times = {name: [] for name in models}
+    with torch.inference_mode():
+        for _ in range(args.warmup):
+            for m in models.values():
+                forward(m)
+        for _ in range(args.steps):
+            for name, m in models.items():
+                start = time.perf_counter()
+                forward(m)
+                times[name].append((time.perf_counter() - start) * 1e3)
+        losses = {name: loss(forward(m)) for name, m in models.items()}
+    base = statistics.median(times["f32"])
+    for name in models:
+        ms = statistics.median(times[name])
+        report = {"workload": args.workload, "model": name, "attention": args.attention,
+                  "threads": torch.get_num_threads(), "ms_per_batch": ms, "min_ms": min(times[name]),
+                  "speedup": base / ms, "loss": losses[name],
+                  "loss_change": (losses[name] - losses["f32"]) / losses["f32"],
+                  "engine": torch.backends.quantized.engine, "torch": torch.__version__}
+        if args.json:
+            print(json.dumps(report))
+        else:
+            print(f"{name:14s} {ms:10.3f} ms (min {min(times[name]):.3f})  {base / ms:5.2f}x  "
+                  f"loss {losses[name]:.5f} ({100 * report['loss_change']:+.3f}%)  {report['engine']}")
+
+
 def blas_name():
     config = torch.__config__.show()
     return "MKL" if "BLAS_INFO=mkl" in config else "OpenBLAS"  # Debian's: BLAS_INFO=generic
@@ -248,7 +446,11 @@ def main(args):
         sys.exit(f"torch_ref: --attention sdpa needs torch 2.x (this is {torch.__version__})")
     if args.threads:
         torch.set_num_threads(args.threads)
-    step, tokens, flops, live = make_workload(args.workload, args.attention, args.sgemm_n)
+    if args.workload == "generate":
+        return generate_main(args)
+    if args.int8:
+        return int8_main(args)
+    step, tokens, flops, live, parameters = make_workload(args.workload, args.attention, args.sgemm_n)
     for _ in range(args.warmup):
         step()
     peak = step_peak_bytes(step, live)
@@ -265,7 +467,8 @@ def main(args):
         blas_threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     report = {"workload": args.workload, "attention": args.attention, "threads": torch.get_num_threads(),
               "ms_per_step": ms, "tokens_per_s": tokens / (ms / 1e3), "gflops": flops / (ms / 1e3) / 1e9,
-              "peak_bytes": peak, "blas": blas, "blas_threads": blas_threads, "torch": torch.__version__}
+              "peak_bytes": peak, "blas": blas, "blas_threads": blas_threads, "torch": torch.__version__,
+              "parameters": parameters}
     if args.json:
         print(json.dumps(report))
     else:

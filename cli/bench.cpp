@@ -21,8 +21,10 @@
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/bench_attention_scaling.h"
+#include "tapegrad/cli/bench_charlm.h"
 #include "tapegrad/cli/bench_data_parallel.h"
 #include "tapegrad/cli/bench_gemm_i8.h"
+#include "tapegrad/cli/bench_generate.h"
 #include "tapegrad/cli/bench_int8.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
@@ -42,7 +44,8 @@ namespace tg::cli {
 namespace {
 
 const char* const kWorkloads =
-    "textcls-small, textcls-mid, timeseries, attn-long, sgemm, attn-scaling, gemm-i8";
+    "textcls-small, textcls-mid, timeseries, attn-long, charlm, sgemm, attn-scaling, gemm-i8, "
+    "generate";
 
 // The precision the steps run in: f32, or the forward under autocast to f16/bf16 (f16 with loss
 // scaling, as `tapegrad train --amp`). Shared by a workload's step so that it can be switched.
@@ -61,6 +64,7 @@ struct Workload {
   std::function<void()> step;
   std::function<void(bool)> set_fused;
   std::vector<Tensor> params;  // what data-parallel runs average (the training workloads)
+  int64_t parameter_count = 0;  // the model's parameters (elements), 0 for sgemm; --json prints it
   std::shared_ptr<Precision> precision = std::make_shared<Precision>();
 };
 
@@ -88,6 +92,13 @@ std::vector<int64_t> random_ints(int64_t count, int64_t high, std::mt19937_64& g
   std::vector<int64_t> values(count);
   for (int64_t& v : values) v = pick(gen);
   return values;
+}
+
+// The elements of `params` (torch_ref.py prints the same count for its model).
+int64_t count_elements(const std::vector<Tensor>& params) {
+  int64_t total = 0;
+  for (const Tensor& p : params) total += p.numel();
+  return total;
 }
 
 // A training step of model -> loss -> backward -> Adam.step -> zero_grad, in `precision`: the
@@ -131,6 +142,7 @@ Workload text_classifier(int64_t vocab, int64_t dim, int64_t heads, int64_t batc
       adam, [=] { return cross_entropy(model->forward(tokens, lengths), targets); }, w.precision);
   w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
   w.params = model->parameters();
+  w.parameter_count = count_elements(w.params);
   return w;
 }
 
@@ -155,6 +167,7 @@ Workload time_series() {
   w.step = training_step(adam, [=] { return mse_loss(model->forward(x), y); }, w.precision);
   w.set_fused = [model](bool fused) { model->mha->use_fused = fused; };
   w.params = model->parameters();
+  w.parameter_count = count_elements(w.params);
   return w;
 }
 
@@ -183,6 +196,38 @@ Workload long_attention() {
     for (const Tensor& p : params) p.zero_grad();
   };
   w.set_fused = [mha](bool fused) { mha->use_fused = fused; };
+  w.parameter_count = count_elements(params);
+  return w;
+}
+
+// The README's character LM (nn::CharLM): 2 pre-norm layers, dim 128, 4 heads, the MLP of 4 x dim,
+// dropout 0, sinusoidal positions; batch 32 x context 128 over 100 symbols, causal, cross_entropy
+// over every position (the step `tapegrad train --task charlm` runs).
+Workload char_lm() {
+  const int64_t vocab = kBenchCharLMVocab, batch = 32, context = 128;
+  const nn::ModelConfig config = bench_charlm_config(context);
+  const int64_t dim = config.dim, layers = config.layers;
+  auto model = std::make_shared<nn::CharLM>(vocab, config);
+  auto adam = std::make_shared<Adam>(model->parameters(), 1e-3);
+  std::mt19937_64 gen(1234);
+  const Tensor tokens = from_indices(random_ints(batch * context, vocab, gen), {batch, context});
+  const Tensor targets = from_indices(random_ints(batch * context, vocab, gen), {batch, context});
+  const double rows = batch * context;
+  const double layer_flops = mha_flops(batch, context, dim, true) +
+                             linear_flops(rows, dim, 4 * dim) + linear_flops(rows, 4 * dim, dim);
+
+  Workload w;
+  w.description = "CharLM vocab 100, 2 layers, dim 128, 4 heads, MLP 512, sinusoidal, causal; "
+                  "batch 32 x context 128; cross_entropy at every position, Adam";
+  w.tokens_per_step = batch * context;
+  w.flops_per_step = 3 * (layers * layer_flops + linear_flops(rows, dim, vocab));
+  w.step = training_step(
+      adam, [=] { return cross_entropy(model->forward(tokens), targets); }, w.precision);
+  w.set_fused = [model](bool fused) {
+    for (const auto& layer : model->layers) layer->attn->use_fused = fused;
+  };
+  w.params = model->parameters();
+  w.parameter_count = count_elements(w.params);
   return w;
 }
 
@@ -210,6 +255,7 @@ Workload make_workload(const std::string& name) {
   if (name == "textcls-mid") return text_classifier(8000, 256, 8, 16, 128, 4);
   if (name == "timeseries") return time_series();
   if (name == "attn-long") return long_attention();
+  if (name == "charlm") return char_lm();
   if (name == "sgemm") return sgemm();
   fail("unknown workload '", name, "' (known: ", kWorkloads, ")");
 }
@@ -265,12 +311,16 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
       "GFLOP/s (GEMM FLOPs counted analytically) and peak allocator bytes of one step");
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&o.workload)->required(),
-       "textcls-small | textcls-mid | timeseries | attn-long | sgemm (one 1024^3 f32 GEMM: the "
+       "textcls-small | textcls-mid | timeseries | attn-long | charlm (a training step of the "
+       "README's character LM: 2 layers, dim 128, context 128) | sgemm (one 1024^3 f32 GEMM: the "
        "machine's GEMM peak) | attn-scaling (the fused attention op, full and local:256, and "
        "reformer:32,2 (taped ops), causal, "
        "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "
-       "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s)")
-      ("max-seq", po::value(&o.max_seq), "attn-scaling: the longest S (default 16384)")
+       "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s) | generate "
+       "(greedy generation from the charlm model, batch 1, with and without the KV cache, "
+       "at contexts 128, 512, 2048: tokens/s and peak bytes)")
+      ("max-seq", po::value(&o.max_seq), "attn-scaling: the longest S (default 16384); generate: "
+                                         "the longest context (default 2048)")
       ("threads", po::value(&o.threads)->default_value(o.threads), kThreadsHelp)
       ("steps", po::value(&o.steps), "timed steps; the median is reported (default 20)")
       ("warmup", po::value(&o.warmup), "untimed steps first (default 3)")
@@ -284,9 +334,10 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
       ("plain-kernels", "CPU: run every kernel's plain loop instead of its vectorised fast path "
                         "(cpu/features.h), to see what the fast paths pay")
       ("int8", "inference only: f32 vs int8 dynamic vs int8 static forwards of a textcls workload "
-               "(ms per batch, model bytes; docs/quantization.md)")
+               "or charlm (ms per batch, loss, model bytes; docs/quantization.md; "
+               "TAPEGRAD_INT8_KERNEL=avx2|vnni|plain picks the int8 kernels)")
       ("json", "print one JSON line: workload, threads, ms_per_step, tokens_per_s, gflops, "
-               "peak_bytes")
+               "peak_bytes, parameters")
       ("profile", "print the per-op profile of the timed steps (to stderr with --json)")
       ("profile-trace", po::value(&o.trace_path), trace_help.c_str())
       ("profile-schedule", po::value(&o.schedule_text),
@@ -302,9 +353,11 @@ void print_help(const boost::program_options::options_description& options) {
                "  tapegrad bench --workload textcls-mid --json\n"
                "  tapegrad bench --workload textcls-mid --int8\n"
                "  tapegrad bench --workload timeseries --profile\n"
+               "  tapegrad bench --workload charlm --threads 1\n"
                "  tapegrad bench --workload textcls-small --steps 5 --profile-trace bench.json\n"
                "  tapegrad bench --workload attn-long --device cuda\n"
                "  tapegrad bench --workload attn-scaling --max-seq 4096\n"
+               "  tapegrad bench --workload generate --threads 1 --max-seq 512\n"
                "  tapegrad bench --workload gemm-i8 --threads 1\n";
 }
 
@@ -344,15 +397,17 @@ void check_options(BenchOptions& o) {
 // Which flags apply to the chosen workload (train/flag_scope.h): --path and --amp to the
 // training steps of a model, the profilers to timed training steps, the CPU-only benches'
 // --device to the CPU, --plain-kernels to the CPU kernels of any bench but gemm-i8 (which runs
-// both), --max-seq to attn-scaling, --int8 to the textcls workloads, --tf32 to CUDA.
+// both), --max-seq to attn-scaling, --int8 to the textcls workloads and charlm, --tf32 to CUDA.
 std::vector<train::FlagScope> bench_flag_scopes(const BenchOptions& o) {
   const std::string workload = "--workload " + o.workload;
-  const bool own_bench = o.workload == "attn-scaling" || o.workload == "gemm-i8";
+  const bool own_bench =
+      o.workload == "attn-scaling" || o.workload == "gemm-i8" || o.workload == "generate";
   const bool model_step = !own_bench && o.workload != "sgemm";
   const bool on_cpu = parse_device(o.device) == kCPU;
   const std::vector<std::string> profilers = {"profile", "profile-trace", "profile-schedule"};
-  return {{{"max-seq"}, o.workload == "attn-scaling", workload},
-          {{"int8"}, o.workload == "textcls-small" || o.workload == "textcls-mid", workload},
+  return {{{"max-seq"}, o.workload == "attn-scaling" || o.workload == "generate", workload},
+          {{"int8"}, o.workload == "textcls-small" || o.workload == "textcls-mid" ||
+                         o.workload == "charlm", workload},
           {{"path", "amp"}, model_step, workload},
           {{"path", "amp"}, !o.int8, "--int8 (f32 and int8 forwards on the fused path)"},
           {profilers, !own_bench, workload},
@@ -398,6 +453,16 @@ GemmI8BenchOptions gemm_i8_options(const BenchOptions& o) {
   if (o.steps_given) gemm_options.steps = o.steps;
   if (o.warmup_given) gemm_options.warmup = o.warmup;
   return gemm_options;
+}
+
+// --workload generate: tokens/s with and without the KV cache; --max-seq caps the context.
+GenerateBenchOptions generate_options(const BenchOptions& o) {
+  TG_CHECK(!o.max_seq_given || (o.max_seq >= 128 && o.max_seq <= 2048), "--workload generate: "
+           "--max-seq must be in [128, 2048], got ", o.max_seq);
+  GenerateBenchOptions generate{.max_context = o.max_seq_given ? o.max_seq : 2048, .json = o.json};
+  if (o.steps_given) generate.steps = o.steps;
+  if (o.warmup_given) generate.warmup = o.warmup;
+  return generate;
 }
 
 // --int8: CPU f32 vs int8 forwards of the textcls workload.
@@ -472,6 +537,7 @@ struct Measurements {
   double ms_per_step = 0, tokens_per_s = 0, gflops = 0;
   AmpMemory memory;
   nlohmann::json data_parallel;  // empty unless under mpirun
+  int64_t parameter_count = 0;   // the workload's
 };
 
 // ---- The report ----
@@ -484,7 +550,8 @@ void print_json(const BenchOptions& o, Device device, const Measurements& m) {
                            {"path", o.path}, {"amp", o.amp},
                            {"peak_bytes_f32", m.memory.f32.peak},
                            {"device", device_name(device)}, {"tf32", math_modes().allow_tf32},
-                           {"plain_kernels", o.plain_kernels}};
+                           {"plain_kernels", o.plain_kernels},
+                           {"parameters", m.parameter_count}};
   if (!m.data_parallel.empty()) report["data_parallel"] = m.data_parallel;
   std::cout << report.dump() << "\n";
 }
@@ -553,6 +620,7 @@ int bench_workload(const BenchOptions& o, Device device, Kernels& device_kernels
   w.precision->begin_step = data_parallel.step_beginner();
   w.precision->reduce_gradients = data_parallel.reducer();
   Measurements m;
+  m.parameter_count = w.parameter_count;
   m.memory = warm_up_and_measure_memory(w, o);
   m.ms = time_steps(w, o, device, device_kernels, data_parallel);
   m.ms_per_step = median(m.ms);
@@ -584,6 +652,7 @@ int bench(const Args& args) {
   const DefaultDeviceScope on_device(device);  // the models and data are made there
   if (o.workload == "attn-scaling") return bench_attention_scaling(attention_scaling_options(o));
   if (o.workload == "gemm-i8") return bench_gemm_i8(gemm_i8_options(o));
+  if (o.workload == "generate") return bench_generate(generate_options(o));
   if (o.int8) return bench_int8(int8_options(o));
   return bench_workload(o, device, device_kernels);
 }

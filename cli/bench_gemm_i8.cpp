@@ -64,6 +64,7 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
     const Tensor x = uniform({s.m, s.k}, -1, 1), w = uniform({s.n, s.k}, -0.1, 0.1), bias = uniform({s.n}, -1, 1);
     const Tensor w_t = w.transpose(0, 1);
     const QuantizedRows wq = quantize_rows(w), xq = quantize_rows(x);
+    const QuantizedRows xq7 = quantize_rows(x, 0, cpu::int8::kAvx2ActivationLevels);  // AVX2's
     const Tensor acc = empty({s.m, s.n}, DType::i32);
     const double ops = 2.0 * s.m * s.n * s.k;
     // One row; GOP/s and the speedup from the medians (a busy machine shows in the minimum).
@@ -89,11 +90,15 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
     if (cpu::fast_paths_enabled()) {
       for (auto isa : {cpu::int8::Isa::avx512_vnni, cpu::int8::Isa::avx2}) {
         if (!cpu::int8::isa_supported(isa)) continue;
-        const Timing t = time_runs([&] {
-          cpu::int8::gemm(xq.values.data_as<int8_t>(), wq.values.data_as<int8_t>(), acc.data_as<int32_t>(),
-                          s.m, s.n, s.k, isa);
-        }, options);
-        report(std::string("int8 gemm_i8, ") + cpu::int8::isa_name(isa), t, f32_ms);
+        for (const QuantizedRows* a : {&xq, &xq7}) {  // AVX2: full-range a (vpmaddwd), 7-bit a
+          if (a == &xq7 && isa != cpu::int8::Isa::avx2) continue;
+          const Timing t = time_runs([&] {
+            cpu::int8::gemm(a->values.data_as<int8_t>(), wq.values.data_as<int8_t>(),
+                            acc.data_as<int32_t>(), s.m, s.n, s.k, isa);
+          }, options);
+          const std::string name = std::string("int8 gemm_i8, ") + cpu::int8::isa_name(isa);
+          report(a == &xq7 ? name + " 7-bit a" : name, t, f32_ms);
+        }
       }
     }
     {

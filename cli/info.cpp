@@ -1,11 +1,14 @@
 // `tapegrad info`: what this build runs on.
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
+#include "tapegrad/cpu/fast/quantize.h"
 #include "tapegrad/cpu/features.h"
 
 extern "C" char* openblas_get_config(void);
@@ -15,6 +18,18 @@ extern "C" int openblas_get_num_threads(void);
 namespace tg::cli {
 
 const char* version() { return TAPEGRAD_VERSION; }
+
+namespace {
+// Which int8 kernels run (cpu/fast/quantize.h): TAPEGRAD_INT8_KERNEL or the best this CPU has.
+std::string int8_line() {
+  const cpu::int8::Path path = cpu::int8::selected_path();  // a bad variable: the error, exit 2
+  const char* set = std::getenv(cpu::int8::kPathVariable);
+  return std::string(cpu::int8::path_description(path)) +
+         (set && *set ? std::string(" (") + cpu::int8::kPathVariable + "=" + set + ")"
+                      : std::string(" (the best this CPU has; ") + cpu::int8::kPathVariable +
+                            "=avx2|vnni|plain chooses)");
+}
+}  // namespace
 
 int info(const Args& args) {
   namespace po = boost::program_options;
@@ -26,10 +41,12 @@ int info(const Args& args) {
     return 0;
   }
   pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
+  const std::string int8 = int8_line();  // before any output: a bad variable is the one line
   std::cout << "tapegrad " << version() << "\n"
             << "blas:     " << openblas_get_config() << "\n"
             << "kernels:  " << openblas_get_corename() << " (OpenBLAS); CPU fast paths "
             << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
+            << "int8:     " << int8 << "\n"
             << "threads:  " << num_threads() << " (" << describe_num_threads()
             << "; --threads N on any command), " << openblas_get_num_threads() << " (OpenBLAS)\n"
             << "devices:  cpu\n";

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
 
 namespace tg::cpu {
@@ -67,10 +68,30 @@ void binary_row(const T* a, int64_t a_step, const T* b, int64_t b_step, T* out, 
   }
 }
 
+// exp, GELU and GELU's derivative on contiguous f32 where the AVX2 fast path may run
+// (cpu/fast/elementwise_avx2.cpp), split across the threads as the plain loop; false otherwise.
+bool unary_fast(UnaryOp op, const Tensor& x, const Tensor& out) {
+  const bool has_fast = op == UnaryOp::gelu || op == UnaryOp::gelu_grad || op == UnaryOp::exp;
+  if (!has_fast || x.dtype() != DType::f32 || !x.is_contiguous() || !out.is_contiguous() ||
+      !fast_paths_enabled()) {
+    return false;
+  }
+  const float* in = x.data_as<float>();
+  float* result = out.data_as<float>();
+  const auto map = op == UnaryOp::gelu        ? gelu_f32_avx2
+                   : op == UnaryOp::gelu_grad ? gelu_grad_f32_avx2
+                                              : exp_f32_avx2;
+  parallel_for(x.numel(), kParallelElements, [&](int64_t first, int64_t past) {
+    map(in + first, result + first, past - first);
+  });
+  return true;
+}
+
 }  // namespace
 
 void CpuKernels::unary(UnaryOp op, const Tensor& x, double scalar, const Tensor& out) {
   if (is_half(x.dtype())) return unary_half(op, x, scalar, out);
+  if (unary_fast(op, x, out)) return;
   dispatch_floating(x.dtype(), "unary", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data_as<T>();
@@ -86,6 +107,22 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, double scalar, const Tensor&
     for_each_element<2>(x.shape(), {&x.strides(), &out.strides()},
                         [&](auto p) { result[p[1]] = apply_unary(op, in[p[0]], s); });
   });
+}
+
+// f32, contiguous, one shape, with the fast paths on: one AVX2 pass (cpu/fast/elementwise_avx2.cpp)
+// instead of gelu_grad's tensor and a mul.
+bool CpuKernels::gelu_backward(const Tensor& g, const Tensor& x, const Tensor& dx) {
+  for (const Tensor* t : {&g, &x, &dx}) {
+    if (t->dtype() != DType::f32 || !t->is_contiguous() || t->shape() != x.shape()) return false;
+  }
+  if (!fast_paths_enabled()) return false;
+  const float* grad = g.data_as<float>();
+  const float* in = x.data_as<float>();
+  float* result = dx.data_as<float>();
+  parallel_for(x.numel(), kParallelElements, [&](int64_t first, int64_t past) {
+    gelu_backward_f32_avx2(grad + first, in + first, result + first, past - first);
+  });
+  return true;
 }
 
 void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -51,6 +51,15 @@ void gemm_half(const GemmBatch& batch);
 // fast_paths_enabled() (cpu/features.h); the kernel's plain loop is the reference.
 void adam_step_f32_avx2(const AdamStep& step, float* param, const float* grad, float* exp_avg,
                         float* exp_avg_sq, int64_t count);  // cpu/fast/optim_avx2.cpp
+// Elementwise f32 on AVX2 + FMA (cpu/fast/elementwise_avx2.cpp): out[i] = gelu(x[i]) (exact,
+// x Phi(x)) and gelu'(x[i]) = Phi(x) + x phi(x) for i < n, within 1e-6 relative (unary's
+// UnaryOp::gelu and gelu_grad); out[i] = exp(x[i]) within 2 ulp (UnaryOp::exp); and
+// out[i] = exp(x[i] - shift) returning their sum (softmax_dim's rows).
+void gelu_f32_avx2(const float* x, float* out, int64_t n);
+void gelu_grad_f32_avx2(const float* x, float* out, int64_t n);
+void exp_f32_avx2(const float* x, float* out, int64_t n);
+void gelu_backward_f32_avx2(const float* g, const float* x, float* out, int64_t n);  // g gelu'(x)
+float exp_shifted_f32_avx2(const float* x, float shift, float* out, int64_t n);
 
 // The one call into BLAS (cpu/fast/blas.cpp): C = alpha op(A) op(B) + beta C for one row-major
 // matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h).
@@ -150,6 +159,11 @@ class CpuKernels final : public Kernels {
   void index_add_rows(const Tensor& src, const Tensor& index, const Tensor& table) override;
   void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                       const Tensor& rstd) override;
+  bool gelu_backward(const Tensor& g, const Tensor& x,
+                     const Tensor& dx) override;  // cpu/elementwise.cpp
+  bool layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
+                           const Tensor& weight, const Tensor& dx, const Tensor& dweight,
+                           const Tensor& dbias) override;  // cpu/fast/layer_norm.cpp
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
   void attention_forward(const AttentionProblem& problem, const Tensor& out,
                          const Tensor& logsumexp) override;
@@ -167,8 +181,12 @@ class CpuKernels final : public Kernels {
   void accumulate_sum_of_squares(const Tensor& x, const Tensor& total) override;
   void unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
                          const Tensor& found_inf) override;
-  void quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q, const Tensor& scale) override;
+  void quantize_rows(const Tensor& x, double fixed_scale, int levels, const Tensor& q,
+                     const Tensor& scale) override;
+  int int8_activation_levels() override;
   void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) override;
+  void quantized_product(const Tensor& a, const Tensor& b, const Tensor& row_scale,
+                         const Tensor& col_scale, const Tensor& bias, const Tensor& out) override;
   void dequantize_product(const Tensor& acc, const Tensor& row_scale, const Tensor& col_scale,
                           const Tensor& bias, const Tensor& out) override;
 };

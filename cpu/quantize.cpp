@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "tapegrad/cpu/fast/quantize.h"
 #include "tapegrad/cpu/features.h"
@@ -18,15 +19,24 @@ namespace {
 // on the calling thread (the thread policy: autograd/threads.h).
 constexpr int64_t kParallelInt8Elements = 1 << 14;
 
+// The fast int8 kernels' instruction set, or none: the plain loops (FastPathsOff, or
+// TAPEGRAD_INT8_KERNEL=plain, or a CPU without AVX2; cpu/fast/quantize.h). A bad variable throws.
+std::optional<int8::Isa> int8_fast_isa() {
+  const int8::Path path = int8::selected_path();
+  if (!fast_paths_enabled() || path == int8::Path::plain) return std::nullopt;
+  return path == int8::Path::avx512_vnni ? int8::Isa::avx512_vnni : int8::Isa::avx2;
+}
+
 }  // namespace
 
-void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q,
+void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, int levels, const Tensor& q,
                                const Tensor& scale) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const float* in = x.data_as<float>();
   int8_t* out = q.data_as<int8_t>();
   float* scales = scale.data_as<float>();
-  if (fast_paths_enabled()) return int8::quantize_rows(in, rows, cols, fixed_scale, out, scales);
+  if (int8_fast_isa()) return int8::quantize_rows(in, rows, cols, fixed_scale, levels, out, scales);
+  const float steps = static_cast<float>(levels);
   parallel_for(rows, grain_for(cols, kParallelInt8Elements), [&](int64_t first, int64_t past) {
     for (int64_t r = first; r < past; ++r) {
       const float* row = in + r * cols;
@@ -38,16 +48,22 @@ void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor
         }
         // Never below the smallest normal f32: a denormal row's largest / 127 would be 0 or
         // denormal (a scale the loader refuses, or one that flush-to-zero hardware reads as 0).
-        row_scale = largest > 0 ? std::max(largest / 127.0f, 0x1p-126f) : 1.0f;
+        row_scale = largest > 0 ? std::max(largest / steps, 0x1p-126f) : 1.0f;
       }
       scales[r] = row_scale;
       for (int64_t c = 0; c < cols; ++c) {
         const float scaled = row[c] / row_scale;  // q = round(x / scale), clamped
-        const float clamped = std::isnan(scaled) ? 0.0f : std::clamp(scaled, -127.0f, 127.0f);
+        const float clamped = std::isnan(scaled) ? 0.0f : std::clamp(scaled, -steps, steps);
         out[r * cols + c] = static_cast<int8_t>(std::nearbyint(clamped));
       }
     }
   });
+}
+
+// 63 on the AVX2 path, whose product is fastest on 7-bit activations (cpu/fast/quantize.h); the
+// plain loops stand in for it with the same numbers in a FastPathsOff scope.
+int CpuKernels::int8_activation_levels() {
+  return int8::selected_path() == int8::Path::avx2 ? int8::kAvx2ActivationLevels : 127;
 }
 
 void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
@@ -55,7 +71,10 @@ void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
   const int8_t* lhs = a.data_as<int8_t>();
   const int8_t* rhs = b.data_as<int8_t>();
   int32_t* out = acc.data_as<int32_t>();
-  if (fast_paths_enabled()) return int8::gemm(lhs, rhs, out, m, n, k, int8::best_isa());
+  if (const auto isa = int8_fast_isa()) {
+    const int8::BOwner owner{b.storage(), b.version()};  // b kept packed, once per version
+    return int8::gemm(lhs, rhs, out, m, n, k, *isa, &owner);
+  }
   const int64_t grain = grain_for(static_cast<double>(n) * k, kParallelInt8Elements);
   parallel_for(m, grain, [&](int64_t first, int64_t past) {
     for (int64_t i = first; i < past; ++i) {
@@ -76,7 +95,7 @@ void CpuKernels::dequantize_product(const Tensor& acc, const Tensor& row_scale,
   const float* cols = col_scale.data_as<float>();
   const float* shift = bias.defined() ? bias.data_as<float>() : nullptr;
   float* result = out.data_as<float>();
-  if (fast_paths_enabled()) return int8::dequantize_product(in, m, n, rows, cols, shift, result);
+  if (int8_fast_isa()) return int8::dequantize_product(in, m, n, rows, cols, shift, result);
   parallel_for(m, grain_for(n, kParallelInt8Elements), [&](int64_t first, int64_t past) {
     for (int64_t i = first; i < past; ++i) {
       for (int64_t j = 0; j < n; ++j) {
@@ -85,6 +104,17 @@ void CpuKernels::dequantize_product(const Tensor& acc, const Tensor& row_scale,
       }
     }
   });
+}
+
+void CpuKernels::quantized_product(const Tensor& a, const Tensor& b, const Tensor& row_scale,
+                                   const Tensor& col_scale, const Tensor& bias, const Tensor& out) {
+  const auto isa = int8_fast_isa();
+  if (!isa) return Kernels::quantized_product(a, b, row_scale, col_scale, bias, out);  // 2 loops
+  const int8::BOwner owner{b.storage(), b.version()};  // b kept packed, once per version
+  int8::quantized_product(a.data_as<int8_t>(), b.data_as<int8_t>(), a.size(0), b.size(0), a.size(1),
+                          *isa, row_scale.data_as<float>(), col_scale.data_as<float>(),
+                          bias.defined() ? bias.data_as<float>() : nullptr, out.data_as<float>(),
+                          &owner);
 }
 
 }  // namespace tg::cpu

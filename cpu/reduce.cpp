@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/threads.h"
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
 
 namespace tg::cpu {
@@ -16,6 +17,22 @@ namespace {
 // norm read a row two or three times, so they split from fewer.
 constexpr int64_t kParallelSumElements = 1 << 16;
 constexpr int64_t kParallelRowElements = 1 << 15;
+
+// The sum of a contiguous row of n values: eight running sums (entries k = j mod 8), which the
+// compiler keeps in one vector register, added pairwise at the end; then the tail in order. One
+// add per element in flight instead of a chain of dependent adds through memory.
+template <typename T>
+T sum_of_row(const T* row, int64_t n) {
+  T lanes[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j) lanes[j] += row[k + j];
+  }
+  const T even = (lanes[0] + lanes[4]) + (lanes[2] + lanes[6]);
+  T total = even + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  for (; k < n; ++k) total += row[k];
+  return total;
+}
 
 }  // namespace
 
@@ -28,6 +45,12 @@ void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
     using T = decltype(tag);
     const T* in = x.data_as<T>();
     T* result = out.data_as<T>();
+    if (s.inner == 1) {  // sums along contiguous rows (a mean over the last dim)
+      parallel_for(s.outer, grain_for(s.n, kParallelSumElements), [&](int64_t first, int64_t past) {
+        for (int64_t o = first; o < past; ++o) result[o] = sum_of_row(in + o * s.n, s.n);
+      });
+      return;
+    }
     const int64_t threads = num_threads();
     const int64_t column_blocks = s.outer < threads ? std::clamp<int64_t>(s.inner / 16, 1, threads) : 1;
     const int64_t block = (s.inner + column_blocks - 1) / column_blocks;
@@ -95,8 +118,42 @@ void CpuKernels::scatter_add_dim(const Tensor& src, DimSplit s, const Tensor& in
   });
 }
 
+namespace {
+
+// Softmax (or log-softmax) of contiguous f32 rows (inner 1) with the AVX2 exponentials
+// (cpu/fast/elementwise_avx2.cpp): the plain loop's steps, each exp within 2 ulp of std::exp.
+void softmax_rows_f32_fast(const float* in, float* result, DimSplit s, bool log) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t grain = grain_for(static_cast<double>(s.n), kParallelRowElements);
+  parallel_for(s.outer, grain, [&](int64_t first, int64_t past) {
+    for (int64_t o = first; o < past; ++o) {
+      const float* row = in + o * s.n;
+      float* row_out = result + o * s.n;
+      float largest = kNegInf;
+      for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k]);
+      if (largest == kNegInf) {
+        std::fill(row_out, row_out + s.n, log ? kNegInf : 0.0f);
+        continue;
+      }
+      const float total = exp_shifted_f32_avx2(row, largest, row_out, s.n);
+      if (log) {
+        const float log_total = std::log(total) + largest;
+        for (int64_t k = 0; k < s.n; ++k) row_out[k] = row[k] - log_total;
+      } else {
+        const float inverse = 1.0f / total;
+        for (int64_t k = 0; k < s.n; ++k) row_out[k] *= inverse;
+      }
+    }
+  });
+}
+
+}  // namespace
+
 // A row whose every entry is -inf (a fully masked attention row) gives 0, not NaN.
 void CpuKernels::softmax_dim(const Tensor& x, DimSplit s, bool log, const Tensor& out) {
+  if (x.dtype() == DType::f32 && s.inner == 1 && fast_paths_enabled()) {
+    return softmax_rows_f32_fast(x.data_as<float>(), out.data_as<float>(), s, log);
+  }
   dispatch_floating(x.dtype(), "softmax_dim", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data_as<T>();

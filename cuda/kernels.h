@@ -69,7 +69,8 @@ class CudaKernels final : public Kernels {
   void accumulate_sum_of_squares(const Tensor& x, const Tensor& total) override;
   void unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
                          const Tensor& found_inf) override;
-  void quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q, const Tensor& scale) override;
+  void quantize_rows(const Tensor& x, double fixed_scale, int levels, const Tensor& q,
+                     const Tensor& scale) override;
   void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) override;
   void dequantize_product(const Tensor& acc, const Tensor& row_scale, const Tensor& col_scale,
                           const Tensor& bias, const Tensor& out) override;

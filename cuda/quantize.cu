@@ -24,8 +24,8 @@ __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 
 // One block per row: the threads find max |x| over the row's finite entries (a tree in shared
 // memory), then quantize their share of the row.
-__global__ void quantize_rows_kernel(const float* x, int64_t cols, float fixed_scale, int8_t* q,
-                                     float* scale) {
+__global__ void quantize_rows_kernel(const float* x, int64_t cols, float fixed_scale, float levels,
+                                     int8_t* q, float* scale) {
   __shared__ float largest[kThreads];
   const int64_t row = blockIdx.x;
   const float* in = x + row * cols;
@@ -42,12 +42,12 @@ __global__ void quantize_rows_kernel(const float* x, int64_t cols, float fixed_s
       __syncthreads();
     }
     // at least the smallest normal f32, as cpu/quantize.cpp's
-    row_scale = largest[0] > 0 ? fmaxf(largest[0] / 127.0f, 0x1p-126f) : 1.0f;
+    row_scale = largest[0] > 0 ? fmaxf(largest[0] / levels, 0x1p-126f) : 1.0f;
   }
   if (threadIdx.x == 0) scale[row] = row_scale;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float scaled = in[c] / row_scale;  // q = round(x / scale), clamped
-    const float clamped = isnan(scaled) ? 0.0f : fminf(fmaxf(scaled, -127.0f), 127.0f);
+    const float clamped = isnan(scaled) ? 0.0f : fminf(fmaxf(scaled, -levels), levels);
     q[row * cols + c] = static_cast<int8_t>(rintf(clamped));
   }
 }
@@ -86,7 +86,7 @@ __global__ void dequantize_product_kernel(const int32_t* acc, const float* row_s
 
 }  // namespace
 
-void CudaKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tensor& q,
+void CudaKernels::quantize_rows(const Tensor& x, double fixed_scale, int levels, const Tensor& q,
                                 const Tensor& scale) {
   DeviceGuard guard(device_index());
   const int64_t rows = x.size(0);
@@ -94,7 +94,8 @@ void CudaKernels::quantize_rows(const Tensor& x, double fixed_scale, const Tenso
   TG_CHECK(rows <= 0x7fffffff, "kernel 'quantize_rows' on cuda: ", rows, " rows are more than a grid holds");
   launch("quantize_rows", quantize_rows_kernel,
          LaunchShape{dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0}, x.data_as<const float>(),
-         x.size(1), static_cast<float>(fixed_scale), q.data_as<int8_t>(), scale.data_as<float>());
+         x.size(1), static_cast<float>(fixed_scale), static_cast<float>(levels),
+         q.data_as<int8_t>(), scale.data_as<float>());
 }
 
 void CudaKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {

@@ -180,9 +180,12 @@ Tensor relu(const Tensor& x) {
 
 Tensor gelu(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::gelu, x);
-  // d gelu(x)/dx = Phi(x) + x phi(x)
+  // d gelu(x)/dx = Phi(x) + x phi(x): in one kernel pass where the device has one
   record("gelu", {x}, out, {x}, [](const Tensor& g, const Node& n) {
-    return Grads{mul(g, unary_forward(UnaryOp::gelu_grad, n.saved[0]))};
+    const Tensor& saved = n.saved[0];
+    const Tensor dx = empty(saved.shape(), saved.dtype(), saved.device());
+    if (kernels(saved.device()).gelu_backward(g, saved, dx)) return Grads{dx};
+    return Grads{mul(g, unary_forward(UnaryOp::gelu_grad, saved))};
   });
   return out;
 }

@@ -1,5 +1,6 @@
 // layer_norm: one tape node. Forward normalises rows in one kernel call and applies the affine
-// part; backward is the standard closed form, composed from ops.
+// part; backward is the standard closed form, in one kernel call where the device has one
+// (Kernels::layer_norm_backward, CPU fast paths), else composed from ops.
 #include "tapegrad/ops/layer_norm.h"
 
 #include "tapegrad/autograd/autocast.h"
@@ -19,6 +20,25 @@ void check_affine(const Tensor& t, const char* name, const Tensor& x, const Shap
   check_same_device("layer_norm", {x, t});
   TG_CHECK(t.dtype() == x.dtype(), "op 'layer_norm': ", name, " is ",
            dtype_name(t.dtype()), " but the input is ", dtype_name(x.dtype()));
+}
+
+// The gradients in one pass from the device's kernel where it has one
+// (Kernels::layer_norm_backward), in `grads`; false where it declines (then the ops compose them).
+bool layer_norm_grads_fused(const Tensor& g_rows, const Tensor& xhat, const Tensor& rstd,
+                            const Tensor& w, const Node& node, Grads& grads) {
+  const auto like = [&](const Shape& shape) { return empty(shape, xhat.dtype(), xhat.device()); };
+  const int64_t n = xhat.size(1);
+  const Tensor dx = node.needs_grad(0) ? like(xhat.shape()) : Tensor();
+  const Tensor dw = node.needs_grad(1) ? like({n}) : Tensor();
+  const Tensor db = node.needs_grad(2) ? like({n}) : Tensor();
+  const Tensor weight = w.defined() ? w.reshape({n}) : Tensor();
+  if (!kernels(xhat.device()).layer_norm_backward(g_rows, xhat, rstd, weight, dx, dw, db)) {
+    return false;
+  }
+  if (dx.defined()) grads[0] = dx.view(node.inputs[0].shape);
+  if (dw.defined()) grads[1] = dw.view(node.inputs[1].shape);
+  if (db.defined()) grads[2] = db.view(node.inputs[2].shape);
+  return true;
 }
 
 }  // namespace
@@ -59,6 +79,9 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
            const Tensor& w = node.saved[2];
            const Tensor g_rows = g.reshape({rows, n});
            Grads grads(3);
+           if (layer_norm_grads_fused(g_rows.contiguous(), xhat, node.saved[1], w, node, grads)) {
+             return grads;
+           }
            if (node.needs_grad(0)) {
              const Tensor dxhat = w.defined() ? mul(g_rows, w.reshape({n})) : g_rows;
              const Tensor centred = sub(dxhat, mean(dxhat, {1}, /*keepdim=*/true));

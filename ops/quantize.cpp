@@ -22,19 +22,26 @@ Tensor as_f32(const Tensor& x) {
   return x.dtype() == DType::f32 ? x.detach().contiguous() : x.detach().to(DType::f32);
 }
 
+// A static input scale (calibrated for 127 steps each side) stretched to `levels` steps over the
+// same range: input_scale 127 / levels (unchanged at 127; 0, a scale per row, stays 0).
+double scale_for_levels(double input_scale, int levels) {
+  return levels == 127 ? input_scale : input_scale * 127 / levels;
+}
+
 }  // namespace
 
-QuantizedRows quantize_rows(const Tensor& x, double fixed_scale) {
+QuantizedRows quantize_rows(const Tensor& x, double fixed_scale, int levels) {
   const char* op = "quantize_rows";
   TG_CHECK(x.defined() && x.dim() == 2 && is_floating(x.dtype()), "op '", op,
            "': x must be a floating [rows, cols] tensor, got ",
            x.defined() ? dtype_name(x.dtype()) + std::string(" ") + shape_str(x.shape()) : std::string("undefined"));
   TG_CHECK(std::isfinite(fixed_scale) && fixed_scale >= 0 && fixed_scale < 3.4e38, "op '", op,
            "': the fixed scale must be finite and >= 0 (0: a scale per row), got ", fixed_scale);
+  TG_CHECK(levels >= 1 && levels <= 127, "op '", op, "': levels must be in [1, 127], got ", levels);
   check_no_grad(op, x);
   const Tensor input = as_f32(x);
   QuantizedRows q{empty(x.shape(), DType::i8, x.device()), empty({x.size(0)}, DType::f32, x.device())};
-  kernels(x.device()).quantize_rows(input, fixed_scale, q.values, q.scales);
+  kernels(x.device()).quantize_rows(input, fixed_scale, levels, q.values, q.scales);
   return q;
 }
 
@@ -65,13 +72,14 @@ Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tens
   check_same_device(op, {x, w, weight.scales, bias});
   check_no_grad(op, x);
   const int64_t rows = x.numel() / in_features;
-  const QuantizedRows input = quantize_rows(x.detach().reshape({rows, in_features}), input_scale);
   Kernels& k = kernels(x.device());
-  const Tensor acc = empty({rows, out_features}, DType::i32, x.device());
-  k.gemm_i8(input.values, w.contiguous(), acc);
+  const int levels = k.int8_activation_levels();
+  const double fixed_scale = scale_for_levels(input_scale, levels);
+  const QuantizedRows input =
+      quantize_rows(x.detach().reshape({rows, in_features}), fixed_scale, levels);
   const Tensor out = empty({rows, out_features}, DType::f32, x.device());
-  k.dequantize_product(acc, input.scales, weight.scales.contiguous(),
-                       bias.defined() ? as_f32(bias) : Tensor(), out);
+  k.quantized_product(input.values, w.contiguous(), input.scales, weight.scales.contiguous(),
+                      bias.defined() ? as_f32(bias) : Tensor(), out);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   return out.view(out_shape);

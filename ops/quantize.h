@@ -22,14 +22,18 @@ struct QuantizedRows {
   Tensor scales;  // f32 [rows]
 };
 
-// x [rows, cols], floating (computed in f32). fixed_scale > 0: that scale for every row.
-QuantizedRows quantize_rows(const Tensor& x, double fixed_scale = 0);
+// x [rows, cols], floating (computed in f32). fixed_scale > 0: that scale for every row. levels
+// (1..127): the steps each side, 127 above (63: 7 bits, scale_r = max_c |x_rc| / 63).
+QuantizedRows quantize_rows(const Tensor& x, double fixed_scale = 0, int levels = 127);
 // values * scale of their row, f32 [rows, cols].
 Tensor dequantize_rows(const QuantizedRows& q);
 
 // y [..., out] f32 = x [..., in] W^T + bias with W = weight (values [out, in], scales [out]) and x
 // quantized per row, or with input_scale for every row when input_scale > 0 (static). bias f32
-// [out] or undefined.
+// [out] or undefined. x is quantized on the levels the device's kernels ask for
+// (Kernels::int8_activation_levels): 127, or 63 (7-bit activations, as PyTorch's fbgemm
+// reduce_range) on the CPU's AVX2 path, whose vpmaddubsw product is exact only for those; a
+// static input_scale (calibrated for 127 steps) then becomes input_scale 127 / 63 on 63 steps.
 Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tensor& bias,
                         double input_scale = 0);
 

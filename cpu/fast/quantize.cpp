@@ -2,6 +2,11 @@
 // the operands into the layouts of cpu/fast/quantize_kernels.h, and spreading rows over the threads.
 #include "tapegrad/cpu/fast/quantize.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -12,14 +17,27 @@
 namespace tg::cpu::int8 {
 namespace {
 
-// Rows of A a thread packs and multiplies at a time: a multiple of the kernels' 6- and 4-row blocks,
-// small enough that the packed rows (48 x 256 bytes at k = 256) stay in L1 beside B's panels.
-constexpr int64_t kChunkRows = 48;
+// Rows of A a thread packs and multiplies at a time: a multiple of the kernels' 6-, 5- and 4-row
+// blocks, small enough that the packed rows (60 x 256 bytes at k = 256) stay in L1 beside B's
+// panels (the widening AVX2 kernel's i16 rows: twice that, in L2).
+constexpr int64_t kChunkRows = 60;
 // The work thresholds (the thread policy: autograd/threads.h): products of at most this many
 // multiply-adds run on the calling thread (waking a thread costs microseconds), and so do row
 // loops over at most kParallelInt8Elements elements in all, as in the plain cpu/quantize.cpp.
 constexpr int64_t kParallelInt8Work = int64_t{1} << 20;
 constexpr int64_t kParallelInt8Elements = int64_t{1} << 14;
+
+// Where a product's rows of C go: into c [m, n] (gemm), or, when c is null, into a scratch block
+// of the thread's and from there, while in cache, rescaled by dequantize_row_avx2 into out [m, n]
+// f32 (quantized_product): no i32 [m, n] in memory.
+struct ProductOutput {
+  const BOwner* owner = nullptr;  // B's, to keep it packed; null: pack it for this product only
+  int32_t* c = nullptr;
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
+  const float* bias = nullptr;  // may be null
+  float* out = nullptr;
+};
 
 // One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p (layout in
 // cpu/fast/quantize_kernels.h), into `out`; and kCorrection sum_p B(j, p) for each of its columns j
@@ -54,44 +72,118 @@ void pack_a_rows(const int8_t* a, int64_t rows, int64_t k, int64_t groups, Conve
   }
 }
 
-// The product in two loops on the pool: the threads pack B's panels (and its correction), then
-// take C's rows in chunks of kChunkRows, each packing its chunk of A (TA: convert(A(i, p))) into a
-// buffer of its own and calling multiply(packed chunk, rows, C's first row of the chunk, packed B,
-// correction).
-template <typename TA, typename TB, int kWidth, int kDepth, int32_t kCorrection, typename Convert,
-          typename Multiply>
-void packed_product(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k,
-                    Convert convert, Multiply multiply) {
+// B packed in one kernel's layout (TB values in `values`), with its correction.
+template <typename TB>
+struct PackedB {
+  std::vector<TB> values;
+  std::vector<int32_t> correction;
+};
+
+// All of B [n, k] packed (pack_b_panel), the panels split over the threads when `split`.
+template <typename TB, int kWidth, int kDepth, int32_t kCorrection>
+std::shared_ptr<const PackedB<TB>> pack_int8_b(const int8_t* b, int64_t n, int64_t k,
+                                               bool split) {
   const int64_t groups = (k + kDepth - 1) / kDepth;
   const int64_t panels = (n + kWidth - 1) / kWidth;
-  const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   const int64_t panel_size = groups * kWidth * kDepth;
-  std::vector<TB> b_packed(panels * panel_size);      // zeros: the padding stays so
-  std::vector<int32_t> correction(panels * kWidth);  // zeros
+  auto packed = std::make_shared<PackedB<TB>>();
+  packed->values.resize(panels * panel_size);      // zeros: the padding stays so
+  packed->correction.resize(panels * kWidth);      // zeros
+  parallel_for(panels, split ? 1 : panels, [&](int64_t first_panel, int64_t past_panel) {
+    for (int64_t panel = first_panel; panel < past_panel; ++panel) {
+      pack_b_panel<TB, kWidth, kDepth, kCorrection>(b, n, k, groups, panel,
+                                                    packed->values.data() + panel * panel_size,
+                                                    packed->correction.data() + panel * kWidth);
+    }
+  });  // parallel_for returns when every panel is packed
+  return packed;
+}
+
+// One B kept packed for later products (cpu/fast/quantize.h, BOwner): whose storage (compared by
+// identity: owner_before both ways), where in it, which version, which layout.
+struct PackedEntry {
+  std::weak_ptr<const void> storage;
+  const int8_t* data = nullptr;
+  int64_t n = 0, k = 0;
+  uint64_t version = 0;
+  int64_t layout = 0;
+  std::shared_ptr<const void> packed;  // a PackedB<TB> of the layout
+};
+constexpr size_t kPackedEntries = 256;  // the oldest goes beyond this
+std::mutex packed_mutex;
+std::vector<PackedEntry> packed_entries;  // oldest first
+
+// Whether two weak pointers share one owner (the same storage, alive or not).
+bool same_b_owner(const std::weak_ptr<const void>& x, const std::weak_ptr<const void>& y) {
+  return !x.owner_before(y) && !y.owner_before(x);
+}
+
+// B packed in `layout` for `owner`'s current version: from the cache, else packed now and kept
+// (replacing the entries of its older versions; dropping those whose storage is gone).
+template <typename TB, int kWidth, int kDepth, int32_t kCorrection>
+std::shared_ptr<const PackedB<TB>> packed_weight(const BOwner* owner, const int8_t* b, int64_t n,
+                                                 int64_t k, bool split) {
+  if (owner == nullptr) return pack_int8_b<TB, kWidth, kDepth, kCorrection>(b, n, k, split);
+  const int64_t layout = (int64_t{kWidth} << 40) | (int64_t{kDepth} << 32) |
+                         (int64_t{sizeof(TB)} << 16) | kCorrection;
+  const auto same_b = [&](const PackedEntry& e) {
+    return e.data == b && e.n == n && e.k == k && e.layout == layout &&
+           same_b_owner(e.storage, owner->storage);
+  };
+  {
+    const std::lock_guard<std::mutex> lock(packed_mutex);
+    std::erase_if(packed_entries, [](const PackedEntry& e) { return e.storage.expired(); });
+    for (const PackedEntry& e : packed_entries) {
+      if (same_b(e) && e.version == owner->version) {
+        return std::static_pointer_cast<const PackedB<TB>>(e.packed);
+      }
+    }
+  }
+  auto packed = pack_int8_b<TB, kWidth, kDepth, kCorrection>(b, n, k, split);  // outside the lock
+  const std::lock_guard<std::mutex> lock(packed_mutex);
+  std::erase_if(packed_entries, same_b);
+  if (packed_entries.size() >= kPackedEntries) packed_entries.erase(packed_entries.begin());
+  packed_entries.push_back({owner->storage, b, n, k, owner->version, layout, packed});
+  return packed;
+}
+
+// The product in two loops on the pool: the threads pack B's panels (and its correction), or
+// find them packed (output.owner), then take C's rows in chunks of kChunkRows, each packing its
+// chunk of A (TA: convert(A(i, p))) into a buffer of its own and calling multiply(packed chunk,
+// rows, C's first row of the chunk, packed B, correction).
+template <typename TA, typename TB, int kWidth, int kDepth, int32_t kCorrection, typename Convert,
+          typename Multiply>
+void packed_product(const int8_t* a, const int8_t* b, const ProductOutput& output, int64_t m,
+                    int64_t n, int64_t k, Convert convert, Multiply multiply) {
+  const int64_t groups = (k + kDepth - 1) / kDepth;
+  const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   // Both loops split when the product is above its threshold (packing B, a small part of the
   // work, then one panel a chunk).
   const int64_t grain = grain_for(static_cast<double>(kChunkRows) * n * k, kParallelInt8Work);
-  const bool product_splits = chunks > grain;
-  parallel_for(panels, product_splits ? 1 : panels, [&](int64_t first_panel, int64_t past_panel) {
-    for (int64_t panel = first_panel; panel < past_panel; ++panel) {
-      pack_b_panel<TB, kWidth, kDepth, kCorrection>(b, n, k, groups, panel,
-                                                    b_packed.data() + panel * panel_size,
-                                                    correction.data() + panel * kWidth);
-    }
-  });  // parallel_for returns when every panel is packed: B is ready before any multiply
+  const auto packed_b =
+      packed_weight<TB, kWidth, kDepth, kCorrection>(output.owner, b, n, k, chunks > grain);
+  const TB* b_packed = packed_b->values.data();
+  const int32_t* correction = packed_b->correction.data();
   parallel_for(chunks, grain, [&](int64_t first_chunk, int64_t past_chunk) {
     std::vector<TA> a_packed(kChunkRows * groups * kDepth);
+    std::vector<int32_t> scratch(output.c ? 0 : kChunkRows * n);
     for (int64_t chunk = first_chunk; chunk < past_chunk; ++chunk) {
       const int64_t first = chunk * kChunkRows;
       const int64_t rows = m - first < kChunkRows ? m - first : kChunkRows;
       pack_a_rows<TA, kDepth>(a + first * k, rows, k, groups, convert, a_packed.data());
-      multiply(a_packed.data(), rows, c + first * n, b_packed.data(), correction.data());
+      int32_t* rows_c = output.c ? output.c + first * n : scratch.data();
+      multiply(a_packed.data(), rows, rows_c, b_packed, correction);
+      for (int64_t i = 0; !output.c && i < rows; ++i) {
+        dequantize_row_avx2(rows_c + i * n, n, output.row_scale[first + i], output.col_scale,
+                            output.bias, output.out + (first + i) * n);
+      }
     }
   });
 }
 
 // VNNI: A + 128 as u8, B as s8, and the correction 128 sum_p B(j, p) that takes the + 128 back.
-void gemm_vnni(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
+void gemm_vnni(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m, int64_t n,
+               int64_t k) {
   const int64_t groups = (k + kVnniDepth - 1) / kVnniDepth;
   const auto plus_128 = [](int8_t v) { return static_cast<uint8_t>(v + 128); };
   packed_product<uint8_t, int8_t, kVnniWidth, kVnniDepth, 128>(
@@ -102,8 +194,32 @@ void gemm_vnni(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t 
       });
 }
 
-// AVX2: both widened to i16; no correction.
-void gemm_avx2(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k) {
+// Whether every A(i, p) is in [-64, 63], where the 7-bit AVX2 kernel is exact.
+bool fits_seven_bits(const int8_t* a, int64_t count) {
+  int8_t lowest = 0, highest = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    lowest = a[i] < lowest ? a[i] : lowest;
+    highest = a[i] > highest ? a[i] : highest;
+  }
+  return lowest >= -64 && highest <= 63;
+}
+
+// AVX2 on 7-bit A: A + 64 as u8, B as s8, and the correction 64 sum_p B(j, p).
+void gemm_avx2_bytes(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m,
+                     int64_t n, int64_t k) {
+  const int64_t groups = (k + kAvx2BytesDepth - 1) / kAvx2BytesDepth;
+  const auto plus_64 = [](int8_t v) { return static_cast<uint8_t>(v + 64); };
+  packed_product<uint8_t, int8_t, kAvx2BytesWidth, kAvx2BytesDepth, 64>(
+      a, b, c, m, n, k, plus_64,
+      [&](const uint8_t* rows_a, int64_t rows, int32_t* rows_c, const int8_t* b_packed,
+          const int32_t* correction) {
+        gemm_rows_avx2_bytes(rows_a, rows, b_packed, correction, n, groups, rows_c, n);
+      });
+}
+
+// AVX2 on any A: both widened to i16; no correction.
+void gemm_avx2(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m, int64_t n,
+               int64_t k) {
   const int64_t groups = (k + kAvx2Depth - 1) / kAvx2Depth;
   const auto widen = [](int8_t v) { return static_cast<int16_t>(v); };
   packed_product<int16_t, int16_t, kAvx2Width, kAvx2Depth, 0>(
@@ -123,23 +239,85 @@ Isa best_isa() { return cpu_has_avx512_vnni() ? Isa::avx512_vnni : Isa::avx2; }
 
 const char* isa_name(Isa isa) { return isa == Isa::avx512_vnni ? "AVX-512 VNNI" : "AVX2"; }
 
-void gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k, Isa isa) {
+Path parse_path(const char* value) {
+  const std::string name = value ? value : "";
+  if (name.empty()) {
+    if (!cpu_has_avx2_fma()) return Path::plain;
+    return best_isa() == Isa::avx512_vnni ? Path::avx512_vnni : Path::avx2;
+  }
+  TG_CHECK(name == "avx2" || name == "vnni" || name == "plain", kPathVariable, "='", name,
+           "': expected avx2, vnni or plain (or unset: the best this CPU has)");
+  if (name == "plain") return Path::plain;
+  const Isa isa = name == "vnni" ? Isa::avx512_vnni : Isa::avx2;
+  TG_CHECK(isa_supported(isa), kPathVariable, "=", name, ": this CPU has no ",
+           isa == Isa::avx2 ? "AVX2 + FMA" : "AVX-512 VNNI", " (unset it for the best it has)");
+  return isa == Isa::avx512_vnni ? Path::avx512_vnni : Path::avx2;
+}
+
+namespace {
+std::atomic<int> path_override{-1};  // a PathScope's Path, or -1
+}  // namespace
+
+Path selected_path() {
+  const int forced = path_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<Path>(forced);
+  static const Path chosen = parse_path(std::getenv(kPathVariable));  // a throw: asked again
+  return chosen;
+}
+
+PathScope::PathScope(Path path) : previous_(path_override.load()) {
+  TG_CHECK(path == Path::plain || isa_supported(path == Path::avx2 ? Isa::avx2 : Isa::avx512_vnni),
+           "int8 PathScope: this CPU cannot run ", path_description(path));
+  path_override.store(static_cast<int>(path));
+}
+PathScope::~PathScope() { path_override.store(previous_); }
+
+const char* path_description(Path path) {
+  switch (path) {
+    case Path::avx512_vnni: return "AVX-512 VNNI vpdpbusd";
+    case Path::avx2: return "AVX2 vpmaddubsw/vpmaddwd on 7-bit activations";
+    case Path::plain: break;
+  }
+  return "plain loops (the reference)";
+}
+
+namespace {
+// The product on `isa` into `c` (ProductOutput): VNNI, or AVX2's 7-bit kernel where A allows it.
+void run_product(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m, int64_t n,
+                 int64_t k, Isa isa) {
   TG_CHECK(isa_supported(isa), "int8 gemm: this CPU has no ", isa_name(isa));
   if (m == 0 || n == 0) return;
   if (isa == Isa::avx512_vnni) {
     gemm_vnni(a, b, c, m, n, k);
+  } else if (fits_seven_bits(a, m * k)) {
+    gemm_avx2_bytes(a, b, c, m, n, k);
   } else {
     gemm_avx2(a, b, c, m, n, k);
   }
 }
+}  // namespace
 
-void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scale, int8_t* q,
-                   float* scale) {
+void gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k, Isa isa,
+          const BOwner* owner) {
+  run_product(a, b, ProductOutput{.owner = owner, .c = c}, m, n, k, isa);
+}
+
+void quantized_product(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, Isa isa,
+                       const float* row_scale, const float* col_scale, const float* bias,
+                       float* out, const BOwner* owner) {
+  const ProductOutput rescaled{.owner = owner, .row_scale = row_scale, .col_scale = col_scale,
+                               .bias = bias, .out = out};
+  run_product(a, b, rescaled, m, n, k, isa);
+}
+
+void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scale, int levels,
+                   int8_t* q, float* scale) {
   const bool per_row = fixed_scale <= 0;  // as the plain loop decides (a tiny scale may round to 0.0f)
   const float fixed = static_cast<float>(fixed_scale);
   parallel_for(rows, grain_for(cols, kParallelInt8Elements), [&](int64_t first, int64_t past) {
     for (int64_t r = first; r < past; ++r) {
-      scale[r] = quantize_row_avx2(x + r * cols, cols, per_row, fixed, q + r * cols);
+      scale[r] = quantize_row_avx2(x + r * cols, cols, per_row, fixed, static_cast<float>(levels),
+                                   q + r * cols);
     }
   });
 }

@@ -7,8 +7,8 @@
 // The product: A and B were sign-extended to i16. vpmaddwd (_mm256_madd_epi16) multiplies 16
 // i16 pairs and adds adjacent products into 8 i32 lanes: |(-128)(-128) + (-128)(-128)| = 2^15,
 // exact. (vpmaddubsw, the u8 x s8 instruction, adds into *saturating* i16: 255 x 127 x 2
-// overflows, so it cannot be used with full-range values.) C is cut into blocks of up to 4 rows x
-// 2 vectors (16 columns) in 8 of the 16 registers; per group of 2 p, one load of each B vector,
+// overflows, so it cannot be used with full-range values.) C is cut into blocks of up to 6 rows x
+// 2 vectors (16 columns) in 12 of the 16 registers; per group of 2 p, one load of each B vector,
 // one broadcast of each row's 2 values of A, and a madd + add per (row, vector).
 //
 // Rounding: _mm256_cvtps_epi32 rounds by the MXCSR mode (to nearest, ties to even, by default)
@@ -21,9 +21,19 @@
 namespace tg::cpu::int8 {
 namespace {
 
-// The largest block of the product: 8 accumulators, 2 vectors of B, the broadcast and a product
-// fit in the 16 registers (6 rows spilled accumulators to the stack).
-constexpr int kRows = 4, kVectors = 2;
+// The largest block of the product: 12 accumulators, 2 vectors of B, the broadcast and a product
+// fill the 16 registers (madd_accumulate keeps them there).
+constexpr int kRows = 6, kVectors = 2;
+
+// acc += _mm256_madd_epi16(a, b), written as two instructions because GCC 12 compiles the
+// intrinsics, on an array of accumulators, with a register copy after every add (acc into a
+// scratch register and back): a third more instructions in the inner loop, and about 40% of the
+// block's speed. The asm keeps each accumulator in its own register ("+x": read and written in
+// place; "=&x": a scratch register for the product).
+inline void madd_accumulate(__m256i& acc, __m256i a, __m256i b) {
+  __m256i product;
+  asm("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0" : "+x"(acc), "=&x"(product) : "x"(a), "x"(b));
+}
 
 // All bits set in the lanes below `count` (0..8), as maskload / maskstore want.
 __m256i lanes_below(int64_t count) {
@@ -54,7 +64,7 @@ void block(const int16_t* a, int64_t lda, const int16_t* b, int64_t panel_stride
       const __m256i a_vec = _mm256_set1_epi32(pair);
 #pragma GCC unroll 2
       for (int v = 0; v < kBlockVectors; ++v) {
-        acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(a_vec, b_vec[v]));
+        madd_accumulate(acc[i][v], a_vec, b_vec[v]);
       }
     }
   }
@@ -75,7 +85,7 @@ void block(const int16_t* a, int64_t lda, const int16_t* b, int64_t panel_stride
 using BlockFn = void (*)(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, int32_t*,
                          int64_t, __m256i);
 
-// block<rows, vectors> for rows in 1..4 and vectors in 1..2, picked at run time.
+// block<rows, vectors> for rows in 1..6 and vectors in 1..2, picked at run time.
 template <int kBlockRows>
 constexpr BlockFn kRowOfBlocks[kVectors] = {&block<kBlockRows, 1>, &block<kBlockRows, 2>};
 BlockFn pick_block(int64_t rows, int64_t vectors) {
@@ -83,7 +93,85 @@ BlockFn pick_block(int64_t rows, int64_t vectors) {
     case 1: return kRowOfBlocks<1>[vectors - 1];
     case 2: return kRowOfBlocks<2>[vectors - 1];
     case 3: return kRowOfBlocks<3>[vectors - 1];
-    default: return kRowOfBlocks<4>[vectors - 1];
+    case 4: return kRowOfBlocks<4>[vectors - 1];
+    case 5: return kRowOfBlocks<5>[vectors - 1];
+    default: return kRowOfBlocks<6>[vectors - 1];
+  }
+}
+
+// The 7-bit product's largest block: 10 accumulators, 2 vectors of B, the broadcast, the pair
+// sums and the vector of ones in 15 of the 16 registers.
+constexpr int kBytesRows = 5, kBytesVectors = 2;
+
+// acc += the four u8 x s8 products of each i32 lane: vpmaddubsw (exact on 7-bit a, see
+// cpu/fast/quantize_kernels.h), vpmaddwd by `ones`, vpaddd; in asm for the reason of
+// madd_accumulate.
+inline void dot4_accumulate_avx2(__m256i& acc, __m256i a_u8, __m256i b_s8, __m256i ones) {
+  __m256i pairs;
+  asm("vpmaddubsw %3, %2, %1\n\tvpmaddwd %4, %1, %1\n\tvpaddd %1, %0, %0"
+      : "+x"(acc), "=&x"(pairs)
+      : "x"(a_u8), "x"(b_s8), "x"(ones));
+}
+
+// One block of the 7-bit product: rows x vectors of C over the whole depth, less the correction.
+template <int kBlockRows, int kBlockVectors>
+void block_bytes(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
+                 int64_t groups, const int32_t* correction, int32_t* c, int64_t ldc, __m256i last) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[kBlockRows][kBlockVectors];
+#pragma GCC unroll 5
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) acc[i][v] = _mm256_setzero_si256();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i b_vec[kBlockVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) {
+      b_vec[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+          b + v * panel_stride + g * (kAvx2BytesDepth * kAvx2BytesWidth)));
+    }
+#pragma GCC unroll 5
+    for (int i = 0; i < kBlockRows; ++i) {
+      int word;  // row i's 4 bytes of this group, in every lane
+      __builtin_memcpy(&word, a + i * lda + g * kAvx2BytesDepth, sizeof word);
+      const __m256i a_vec = _mm256_set1_epi32(word);
+#pragma GCC unroll 2
+      for (int v = 0; v < kBlockVectors; ++v) {
+        dot4_accumulate_avx2(acc[i][v], a_vec, b_vec[v], ones);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < kBlockVectors; ++v) {
+    const __m256i shift = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
+#pragma GCC unroll 5
+    for (int i = 0; i < kBlockRows; ++i) {
+      int* out = reinterpret_cast<int*>(c + i * ldc + v * kAvx2BytesWidth);
+      const __m256i value = _mm256_sub_epi32(acc[i][v], shift);
+      if (v == kBlockVectors - 1) {
+        _mm256_maskstore_epi32(out, last, value);
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), value);
+      }
+    }
+  }
+}
+
+using BytesBlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, int64_t,
+                              const int32_t*, int32_t*, int64_t, __m256i);
+
+// block_bytes<rows, vectors> for rows in 1..5 and vectors in 1..2, picked at run time.
+template <int kBlockRows>
+constexpr BytesBlockFn kRowOfBytesBlocks[kBytesVectors] = {&block_bytes<kBlockRows, 1>,
+                                                           &block_bytes<kBlockRows, 2>};
+BytesBlockFn pick_bytes_block(int64_t rows, int64_t vectors) {
+  switch (rows) {
+    case 1: return kRowOfBytesBlocks<1>[vectors - 1];
+    case 2: return kRowOfBytesBlocks<2>[vectors - 1];
+    case 3: return kRowOfBytesBlocks<3>[vectors - 1];
+    case 4: return kRowOfBytesBlocks<4>[vectors - 1];
+    default: return kRowOfBytesBlocks<5>[vectors - 1];
   }
 }
 
@@ -95,20 +183,20 @@ float max_of_lanes(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// round(clamp(x / scale)) of the plain loop, eight lanes: NaN -> 0, +-inf and beyond -> +-127.
-__m256i quantize_lanes(__m256 x, __m256 scale) {
+// round(clamp(x / scale)) of the plain loop, eight lanes: NaN -> 0, +-inf and beyond -> +-levels.
+__m256i quantize_lanes(__m256 x, __m256 scale, __m256 levels) {
   const __m256 scaled = _mm256_div_ps(x, scale);
   const __m256 is_number = _mm256_cmp_ps(scaled, scaled, _CMP_ORD_Q);
-  const __m256 clamped = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_set1_ps(-127.0f)),
-                                       _mm256_set1_ps(127.0f));
+  const __m256 below = _mm256_sub_ps(_mm256_setzero_ps(), levels);
+  const __m256 clamped = _mm256_min_ps(_mm256_max_ps(scaled, below), levels);
   return _mm256_cvtps_epi32(_mm256_and_ps(clamped, is_number));  // NaN: all bits 0, +0.0
 }
 
 // The same for one element, as the plain loop writes it.
-int8_t quantize_one(float x, float scale) {
+int8_t quantize_one(float x, float scale, float levels) {
   const float scaled = x / scale;
   if (scaled != scaled) return 0;
-  const float clamped = scaled < -127.0f ? -127.0f : scaled > 127.0f ? 127.0f : scaled;
+  const float clamped = scaled < -levels ? -levels : scaled > levels ? levels : scaled;
   return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(clamped)));  // nearest, ties to even
 }
 
@@ -132,7 +220,28 @@ void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n,
   }
 }
 
-float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale, int8_t* out) {
+void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
+                          const int32_t* correction, int64_t n, int64_t groups, int32_t* c,
+                          int64_t ldc) {
+  const int64_t panels = (n + kAvx2BytesWidth - 1) / kAvx2BytesWidth;
+  const int64_t panel_stride = groups * kAvx2BytesDepth * kAvx2BytesWidth;  // bytes of B a panel
+  const int64_t lda = groups * kAvx2BytesDepth;
+  const int64_t tail = n - (panels - 1) * kAvx2BytesWidth;  // columns in the last panel, 1..8
+  for (int64_t p0 = 0; p0 < panels; p0 += kBytesVectors) {
+    const int64_t vectors = panels - p0 < kBytesVectors ? panels - p0 : kBytesVectors;
+    const __m256i last = lanes_below(p0 + vectors == panels ? tail : kAvx2BytesWidth);
+    const int8_t* b_block = b + p0 * panel_stride;
+    for (int64_t i0 = 0; i0 < rows; i0 += kBytesRows) {
+      const int64_t block_rows = rows - i0 < kBytesRows ? rows - i0 : kBytesRows;
+      pick_bytes_block(block_rows, vectors)(a + i0 * lda, lda, b_block, panel_stride, groups,
+                                            correction + p0 * kAvx2BytesWidth,
+                                            c + i0 * ldc + p0 * kAvx2BytesWidth, ldc, last);
+    }
+  }
+}
+
+float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale,
+                        float levels, int8_t* out) {
   float scale = fixed_scale;
   if (per_row) {  // max |x| over the finite entries
     const __m256 sign = _mm256_set1_ps(-0.0f), infinity = _mm256_set1_ps(__builtin_inff());
@@ -148,23 +257,23 @@ float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixe
       const float magnitude = __builtin_fabsf(row[c]);
       if (magnitude < __builtin_inff() && magnitude > row_largest) row_largest = magnitude;
     }
-    const float per_row_scale = row_largest / 127.0f;  // at least 2^-126, as the plain loop's
+    const float per_row_scale = row_largest / levels;  // at least 2^-126, as the plain loop's
     scale = row_largest > 0 ? (per_row_scale > 0x1p-126f ? per_row_scale : 0x1p-126f) : 1.0f;
   }
-  const __m256 scale_vec = _mm256_set1_ps(scale);
+  const __m256 scale_vec = _mm256_set1_ps(scale), levels_vec = _mm256_set1_ps(levels);
   // 32 at a time: four vectors of i32 narrowed to 32 bytes. The two packs work within 128-bit
   // halves, which leaves the dwords in the order 0 4 1 5 2 6 3 7; the permute puts them back.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   int64_t c = 0;
   for (; c + 32 <= cols; c += 32) {
-    const __m256i q0 = quantize_lanes(_mm256_loadu_ps(row + c), scale_vec);
-    const __m256i q1 = quantize_lanes(_mm256_loadu_ps(row + c + 8), scale_vec);
-    const __m256i q2 = quantize_lanes(_mm256_loadu_ps(row + c + 16), scale_vec);
-    const __m256i q3 = quantize_lanes(_mm256_loadu_ps(row + c + 24), scale_vec);
+    const __m256i q0 = quantize_lanes(_mm256_loadu_ps(row + c), scale_vec, levels_vec);
+    const __m256i q1 = quantize_lanes(_mm256_loadu_ps(row + c + 8), scale_vec, levels_vec);
+    const __m256i q2 = quantize_lanes(_mm256_loadu_ps(row + c + 16), scale_vec, levels_vec);
+    const __m256i q3 = quantize_lanes(_mm256_loadu_ps(row + c + 24), scale_vec, levels_vec);
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), _mm256_permutevar8x32_epi32(bytes, order));
   }
-  for (; c < cols; ++c) out[c] = quantize_one(row[c], scale);
+  for (; c < cols; ++c) out[c] = quantize_one(row[c], scale, levels);
   return scale;
 }
 
@@ -194,7 +303,11 @@ namespace tg::cpu::int8 {
 void gemm_rows_avx2(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, int32_t*, int64_t) {
   fail("gemm_rows_avx2: not an x86-64 build");
 }
-float quantize_row_avx2(const float*, int64_t, bool, float, int8_t*) {
+void gemm_rows_avx2_bytes(const uint8_t*, int64_t, const int8_t*, const int32_t*, int64_t, int64_t,
+                          int32_t*, int64_t) {
+  fail("gemm_rows_avx2_bytes: not an x86-64 build");
+}
+float quantize_row_avx2(const float*, int64_t, bool, float, float, int8_t*) {
   fail("quantize_row_avx2: not an x86-64 build");
 }
 void dequantize_row_avx2(const int32_t*, int64_t, float, const float*, const float*, float*) {

@@ -33,9 +33,23 @@ inline constexpr int kAvx2Depth = 2, kAvx2Width = 8;
 void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n, int64_t groups,
                     int32_t* c, int64_t ldc);
 
+// AVX2 on 7-bit activations (every A(i, p) in [-64, 63]: quantized_linear's on this path, 63
+// levels): A as u8 (A + 64, in [0, 127]), B as s8. vpmaddubsw multiplies 32 u8 x s8 byte pairs
+// and adds each two neighbours into an i16 lane, *saturating* past +-32767: with u8 <= 127 the
+// worst case, 127 (-128) + 127 (-128) = -32512, never does, so the i16 sums are exact (with
+// full-range A, 255 (-128) 2 would). vpmaddwd by 1 adds the i16 lanes in pairs into i32: four
+// products a lane, the layout of the VNNI kernel (depth 4), 8 columns a panel. The + 64 is taken
+// back at the store: correction[j] = 64 sum_p B(j, p), as the VNNI kernel's.
+inline constexpr int kAvx2BytesDepth = 4, kAvx2BytesWidth = 8;
+void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
+                          const int32_t* correction, int64_t n, int64_t groups, int32_t* c,
+                          int64_t ldc);
+
 // One row of CpuKernels::quantize_rows (cpu/quantize.cpp), bit for bit: the row's own scale
-// when per_row, else fixed_scale (the f32 rounding of the caller's, possibly 0); returns the scale.
-float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale, int8_t* out);
+// when per_row, else fixed_scale (the f32 rounding of the caller's, possibly 0), on `levels`
+// steps each side (127 or 63, as a float); returns the scale.
+float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale,
+                        float levels, int8_t* out);
 
 // One row of CpuKernels::dequantize_product, bit for bit: out[j] = (float(acc[j]) row_scale)
 // col_scale[j] (+ shift[j] when shift is not null).

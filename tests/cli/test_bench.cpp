@@ -62,6 +62,30 @@ TEST_CASE("bench sgemm: GFLOP/s is 2 n^3 over the step time; --plain-kernels is 
   REQUIRE(report.at("peak_bytes") == 3 * (int64_t(4) << 20));
 }
 
+TEST_CASE("bench charlm: the README's character LM, its parameters and GEMM FLOPs", "[bench]") {
+  const auto [output, code] = run_command(
+      bin() + " bench --workload charlm --steps 1 --warmup 1 --threads 1 --json 2>/dev/null");
+  REQUIRE(code == 0);
+  INFO(output);
+  const nlohmann::json report = nlohmann::json::parse(output);
+  REQUIRE(report.at("workload") == "charlm");
+  // vocab 100, dim 128, 2 layers, MLP 512: embedding 100*128; per layer two LayerNorms (2*2*128),
+  // q/k/v/o 4*(128*128+128), MLP 128*512+512 + 512*128+128; final LayerNorm 2*128; head
+  // 128*100+100.
+  const int64_t layer = 2 * 2 * 128 + 4 * (128 * 128 + 128) + (128 * 512 + 512) + (512 * 128 + 128);
+  REQUIRE(report.at("parameters") == 100 * 128 + 2 * layer + 2 * 128 + (128 * 100 + 100));
+  // Forward GEMMs on R = 32 * 128 rows: per layer q/k/v/o 4 * 2R*128*128, causal attention
+  // 4*32*128^2*128 / 2, MLP 2 * 2R*128*512; the head 2R*128*100. A step is 3x the forward.
+  const double rows = 32.0 * 128;
+  const double per_layer = 4 * 2 * rows * 128 * 128 + 2.0 * 32 * 128 * 128 * 128 +
+                           2 * 2 * rows * 128 * 512;
+  const double flops = 3 * (2 * per_layer + 2 * rows * 128 * 100);
+  const double ms = report.at("ms_per_step").get<double>();
+  REQUIRE(ms > 0);
+  REQUIRE(report.at("gflops").get<double>() == Approx(flops / (ms / 1e3) / 1e9));
+  REQUIRE(report.at("tokens_per_s").get<double>() == Approx(rows / (ms / 1e3)));
+}
+
 TEST_CASE("bench --int8: f32, dynamic and static forwards, the int8 models smaller", "[bench][quantize]") {
   const auto [output, code] = run_command(
       bin() + " bench --workload textcls-small --int8 --steps 2 --warmup 1 --threads 1 --json 2>/dev/null");
@@ -82,6 +106,31 @@ TEST_CASE("bench --int8: f32, dynamic and static forwards, the int8 models small
   const auto [errors, refused] = run_command(bin() + " bench --workload timeseries --int8 2>&1 1>/dev/null");
   REQUIRE(refused == 2);
   REQUIRE(errors.find("--int8 does not apply to --workload timeseries") != std::string::npos);
+}
+
+TEST_CASE("bench --int8 on charlm: three models, each loss within 1% of f32, the kernels named",
+          "[bench][quantize]") {
+  const auto [output, code] = run_command(
+      bin() + " bench --workload charlm --int8 --steps 1 --warmup 0 --threads 1 --json "
+              "2>/dev/null");
+  REQUIRE(code == 0);
+  INFO(output);
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : tg::testing::lines_of(output)) {
+    rows.push_back(nlohmann::json::parse(line));
+  }
+  REQUIRE(rows.size() == 3);
+  REQUIRE(rows[2].at("model") == "int8 static");
+  // an untrained LM over 100 symbols: cross-entropy near ln 100 = 4.6; int8 within 1% of f32's
+  const double f32_loss = rows[0].at("loss");
+  REQUIRE(f32_loss == Approx(std::log(100.0)).epsilon(0.2));
+  for (const nlohmann::json& row : rows) {
+    REQUIRE(row.at("workload") == "charlm");
+    REQUIRE(row.at("loss").get<double>() == Approx(f32_loss).epsilon(0.01));
+    const double loss = row.at("loss");
+    REQUIRE(row.at("loss_change").get<double>() == Approx((loss - f32_loss) / f32_loss));
+    REQUIRE(row.at("int8_kernels").get<std::string>().size() > 0);
+  }
 }
 
 TEST_CASE("bench with an unknown workload exits 2 with one line on stderr", "[bench]") {

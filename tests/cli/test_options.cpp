@@ -89,3 +89,18 @@ TEST_CASE("info: the thread count and where it came from", "[cli][threads]") {
                              Contains("in the affinity mask") && Contains("1 (OpenBLAS)"));
   REQUIRE_THAT(info.out, !Contains("OpenMP"));
 }
+
+TEST_CASE("info: which int8 kernels run, TAPEGRAD_INT8_KERNEL, and a bad value",
+          "[cli][quantize]") {
+  TempDir dir;
+  const CliResult plain = run_cli("info", dir, "TAPEGRAD_INT8_KERNEL=plain");
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE_THAT(plain.out,
+               Contains("int8:     plain loops") && Contains("TAPEGRAD_INT8_KERNEL=plain"));
+  const CliResult best = run_cli("info", dir, "env -u TAPEGRAD_INT8_KERNEL");
+  REQUIRE(best.exit_code == 0);
+  REQUIRE_THAT(best.out, Contains("int8:     ") && Contains("the best this CPU has"));
+  const CliResult bad = run_cli("info", dir, "TAPEGRAD_INT8_KERNEL=sse");
+  require_one_line_error(bad, "TAPEGRAD_INT8_KERNEL='sse': expected avx2, vnni or plain");
+  REQUIRE(bad.out.empty());
+}

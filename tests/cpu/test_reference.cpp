@@ -430,6 +430,7 @@ TEST_CASE("softmax_dim matches the reference softmax over rows", "[cpu-reference
     check_softmax({3, 131, 1}, dtype);     // rows: the attention-weights layout
     check_softmax({257, 1000, 1}, dtype);  // large enough for the thread pool
     check_softmax({2, 9, 5}, dtype);       // strided rows (softmax over a middle dim)
+    for (int64_t n : {1, 7, 8, 9, 17}) check_softmax({4, n, 1}, dtype);  // the AVX2 rows' tails
   }
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/kernels.h"
@@ -29,16 +30,16 @@ TEST_CASE("cuda quantize_rows, gemm_i8 and dequantize_product match the cpu bit 
   x = from_values(values, {m, k}, DType::f32, kCPU);
   const Tensor w = random_tensor({n, k}, DType::f32, 0x52, -1.0, 1.0);
   const Tensor bias = random_tensor({n}, DType::f32, 0x53, -1.0, 1.0);
-  for (double fixed_scale : {0.0, 0.02}) {
-    INFO("fixed scale " << fixed_scale);
+  for (const auto& [fixed_scale, levels] : {std::pair{0.0, 127}, {0.02, 127}, {0.0, 63}, {0.04, 63}}) {
+    INFO("fixed scale " << fixed_scale << ", levels " << levels);
     Kernels& cpu = kernels(kCPU);
     Kernels& gpu = kernels(kCuda);
     const Tensor q = empty({m, k}, DType::i8, kCPU), s = empty({m}, DType::f32, kCPU);
     const Tensor qw = empty({n, k}, DType::i8, kCPU), sw = empty({n}, DType::f32, kCPU);
-    cpu.quantize_rows(x, fixed_scale, q, s);
-    cpu.quantize_rows(w, 0, qw, sw);
+    cpu.quantize_rows(x, fixed_scale, levels, q, s);
+    cpu.quantize_rows(w, 0, 127, qw, sw);
     const Tensor q_gpu = empty({m, k}, DType::i8, kCuda), s_gpu = empty({m}, DType::f32, kCuda);
-    gpu.quantize_rows(on_cuda(x), fixed_scale, q_gpu, s_gpu);
+    gpu.quantize_rows(on_cuda(x), fixed_scale, levels, q_gpu, s_gpu);
     require_same(q_gpu, q);
     require_same(s_gpu, s);
 

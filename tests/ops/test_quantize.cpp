@@ -30,6 +30,20 @@ TEST_CASE("quantize_rows by hand: scale max|x|/127, round half to even, zero row
   REQUIRE(fixed.scales.to_host_f64() == std::vector<double>{0.5});
 }
 
+TEST_CASE("quantize_rows on 63 levels (7 bits) by hand, and levels outside 1..127 refused",
+          "[quantize]") {
+  // max 6.3 -> scale 6.3/63 (0.1 in f32); 3.2 -> 32, 1 -> 10, -0.04 -> -0.4 -> 0, -6.3 -> -63
+  const QuantizedRows q = quantize_rows(from_values({3.2, 1, -0.04, -6.3}, {1, 4}), 0, 63);
+  REQUIRE(q.values.to_host_i64() == std::vector<int64_t>{32, 10, 0, -63});
+  REQUIRE(q.scales.to_host_f64() == std::vector<double>{double(6.3f / 63.0f)});
+  // a fixed scale saturates at +-63, not +-127
+  const QuantizedRows fixed = quantize_rows(from_values({1, -1, 0.3}, {1, 3}), 0.01, 63);
+  REQUIRE(fixed.values.to_host_i64() == std::vector<int64_t>{63, -63, 30});
+  for (int levels : {0, -1, 128}) {
+    REQUIRE_THROWS_WITH(quantize_rows(zeros({1, 2}), 0, levels), Catch::Contains("levels"));
+  }
+}
+
 TEST_CASE("quantize_rows: a scale is never below 2^-126, so denormal rows never get 0",
           "[quantize]") {
   // row 0: largest 2^-145, a denormal whose / 127 is below half of 2^-149 (it was 0.0f): scale
@@ -92,9 +106,13 @@ TEST_CASE("quantized_linear is the f32 product of the dequantized operands", "[q
     INFO("input scale " << input_scale);
     const Tensor y = quantized_linear(x, weight, bias, input_scale);
     REQUIRE(y.shape() == Shape{2, 5, 9});
-    // reference: both operands quantized and dequantized, then an f64 product
+    // reference: both operands quantized and dequantized, then an f64 product; x on the levels
+    // the device asks for (63 on the CPU's AVX2 path, a static scale stretched to match)
     const Tensor x_rows = x.reshape({10, 24});
-    const Tensor x_back = dequantize_rows(quantize_rows(x_rows, input_scale)).to(DType::f64);
+    const int levels = kernels(kCPU).int8_activation_levels();
+    const double x_scale = levels == 127 ? input_scale : input_scale * 127 / levels;
+    const QuantizedRows x_q = quantize_rows(x_rows, x_scale, levels);
+    const Tensor x_back = dequantize_rows(x_q).to(DType::f64);
     const Tensor expected = matmul(x_back, dequantize_rows(weight).to(DType::f64).transpose(0, 1)) +
                             bias.to(DType::f64);
     const std::vector<double> got = y.to_host_f64(), want = expected.to_host_f64();

@@ -119,6 +119,31 @@ TEST_CASE("reduce: a bias gradient's sum over rows, its columns split among thre
   }
 }
 
+TEST_CASE("reduce: sums along contiguous rows, every row length and tail", "[reduce][sum]") {
+  // A sum over the last dim (inner 1) runs in eight running sums and a tail: integers, exact in f32
+  // in any order, must give their exact sums, for row lengths 1 to 40 and at every thread count.
+  for (int64_t n = 1; n <= 40; ++n) {
+    const int64_t rows = 300;
+    std::vector<double> values(rows * n), expected(rows, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < n; ++k) {
+        values[r * n + k] = static_cast<double>((r * 7 + k * 13) % 19) - 9.0;
+        expected[r] += values[r * n + k];
+      }
+    }
+    const Tensor x = from_values(values, {rows, n}, DType::f32);
+    tg::testing::at_thread_counts([&] {
+      INFO("row length " << n);
+      REQUIRE(sum(x, {1}).to_host_f64() == expected);
+      require_close(mean(x, {1}).to_host_f64(), [&] {
+        std::vector<double> means = expected;
+        for (double& m : means) m /= static_cast<double>(n);
+        return means;
+      }(), 1e-6);
+    });
+  }
+}
+
 TEST_CASE("reduce: sum argument errors", "[reduce][sum][errors]") {
   Tensor x = make_x();
   REQUIRE_THROWS_AS(sum(x, {3}), Error);

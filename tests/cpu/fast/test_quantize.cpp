@@ -2,16 +2,20 @@
 // inside a FastPathsOff scope), bit for bit: the product in each instruction set this CPU has
 // (AVX-512 VNNI, AVX2) on odd shapes (m, n, k from 1 to ~300: k not a multiple of the kernels'
 // 4 or 2, n not a multiple of their 16- or 8-column panels, m not of their 6-row blocks) with the
-// extremes -128 and 127 on both sides, up to the longest depth; quantize_rows with NaN, infinities,
-// ties and zero rows; dequantize_product; and quantized_linear end to end. At 1, 2 and 3 threads.
+// extremes -128 and 127 on both sides, up to the longest depth; the AVX2 path's vpmaddubsw kernel
+// on 7-bit A with its saturation worst cases, and its fallback; quantize_rows (8 and 7 bits) with
+// NaN, infinities, ties and zero rows; dequantize_product; quantized_linear end to end (on the AVX2
+// path by hand); TAPEGRAD_INT8_KERNEL's parsing. At 1, 2 and 3 threads.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/kernels.h"
@@ -45,6 +49,19 @@ Tensor random_i8(int64_t rows, int64_t cols, std::mt19937_64& gen) {
   for (int64_t i = 0; i < rows * cols; ++i) {
     const int choice = pick(gen);
     data[i] = static_cast<int8_t>(choice == 0 ? -128 : choice == 1 ? 127 : value(gen));
+  }
+  return t;
+}
+
+// i8 [rows, cols] of 7-bit values, uniform over -64..63 with -64 and 63 a quarter of the time:
+// the AVX2 path's vpmaddubsw kernel takes these (cpu/fast/quantize_kernels.h).
+Tensor random_i7(int64_t rows, int64_t cols, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int> value(-64, 63), pick(0, 7);
+  const Tensor t = empty({rows, cols}, DType::i8, kCPU);
+  int8_t* data = t.data_as<int8_t>();
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const int choice = pick(gen);
+    data[i] = static_cast<int8_t>(choice == 0 ? -64 : choice == 1 ? 63 : value(gen));
   }
   return t;
 }
@@ -99,6 +116,42 @@ TEST_CASE("int8 gemm fast paths equal the plain loop on odd shapes", "[quantize]
   }
 }
 
+TEST_CASE("int8 gemm fast paths on 7-bit activations (AVX2 vpmaddubsw) equal the plain loop",
+          "[quantize][int8_gemm]") {
+  std::mt19937_64 gen(8);
+  std::vector<std::array<int64_t, 3>> shapes = {  // m, n, k: blocks of 5 rows, 16 columns, 4 p
+      {1, 1, 1},  {1, 1, 3},   {2, 3, 5},    {5, 16, 4},    {6, 17, 9},   {11, 15, 63},
+      {60, 64, 64}, {61, 65, 257}, {16, 4, 256}, {97, 256, 256}, {300, 100, 1}, {1, 300, 299}};
+  std::uniform_int_distribution<int64_t> size(1, 300);
+  for (int i = 0; i < 12; ++i) shapes.push_back({size(gen), size(gen), size(gen)});
+  for (const auto& [m, n, k] : shapes) {
+    const Tensor a = random_i7(m, k, gen), b = random_i8(n, k, gen);
+    at_thread_counts([&] { check_gemm(a, b); });
+  }
+}
+
+TEST_CASE("int8 gemm, 7-bit kernel: vpmaddubsw's worst cases do not saturate",
+          "[quantize][int8_gemm]") {
+  // a + 64 = 127 against b = -128 on both bytes of a pair: 127 (-128) 2 = -32512, the i16
+  // sums' extreme (|.| <= 32767); a = -64 (a + 64 = 0) against both extremes of b. And one value
+  // just outside 7 bits (64, -65) in a long A: the product must fall back, still exact.
+  for (int8_t av : {int8_t{63}, int8_t{-64}}) {
+    for (int8_t bv : {int8_t{-128}, int8_t{127}}) {
+      INFO("a " << int(av) << ", b " << int(bv));
+      const Tensor a = filled_i8(61, 299, av), b = filled_i8(37, 299, bv);
+      at_thread_counts([&] { check_gemm(a, b); });
+      REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * bv * 299);
+    }
+  }
+  std::mt19937_64 gen(9);
+  for (int8_t outside : {int8_t{64}, int8_t{-65}}) {
+    INFO("one A value " << int(outside));
+    const Tensor a = random_i7(23, 131, gen), b = random_i8(19, 131, gen);
+    a.data_as<int8_t>()[22 * 131 + 130] = outside;  // the very last
+    check_gemm(a, b);
+  }
+}
+
 TEST_CASE("int8 gemm fast paths: the extremes on both sides", "[quantize][int8_gemm]") {
   for (int8_t av : {int8_t{-128}, int8_t{127}}) {
     for (int8_t bv : {int8_t{-128}, int8_t{127}}) {
@@ -117,6 +170,13 @@ TEST_CASE("int8 gemm fast paths are exact at the longest depth", "[quantize][int
     const Tensor a = filled_i8(2, k, av), b = filled_i8(3, k, 127);
     check_gemm(a, b);
     REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * 127 * k);
+  }
+  // 7-bit A (the vpmaddubsw kernel): its sums of (a + 64) b wrap too (127 128 k > 2^31)
+  for (const auto& [av, bv] : {std::pair<int8_t, int8_t>{63, -128}, {-64, 127}, {63, 127}}) {
+    INFO("a " << int(av) << ", b " << int(bv));
+    const Tensor a = filled_i8(2, k, av), b = filled_i8(3, k, bv);
+    check_gemm(a, b);
+    REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * bv * k);
   }
 }
 
@@ -201,6 +261,166 @@ TEST_CASE("dequantize_product and quantized_linear fast paths equal the plain lo
         kernels(kCPU).dequantize_product(acc, rows, cols, bias, got);
         REQUIRE(same_bytes(got, expected));
       });
+    }
+  }
+}
+
+TEST_CASE("quantize_rows on 63 levels: the fast path equals the plain loop",
+          "[quantize][int8_gemm]") {
+  manual_seed(13);
+  for (int64_t cols : {1, 8, 31, 32, 33, 257}) {
+    INFO("cols " << cols);
+    std::vector<double> values =
+        (uniform({5, cols}, -3, 3) * uniform({5, 1}, 0, 100)).to_host_f64();
+    values[cols] = std::nan("");
+    values[2 * cols] = std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < cols; ++c) values[3 * cols + c] = 0.5 * (c % 5) - 1;  // ties
+    const Tensor x = from_values(values, {5, cols}, DType::f32, kCPU);
+    for (double fixed : {0.0, 0.01}) {
+      QuantizedRows expected;
+      {
+        const cpu::FastPathsOff plain;
+        expected = quantize_rows(x, fixed, 63);
+      }
+      const std::vector<int64_t> q = expected.values.to_host_i64();
+      REQUIRE(*std::max_element(q.begin(), q.end()) <= 63);
+      REQUIRE(*std::min_element(q.begin(), q.end()) >= -63);
+      at_thread_counts([&] {
+        const QuantizedRows got = quantize_rows(x, fixed, 63);
+        REQUIRE(same_bytes(got.values, expected.values));
+        REQUIRE(same_bytes(got.scales, expected.scales));
+      });
+    }
+  }
+}
+
+TEST_CASE("int8 path: TAPEGRAD_INT8_KERNEL's values, and bad ones named", "[quantize][int8_gemm]") {
+  using cpu::int8::Path;
+  REQUIRE(cpu::int8::parse_path("plain") == Path::plain);
+  const Path best = cpu::int8::parse_path(nullptr);
+  REQUIRE(cpu::int8::parse_path("") == best);
+  if (cpu::cpu_has_avx2_fma()) {
+    REQUIRE(cpu::int8::parse_path("avx2") == Path::avx2);
+    REQUIRE(best == (cpu::cpu_has_avx512_vnni() ? Path::avx512_vnni : Path::avx2));
+  }
+  if (cpu::cpu_has_avx512_vnni()) REQUIRE(cpu::int8::parse_path("vnni") == Path::avx512_vnni);
+  for (const char* bad : {"AVX2", "avx512", "fast", " avx2"}) {
+    INFO(bad);
+    REQUIRE_THROWS_WITH(cpu::int8::parse_path(bad),
+                        Catch::Contains("TAPEGRAD_INT8_KERNEL") &&
+                            Catch::Contains("avx2, vnni or plain"));
+  }
+  {
+    const cpu::int8::PathScope plain(Path::plain);
+    REQUIRE(cpu::int8::selected_path() == Path::plain);
+    REQUIRE(kernels(kCPU).int8_activation_levels() == 127);
+  }
+  if (cpu::cpu_has_avx2_fma()) {
+    const cpu::int8::PathScope avx2(Path::avx2);
+    REQUIRE(kernels(kCPU).int8_activation_levels() == 63);
+  }
+}
+
+TEST_CASE("quantized_linear on the AVX2 path: 7-bit activations, by hand and as the plain loops",
+          "[quantize][int8_gemm]") {
+  if (!cpu::cpu_has_avx2_fma()) return;
+  const cpu::int8::PathScope avx2(cpu::int8::Path::avx2);
+  manual_seed(14);
+  const Tensor x = uniform({3, 7, 45}, -2, 2), bias = uniform({33}, -1, 1);
+  const QuantizedRows weight = quantize_rows(uniform({33, 45}, -0.5, 0.5));
+  for (double input_scale : {0.0, 0.02}) {
+    INFO("input scale " << input_scale);
+    // by hand: x on 63 levels (a static scale doubled to 0.02 127 / 63), the i32 sums in a
+    // 64-bit loop, then (acc s_r) s_c + b in f32
+    const QuantizedRows q = quantize_rows(x.reshape({21, 45}), input_scale * 127 / 63, 63);
+    const std::vector<int64_t> qx = q.values.to_host_i64(), qw = weight.values.to_host_i64();
+    const std::vector<double> sx = q.scales.to_host_f64(), sw = weight.scales.to_host_f64();
+    const std::vector<double> b = bias.to_host_f64();
+    std::vector<double> want(21 * 33);
+    for (int64_t i = 0; i < 21; ++i) {
+      for (int64_t j = 0; j < 33; ++j) {
+        int64_t sum = 0;
+        for (int64_t p = 0; p < 45; ++p) sum += qx[i * 45 + p] * qw[j * 45 + p];
+        const float scaled =
+            (static_cast<float>(sum) * static_cast<float>(sx[i])) * static_cast<float>(sw[j]);
+        want[i * 33 + j] = scaled + static_cast<float>(b[j]);
+      }
+    }
+    at_thread_counts([&] {
+      REQUIRE(quantized_linear(x, weight, bias, input_scale).to_host_f64() == want);
+    });
+    const cpu::FastPathsOff plain;  // the plain loops stand in with the same numbers
+    REQUIRE(quantized_linear(x, weight, bias, input_scale).to_host_f64() == want);
+  }
+}
+
+TEST_CASE("quantized_product (the product and rescale fused) equals gemm_i8 + dequantize_product",
+          "[quantize][int8_gemm]") {
+  std::mt19937_64 gen(15);
+  manual_seed(15);
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {7, 9, 5}, {61, 33, 65}, {130, 17, 257}, {241, 256, 128}}) {
+    for (bool seven_bits : {true, false}) {
+      INFO("m " << m << ", n " << n << ", k " << k
+                << (seven_bits ? ", 7-bit a" : ", full-range a"));
+      const Tensor a = seven_bits ? random_i7(m, k, gen) : random_i8(m, k, gen);
+      const Tensor b = random_i8(n, k, gen);
+      const Tensor rows = uniform({m}, 0, 1e-2), cols = uniform({n}, 0, 1e-2);
+      const Tensor bias = uniform({n}, -1, 1);
+      for (const Tensor& shift : {bias, Tensor()}) {
+        Tensor expected = empty({m, n}, DType::f32, kCPU);
+        {
+          const cpu::FastPathsOff plain;
+          const Tensor acc = empty({m, n}, DType::i32, kCPU);
+          kernels(kCPU).gemm_i8(a, b, acc);
+          kernels(kCPU).dequantize_product(acc, rows, cols, shift, expected);
+        }
+        for (cpu::int8::Isa isa : supported_isas()) {
+          INFO(cpu::int8::isa_name(isa));
+          at_thread_counts([&] {
+            const Tensor got = empty({m, n}, DType::f32, kCPU);
+            cpu::int8::quantized_product(a.data_as<int8_t>(), b.data_as<int8_t>(), m, n, k, isa,
+                                         rows.data_as<float>(), cols.data_as<float>(),
+                                         shift.defined() ? shift.data_as<float>() : nullptr,
+                                         got.data_as<float>());
+            REQUIRE(same_bytes(got, expected));
+          });
+        }
+        const Tensor chosen = empty({m, n}, DType::f32, kCPU);
+        kernels(kCPU).quantized_product(a, b, rows, cols, shift, chosen);
+        REQUIRE(same_bytes(chosen, expected));
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 weights stay packed between products, and are packed again after a write",
+          "[quantize][int8_gemm]") {
+  std::mt19937_64 gen(16);
+  // The plain loop's product, and CpuKernels' (whose fast paths keep b packed by its storage).
+  const auto plain_product = [](const Tensor& a, const Tensor& b) { return reference_gemm(a, b); };
+  const auto chosen_product = [](const Tensor& a, const Tensor& b) {
+    const Tensor acc = empty({a.size(0), b.size(0)}, DType::i32, kCPU);
+    kernels(kCPU).gemm_i8(a, b, acc);
+    return acc;
+  };
+  for (bool seven_bits : {true, false}) {
+    INFO((seven_bits ? "7-bit a" : "full-range a"));
+    const Tensor a = seven_bits ? random_i7(9, 37, gen) : random_i8(9, 37, gen);
+    const Tensor w = random_i8(13, 37, gen);
+    REQUIRE(same_bytes(chosen_product(a, w), plain_product(a, w)));
+    REQUIRE(same_bytes(chosen_product(a, w), plain_product(a, w)));  // packed the first time
+    w.copy_(random_i8(13, 37, gen));  // an in-place write: a new version, packed again
+    REQUIRE(same_bytes(chosen_product(a, w), plain_product(a, w)));
+    w.fill_(-128);
+    REQUIRE(same_bytes(chosen_product(a, w), plain_product(a, w)));
+    // a view into the same storage (another place in it) is another B
+    const Tensor rows = w.narrow(0, 3, 5).contiguous();
+    REQUIRE(same_bytes(chosen_product(a, rows), plain_product(a, rows)));
+    // new weights, one after another: the allocator may give each the last one's address
+    for (int i = 0; i < 5; ++i) {
+      const Tensor fresh = random_i8(13, 37, gen);
+      REQUIRE(same_bytes(chosen_product(a, fresh), plain_product(a, fresh)));
     }
   }
 }
