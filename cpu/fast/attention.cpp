@@ -69,6 +69,8 @@ constexpr int64_t kKeyTile = 128;   // keys a tile
 // blocks of the tile products. Each row of a band computes on average 5.5 scores past the
 // diagonal, against 31.5 for a whole 64-row tile.
 constexpr int64_t kCausalBand = 12;
+// A forward unit of at most this many query rows reads K and V in place (forward_unit).
+constexpr int64_t kFewQueryRows = 4;
 
 // ---- One batch item -----------------------------------------------------------------------------
 // One batch item of the kernel, as its forward and backward see it: which scores a query may take
@@ -285,14 +287,16 @@ struct KeysOperand {
   const T* data;
   int64_t ld, count, width;
   bool transposed = false;
+  bool few_queries = false;  // read in place by a few query rows (product_with_keys: dots)
 
   // Key tile j0's transposed panel, [width, kKeyTile] (when transposed).
   const T* panel(int64_t j0) const { return data + j0 / kKeyTile * width * kKeyTile; }
 
-  KeysOperand(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width)
-      : data(rows), ld(ld_rows), count(count), width(width) {
+  KeysOperand(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width,
+              bool few_queries = false)
+      : data(rows), ld(ld_rows), count(count), width(width), few_queries(few_queries) {
     if constexpr (std::is_same_v<T, float>) {
-      if (!on_tiles(kQueryTile, kKeyTile, width) || count == 0) return;
+      if (few_queries || !on_tiles(kQueryTile, kKeyTile, width) || count == 0) return;
       const int64_t tiles = (count + kKeyTile - 1) / kKeyTile;
       float* panels = scratch<float>(slot, tiles * width * kKeyTile);
       for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -307,11 +311,33 @@ struct KeysOperand {
   }
 };
 
+// a . b over n entries, in four interleaved partial sums (which the compiler keeps in one vector):
+// one running sum would be a chain of n dependent additions.
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+  T partial[4] = {0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    for (int64_t lane = 0; lane < 4; ++lane) partial[lane] += a[c + lane] * b[c + lane];
+  }
+  for (; c < n; ++c) partial[0] += a[c] * b[c];
+  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
 // C (m x cols) = alpha A K_j^T + beta C for the keys [j0, j0 + cols) of `keys` (j0 a multiple of
 // kKeyTile, cols at most kKeyTile), A m x k (lda).
 template <typename T>
 void product_with_keys(int64_t m, int64_t cols, int64_t k, T alpha, const T* a, int64_t lda,
                        const KeysOperand<T>& keys, int64_t j0, T beta, T* c, int64_t ldc) {
+  if (keys.few_queries) {  // a dot product per (query, key), each key row read where it lies
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t col = 0; col < cols; ++col) {
+        const T product = alpha * dot(a + r * lda, keys.data + (j0 + col) * keys.ld, k);
+        c[r * ldc + col] = beta == T(0) ? product : product + beta * c[r * ldc + col];
+      }
+    }
+    return;
+  }
   if (keys.transposed) {
     return product(false, false, m, cols, k, alpha, a, lda, keys.panel(j0), keys.ld, beta, c, ldc);
   }
@@ -329,10 +355,11 @@ struct Rows {
   const T* data;
   int64_t ld;
 
-  Rows(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width)
+  Rows(Slot slot, const T* rows, int64_t ld_rows, int64_t count, int64_t width,
+       bool in_place = false)
       : data(rows), ld(ld_rows) {
     if constexpr (std::is_same_v<T, float>) {
-      if (ld_rows == width || !on_tiles(kQueryTile, kKeyTile, width)) return;
+      if (in_place || ld_rows == width || !on_tiles(kQueryTile, kKeyTile, width)) return;
       float* packed = scratch<float>(slot, count * width);
       for (int64_t r = 0; r < count; ++r) {  // not std::copy: a memmove call a row costs more
         for (int64_t c = 0; c < width; ++c) packed[r * width + c] = rows[r * ld_rows + c];
@@ -474,18 +501,6 @@ void softmax_backward(T* d_probs, const T* probs, int64_t rows, int64_t cols, in
   }
 }
 
-// a . b over n entries, in four interleaved partial sums (which the compiler keeps in one vector):
-// one running sum would be a chain of n dependent additions.
-template <typename T>
-T dot(const T* a, const T* b, int64_t n) {
-  T partial[4] = {0, 0, 0, 0};
-  int64_t c = 0;
-  for (; c + 4 <= n; c += 4) {
-    for (int64_t lane = 0; lane < 4; ++lane) partial[lane] += a[c + lane] * b[c + lane];
-  }
-  for (; c < n; ++c) partial[0] += a[c] * b[c];
-  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
-}
 
 // ---- Work units and prefetching -----------------------------------------------------------------
 
@@ -699,11 +714,14 @@ void prefetch_unit(const Unit& next, const ForwardRows<T>& data) {
               {data.out.span(next.first_row, rows)});
 }
 
-// The forward of one unit: its query tiles in order, on keys and values laid out once for all.
+// The forward of one unit: its query tiles in order, on keys and values laid out once for all;
+// a unit of at most kFewQueryRows queries (incremental decoding's newest position) reads them where
+// they are instead, since laying them out would cost as much as its products.
 template <typename T>
 void forward_unit(const Unit& u, const ForwardRows<T>& data) {
-  const KeysOperand<T> keys(kKeysT, data.k.first, data.k.ld, u.keys, data.k.width);
-  const Rows<T> values(kValueRows, data.v.first, data.v.ld, keys.count, data.v.width);
+  const bool few = u.past_row - u.first_row <= kFewQueryRows;
+  const KeysOperand<T> keys(kKeysT, data.k.first, data.k.ld, u.keys, data.k.width, few);
+  const Rows<T> values(kValueRows, data.v.first, data.v.ld, keys.count, data.v.width, few);
   for (int64_t i0 = u.first_row; i0 < u.past_row; i0 += kQueryTile) {
     if (const int64_t next = i0 + kQueryTile; next < u.past_row) {  // as in the backward
       const int64_t next_rows = std::min(kQueryTile, u.past_row - next);

@@ -199,6 +199,25 @@ void require_layout_agrees(const Shape& shape, const SparsityLayout& layout, boo
 }  // namespace
 
 // 300 positions: several query tiles (64) and key tiles (128) on the CPU, so tiles are skipped.
+TEST_CASE("fused attention of a few query rows (decoding) reads K and V in place and agrees", "[attention]") {
+  // Up to 4 query rows take the kernel's in-place path (dot products with the keys where they
+  // lie, no transposed copy): incremental decoding's one new position over a long cache.
+  for (int64_t sq : {1, 2, 4, 5}) {
+    for (const DType dtype : {DType::f32, DType::f64}) {
+      INFO("sq " << sq << " " << dtype_name(dtype));
+      const Tensor padding = nn::padding_mask({300, 170}, 300);  // [2, 1, 1, 300]
+      require_paths_agree({2, 3, sq, 32}, {2, 3, 300, 32}, Tensor(), false, 0.0, dtype);
+      require_paths_agree({2, 3, sq, 32}, {2, 3, 300, 32}, padding, false, 0.0, dtype);
+      require_paths_agree({2, 3, sq, 32}, {2, 3, 300, 32}, Tensor(), false, 0.0, dtype,
+                          {.kind = SparsityKind::local, .window = 40}, true);
+      if (sq == 1) continue;  // (one query row: the split heads are contiguous already)
+      const Run in_place = run_split_heads(true, sq, 300, 32, 16, padding, false, 0.0, dtype);
+      const Run copied = run_split_heads(false, sq, 300, 32, 16, padding, false, 0.0, dtype);
+      REQUIRE(in_place.out == copied.out);  // the same dot products, rows another distance apart
+    }
+  }
+}
+
 TEST_CASE("fused attention with a local window agrees with its dense mask", "[attention][sparse]") {
   const SparsityLayout local{.kind = SparsityKind::local, .window = 37};
   require_layout_agrees({1, 2, 300, 8}, local, false, false);
