@@ -15,7 +15,7 @@
 #                                  compute-sanitizer over the kernel tests, the GPU benchmarks, and
 #                                  gradients reduced by NCCL under `mpirun -np 1` when the machine
 #                                  has mpirun and libnccl. Every step has a timeout; together they
-#                                  stay under 9 minutes (150 + 2 x 90 + 9 x 15 + 60 s).
+#                                  stay under 9.5 minutes (150 + 2 x 90 + 9 x 15 + 30 + 60 s).
 #                                  Results go to $OUT when it is set.
 #
 # libnccl (about 200 MB) is not carried, like cuBLAS: the NCCL step uses the machine's own
@@ -125,6 +125,9 @@ run() {
   done
   timeout 15 "$BUILD/tapegrad" bench --workload textcls-mid --device cuda --tf32 --steps 10 --json \
     | tee -a "$out/bench.jsonl" || status=1
+  echo "== generate: tokens per second with and without the KV cache on the GPU"
+  timeout 30 "$BUILD/tapegrad" bench --workload generate --device cuda --max-seq 512 --steps 2 \
+    --json | tee -a "$out/bench.jsonl" || status=1
   nccl_step "$out" || status=1
   echo "gpu-check: $([ $status = 0 ] && echo passed || echo FAILED)"
   return $status
