@@ -79,7 +79,9 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
            const Tensor& w = node.saved[2];
            const Tensor g_rows = g.reshape({rows, n});
            Grads grads(3);
-           if (layer_norm_grads_fused(g_rows.contiguous(), xhat, node.saved[1], w, node, grads)) {
+           // the CPU's one-pass kernel (no other backend has one: none allocates for it)
+           if (xhat.device().type == DeviceType::cpu &&
+               layer_norm_grads_fused(g_rows.contiguous(), xhat, node.saved[1], w, node, grads)) {
              return grads;
            }
            if (node.needs_grad(0)) {
