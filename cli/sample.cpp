@@ -8,7 +8,6 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
@@ -37,27 +36,24 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   std::vector<int64_t> ids;
   for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
   TG_CHECK(!ids.empty(), "--prompt must not be empty");
-  NoGrad no_grad;
   // The window policy of nn/generation.h over the context the model was trained on.
-  const int64_t window = std::min(checkpoint.config.context, checkpoint.config.max_len);
-  nn::Decoder decoder(model, 1, window, use_cache);
-  if (use_cache && !decoder.cached()) {
-    std::cerr << "tapegrad sample: no KV cache: " << nn::cache_unavailable_reason(model)
-              << "; every character recomputes the context\n";
+  nn::GenerationOptions options{.tokens = tokens,
+                                .window = std::min(checkpoint.config.context, checkpoint.config.max_len),
+                                .use_cache = use_cache,
+                                .sampling = sampling};
+  if (const std::string why = nn::cache_unavailable_reason(model); use_cache && !why.empty()) {
+    std::cerr << "tapegrad sample: no KV cache: " << why << "; every character recomputes the context\n";
   }
-  std::cout << prompt << std::flush;  // then each character as it is drawn
-  std::vector<int64_t> fed = ids;
-  for (int64_t n = 0; n < tokens; ++n) {
-    const std::vector<double> next_logits =
-        decoder.feed(fed, static_cast<int64_t>(fed.size())).to_host_f64();
-    train::check_finite_results(next_logits, "the logits of character " + std::to_string(n + 1),
-                                checkpoint);
-    const int64_t next = nn::draw_token(next_logits, sampling, philox_uniform(sampling.seed, 0, n));
-    fed = {next};
-    std::cout << vocab.tokens[next] << std::flush;
+  options.on_logits = [&](int64_t step, const std::vector<double>& logits) {
+    train::check_finite_results(logits, "the logits of character " + std::to_string(step + 1), checkpoint);
+  };
+  options.on_step = [&](int64_t step, const std::vector<int64_t>& drawn) {
+    std::cout << vocab.tokens[drawn.front()] << std::flush;
     // A closed pipe (`| head`) ends the sampling at once rather than after every token.
-    TG_CHECK(std::cout.good(), "writing the sample to stdout failed after ", n + 1, " characters");
-  }
+    TG_CHECK(std::cout.good(), "writing the sample to stdout failed after ", step + 1, " characters");
+  };
+  std::cout << prompt << std::flush;  // then each character as it is drawn
+  nn::generate(model, {ids}, options);
   std::cout << "\n" << std::flush;
   TG_CHECK(std::cout.good(), "writing the sample to stdout failed");
   return 0;

@@ -27,11 +27,9 @@ Tensor newest_row_mask(const SparsityLayout& layout, int64_t sk, Device device) 
 }  // namespace
 
 Tensor MultiHeadAttention::forward_cached(const Tensor& x, KVCache::Layer& cache) const {
-  TG_CHECK(decodes_incrementally(spec), "MultiHeadAttention::forward_cached: this attention (",
-           spec.kind == AttentionKind::linformer  ? "linformer"
-           : spec.kind == AttentionKind::reformer ? "reformer"
-                                                  : "bigbird with random blocks",
-           ") cannot decode one position at a time (nn/kv_cache.h, decodes_incrementally)");
+  const char* obstacle = why_not_incremental(spec);
+  TG_CHECK(!obstacle, "MultiHeadAttention::forward_cached: this attention cannot decode one "
+           "position at a time: ", obstacle ? obstacle : "");
   TG_CHECK(!grad_enabled(), "MultiHeadAttention::forward_cached: incremental decoding records "
            "nothing; run it under NoGrad");
   const int64_t offset = cache.length, n = x.dim() == 3 ? x.size(1) : 0;

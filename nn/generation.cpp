@@ -12,17 +12,8 @@ namespace tg::nn {
 
 std::string cache_unavailable_reason(const CharLM& model) {
   if (model.layers.empty()) return "a model without layers has no keys or values to cache";
-  switch (model.attention.kind) {
-    case AttentionKind::linformer:
-      return "linformer's projection mixes every position into its rank rows";
-    case AttentionKind::reformer:
-      return "reformer's hash buckets and chunks are formed over the whole sequence";
-    default: break;
-  }
-  if (!decodes_incrementally(model.attention)) {
-    return "bigbird's random key blocks are drawn for the whole sequence's length";
-  }
-  return "";
+  const char* obstacle = why_not_incremental(model.attention);
+  return obstacle ? obstacle : "";
 }
 
 Decoder::Decoder(const CharLM& model, int64_t batch, int64_t window, bool use_cache)
@@ -49,17 +40,17 @@ Tensor Decoder::feed(const std::vector<int64_t>& tokens, int64_t n) {
   for (int64_t b = 0; b < batch_; ++b) {
     history_[b].insert(history_[b].end(), tokens.begin() + b * n, tokens.begin() + (b + 1) * n);
   }
-  total_ += n;
-  const bool restart = total_ - start_ > window_;  // the window policy (nn/generation.h)
-  if (restart) start_ = total_ - std::max((window_ + 1) / 2, std::min(n, window_));
+  const int64_t total = fed();
+  const bool restart = total - start_ > window_;  // the window policy (nn/generation.h)
+  if (restart) start_ = total - std::max((window_ + 1) / 2, std::min(n, window_));
   Tensor logits;  // [B, *, vocab]: the last position's are the next token's
   if (!cache_) {
-    logits = model_.forward(tokens_between(start_, total_));
+    logits = model_.forward(tokens_between(start_, total));
   } else if (restart || cache_->length() == 0) {  // (re)fill the cache from the context
     cache_->clear();
-    logits = model_.forward_cached(tokens_between(start_, total_), *cache_);
+    logits = model_.forward_cached(tokens_between(start_, total), *cache_);
   } else {  // the new tokens one position at a time
-    for (int64_t position = total_ - n; position < total_; ++position) {
+    for (int64_t position = total - n; position < total; ++position) {
       logits = model_.forward_cached(tokens_between(position, position + 1), *cache_);
     }
   }
@@ -136,6 +127,7 @@ std::vector<std::vector<int64_t>> generate(const CharLM& model,
   int64_t n = prompt_length;
   for (int64_t step = 0; step < options.tokens; ++step) {
     const std::vector<double> logits = decoder.feed(fed, n).to_host_f64();
+    if (options.on_logits) options.on_logits(step, logits);
     const size_t vocab = logits.size() / batch;
     for (int64_t b = 0; b < batch; ++b) {
       const std::vector<double> row(logits.begin() + b * vocab, logits.begin() + (b + 1) * vocab);

@@ -33,7 +33,7 @@ class Decoder {
   Tensor feed(const std::vector<int64_t>& tokens, int64_t n);
 
   bool cached() const { return cache_.has_value(); }
-  int64_t context_length() const { return total_ - start_; }  // the positions the model sees
+  int64_t context_length() const { return fed() - start_; }  // the positions the model sees
   int64_t cache_length() const { return cache_ ? cache_->length() : 0; }
   int64_t cache_capacity() const { return cache_ ? cache_->capacity() : 0; }
   int64_t window() const { return window_; }
@@ -41,11 +41,13 @@ class Decoder {
  private:
   // The tokens at positions [from, to) of every sequence, as a [batch, to - from] tensor.
   Tensor tokens_between(int64_t from, int64_t to) const;
+  // How many tokens every sequence has been fed.
+  int64_t fed() const { return static_cast<int64_t>(history_.front().size()); }
 
   const CharLM& model_;
   int64_t batch_, window_;
   std::vector<std::vector<int64_t>> history_;  // every token fed, per sequence
-  int64_t total_ = 0, start_ = 0;              // history's length; the context's first position
+  int64_t start_ = 0;                          // the context's first position
   std::optional<KVCache> cache_;
 };
 
@@ -69,7 +71,9 @@ struct GenerationOptions {
   int64_t window = 0;      // the Decoder's window (0: the model's max_len)
   bool use_cache = true;
   SamplingOptions sampling;
-  // Called after each step with its drawn token of every sequence (streaming output).
+  // Called with each step's next-token logits, row-major [batch, vocab], before the draw (a
+  // caller's own checks), and after the draw with its token of every sequence (streaming output).
+  std::function<void(int64_t step, const std::vector<double>& logits)> on_logits;
   std::function<void(int64_t step, const std::vector<int64_t>& drawn)> on_step;
 };
 

@@ -43,12 +43,15 @@ Tensor KVCache::Layer::cached_values() const {
   return values.narrow(1, 0, length).transpose(1, 2);
 }
 
-bool decodes_incrementally(const AttentionSpec& spec) {
+const char* why_not_incremental(const AttentionSpec& spec) {
   switch (spec.kind) {
-    case AttentionKind::linformer:
-    case AttentionKind::reformer: return false;
-    case AttentionKind::bigbird: return spec.random_blocks == 0;
-    default: return true;
+    case AttentionKind::linformer: return "linformer's projection mixes every position into its rank rows";
+    case AttentionKind::reformer:
+      return "reformer's hash buckets and chunks are formed over the whole sequence";
+    case AttentionKind::bigbird:
+      return spec.random_blocks == 0 ? nullptr : "bigbird's random key blocks are drawn for the "
+                                                 "whole sequence's length";
+    default: return nullptr;
   }
 }
 

@@ -57,6 +57,8 @@ class KVCache {
 // position into its k rank rows (and is sized by the sequence); Reformer's hash buckets and chunks
 // are formed over the whole sequence; bigbird's random key blocks are drawn per (Sq, Sk). The
 // rest (full, local, band, bigbird without random blocks, performer; every position kind) can.
-bool decodes_incrementally(const AttentionSpec& spec);
+// why_not_incremental says why an attention cannot (one line), or gives null when it can.
+const char* why_not_incremental(const AttentionSpec& spec);
+inline bool decodes_incrementally(const AttentionSpec& spec) { return !why_not_incremental(spec); }
 
 }  // namespace tg::nn
