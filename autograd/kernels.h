@@ -176,21 +176,23 @@ struct Kernels {
   virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                               const Tensor& rstd) = 0;
   // GELU's gradient in one pass, where a device has such a kernel: dx = g gelu'(x), gelu'(x) =
-  // Phi(x) + x phi(x); g, x and dx of one shape and dtype, contiguous. Returns false where the
-  // device has none (the default), and ops/elementwise.cpp multiplies g by UnaryOp::gelu_grad.
-  virtual bool gelu_backward(const Tensor& g, const Tensor& x, const Tensor& dx) {
-    (void)g, (void)x, (void)dx;
-    return false;
+  // Phi(x) + x phi(x), for g and x of one shape and dtype, contiguous; the kernel allocates dx.
+  // Undefined where the device has none (the default) or declines these inputs: then
+  // ops/elementwise.cpp multiplies g by UnaryOp::gelu_grad.
+  virtual Tensor gelu_backward(const Tensor& g, const Tensor& x) {
+    (void)g, (void)x;
+    return Tensor();
   }
   // The gradients of layer_norm over rows in one pass over G, where a device has such a kernel:
   // with dxhat = G weight (G where weight is undefined), per row dx = rstd (dxhat - mean(dxhat) -
-  // xhat mean(dxhat xhat)); dweight = the column sums of G xhat, dbias those of G; an undefined
-  // output is not wanted. g, xhat, dx [rows, n] contiguous, rstd [rows], weight, dweight, dbias
-  // [n], one dtype. Returns false where the device has none (the default), and
-  // ops/layer_norm.cpp composes them from ops instead.
+  // xhat mean(dxhat xhat)); dweight = the column sums of G xhat, dbias those of G. g, xhat
+  // [rows, n] contiguous, rstd [rows], weight [n] (may be undefined), one dtype. Each non-null
+  // output pointer is a gradient wanted, which the kernel allocates (dx [rows, n], dweight and
+  // dbias [n]). Returns false, allocating nothing, where the device has none (the default) or
+  // declines these inputs: then ops/layer_norm.cpp composes them from ops.
   virtual bool layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
-                                   const Tensor& weight, const Tensor& dx, const Tensor& dweight,
-                                   const Tensor& dbias) {
+                                   const Tensor& weight, Tensor* dx, Tensor* dweight,
+                                   Tensor* dbias) {
     (void)g, (void)xhat, (void)rstd, (void)weight, (void)dx, (void)dweight, (void)dbias;
     return false;
   }

@@ -111,18 +111,19 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, double scalar, const Tensor&
 
 // f32, contiguous, one shape, with the fast paths on: one AVX2 pass (cpu/fast/elementwise_avx2.cpp)
 // instead of gelu_grad's tensor and a mul.
-bool CpuKernels::gelu_backward(const Tensor& g, const Tensor& x, const Tensor& dx) {
-  for (const Tensor* t : {&g, &x, &dx}) {
-    if (t->dtype() != DType::f32 || !t->is_contiguous() || t->shape() != x.shape()) return false;
+Tensor CpuKernels::gelu_backward(const Tensor& g, const Tensor& x) {
+  for (const Tensor* t : {&g, &x}) {
+    if (t->dtype() != DType::f32 || !t->is_contiguous() || t->shape() != x.shape()) return Tensor();
   }
-  if (!fast_paths_enabled()) return false;
+  if (!fast_paths_enabled()) return Tensor();
+  const Tensor dx = empty(x.shape(), DType::f32, x.device());
   const float* grad = g.data_as<float>();
   const float* in = x.data_as<float>();
   float* result = dx.data_as<float>();
   parallel_for(x.numel(), kParallelElements, [&](int64_t first, int64_t past) {
     gelu_backward_f32_avx2(grad + first, in + first, result + first, past - first);
   });
-  return true;
+  return dx;
 }
 
 void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -159,11 +159,10 @@ class CpuKernels final : public Kernels {
   void index_add_rows(const Tensor& src, const Tensor& index, const Tensor& table) override;
   void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                       const Tensor& rstd) override;
-  bool gelu_backward(const Tensor& g, const Tensor& x,
-                     const Tensor& dx) override;  // cpu/elementwise.cpp
+  Tensor gelu_backward(const Tensor& g, const Tensor& x) override;  // cpu/elementwise.cpp
   bool layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
-                           const Tensor& weight, const Tensor& dx, const Tensor& dweight,
-                           const Tensor& dbias) override;  // cpu/fast/layer_norm.cpp
+                           const Tensor& weight, Tensor* dx, Tensor* dweight,
+                           Tensor* dbias) override;  // cpu/fast/layer_norm.cpp
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
   void attention_forward(const AttentionProblem& problem, const Tensor& out,
                          const Tensor& logsumexp) override;

@@ -183,10 +183,8 @@ Tensor gelu(const Tensor& x) {
   // d gelu(x)/dx = Phi(x) + x phi(x): in one kernel pass where the device has one
   record("gelu", {x}, out, {x}, [](const Tensor& g, const Node& n) {
     const Tensor& saved = n.saved[0];
-    // the CPU's one-pass kernel (no other backend has one: none allocates for it)
-    if (saved.device().type == DeviceType::cpu) {
-      const Tensor dx = empty(saved.shape(), saved.dtype(), saved.device());
-      if (kernels(saved.device()).gelu_backward(g, saved, dx)) return Grads{dx};
+    if (const Tensor dx = kernels(saved.device()).gelu_backward(g, saved); dx.defined()) {
+      return Grads{dx};
     }
     return Grads{mul(g, unary_forward(UnaryOp::gelu_grad, saved))};
   });

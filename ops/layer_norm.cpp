@@ -26,13 +26,13 @@ void check_affine(const Tensor& t, const char* name, const Tensor& x, const Shap
 // (Kernels::layer_norm_backward), in `grads`; false where it declines (then the ops compose them).
 bool layer_norm_grads_fused(const Tensor& g_rows, const Tensor& xhat, const Tensor& rstd,
                             const Tensor& w, const Node& node, Grads& grads) {
-  const auto like = [&](const Shape& shape) { return empty(shape, xhat.dtype(), xhat.device()); };
   const int64_t n = xhat.size(1);
-  const Tensor dx = node.needs_grad(0) ? like(xhat.shape()) : Tensor();
-  const Tensor dw = node.needs_grad(1) ? like({n}) : Tensor();
-  const Tensor db = node.needs_grad(2) ? like({n}) : Tensor();
   const Tensor weight = w.defined() ? w.reshape({n}) : Tensor();
-  if (!kernels(xhat.device()).layer_norm_backward(g_rows, xhat, rstd, weight, dx, dw, db)) {
+  Tensor dx, dw, db;  // the kernel allocates the wanted ones
+  if (!kernels(xhat.device())
+           .layer_norm_backward(g_rows, xhat, rstd, weight, node.needs_grad(0) ? &dx : nullptr,
+                                node.needs_grad(1) ? &dw : nullptr,
+                                node.needs_grad(2) ? &db : nullptr)) {
     return false;
   }
   if (dx.defined()) grads[0] = dx.view(node.inputs[0].shape);
@@ -79,9 +79,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
            const Tensor& w = node.saved[2];
            const Tensor g_rows = g.reshape({rows, n});
            Grads grads(3);
-           // the CPU's one-pass kernel (no other backend has one: none allocates for it)
-           if (xhat.device().type == DeviceType::cpu &&
-               layer_norm_grads_fused(g_rows.contiguous(), xhat, node.saved[1], w, node, grads)) {
+           if (layer_norm_grads_fused(g_rows.contiguous(), xhat, node.saved[1], w, node, grads)) {
              return grads;
            }
            if (node.needs_grad(0)) {

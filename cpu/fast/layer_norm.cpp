@@ -122,16 +122,23 @@ void layer_norm_backward_rows(const Tensor& g_t, const Tensor& xhat_t, const Ten
 }  // namespace
 
 bool CpuKernels::layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
-                                     const Tensor& weight, const Tensor& dx,
-                                     const Tensor& dweight, const Tensor& dbias) {
+                                     const Tensor& weight, Tensor* dx, Tensor* dweight,
+                                     Tensor* dbias) {
   const DType dtype = g.dtype();
   if (!fast_paths_enabled() || (dtype != DType::f32 && dtype != DType::f64)) return false;
-  for (const Tensor* t : {&xhat, &rstd, &weight, &dx, &dweight, &dbias}) {
+  for (const Tensor* t : {&xhat, &rstd, &weight}) {
     if (t->defined() && (t->dtype() != dtype || !t->is_contiguous())) return false;
   }
   if (!g.is_contiguous() || g.dim() != 2 || g.size(0) == 0 || g.size(1) == 0) return false;
+  const int64_t n = g.size(1);
+  // each wanted gradient, allocated here; an unwanted one stays undefined
+  const auto wanted = [&](Tensor* grad, const Shape& shape) {
+    return grad ? (*grad = empty(shape, dtype, kCPU)) : Tensor();
+  };
+  const Tensor d_x = wanted(dx, g.shape()), d_weight = wanted(dweight, {n}),
+               d_bias = wanted(dbias, {n});
   dispatch_floating(dtype, "layer_norm_backward", [&](auto tag) {
-    layer_norm_backward_rows<decltype(tag)>(g, xhat, rstd, weight, dx, dweight, dbias, *this);
+    layer_norm_backward_rows<decltype(tag)>(g, xhat, rstd, weight, d_x, d_weight, d_bias, *this);
   });
   return true;
 }
