@@ -7,6 +7,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/openblas_core.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/cpu/fast/quantize.h"
 #include "tapegrad/cpu/features.h"
@@ -42,9 +43,10 @@ int info(const Args& args) {
   }
   pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
   const std::string int8 = int8_line();  // before any output: a bad variable is the one line
+  const std::string core_note = openblas_core_note().empty() ? "" : "; " + openblas_core_note();
   std::cout << "tapegrad " << version() << "\n"
             << "blas:     " << openblas_get_config() << "\n"
-            << "kernels:  " << openblas_get_corename() << " (OpenBLAS); CPU fast paths "
+            << "kernels:  " << openblas_get_corename() << " (OpenBLAS" << core_note << "); CPU fast paths "
             << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
             << "int8:     " << int8 << "\n"
             << "threads:  " << num_threads() << " (" << describe_num_threads()

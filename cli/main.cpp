@@ -9,6 +9,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/openblas_core.h"
 #include "tapegrad/dist/communicator.h"
 #include "tapegrad/dist/job.h"
 
@@ -45,6 +46,8 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenBLAS's generic kernels on a CPU it does not know: run again with the right ones.
+  tg::cli::rerun_with_better_openblas_core(argv);
   if (argc < 2) {
     usage(std::cerr);
     return 2;

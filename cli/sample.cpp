@@ -37,10 +37,11 @@ int sample_charlm(const train::Checkpoint& checkpoint, const std::string& prompt
   for (const std::string& ch : train::tokenize(prompt, train::Tokenizer::chars)) ids.push_back(vocab.id(ch));
   TG_CHECK(!ids.empty(), "--prompt must not be empty");
   // The window policy of nn/generation.h over the context the model was trained on.
-  nn::GenerationOptions options{.tokens = tokens,
-                                .window = std::min(checkpoint.config.context, checkpoint.config.max_len),
-                                .use_cache = use_cache,
-                                .sampling = sampling};
+  nn::GenerationOptions options;
+  options.tokens = tokens;
+  options.window = std::min(checkpoint.config.context, checkpoint.config.max_len);
+  options.use_cache = use_cache;
+  options.sampling = sampling;
   if (const std::string why = nn::cache_unavailable_reason(model); use_cache && !why.empty()) {
     std::cerr << "tapegrad sample: no KV cache: " << why << "; every character recomputes the context\n";
   }
