@@ -9,6 +9,7 @@
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/openblas_core.h"
 #include "tapegrad/cli/options.h"
+#include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/fast/quantize.h"
 #include "tapegrad/cpu/features.h"
 
@@ -30,6 +31,16 @@ std::string int8_line() {
                       : std::string(" (the best this CPU has; ") + cpu::int8::kPathVariable +
                             "=avx2|vnni|plain chooses)");
 }
+// Which products the attention kernel's tiles run (cpu/fast/attention_tiles.h).
+std::string attention_line() {
+  if (!cpu::cpu_has_avx2_fma()) return "BLAS products, SSE2 rows (no AVX2 + FMA)";
+  const bool wide = cpu::tiles::avx512_tiles();  // a bad variable: the error, exit 2
+  const char* set = std::getenv(cpu::tiles::kTilesVariable);
+  return std::string(wide ? "attention on AVX-512 tile products" : "attention on AVX2 tile products") +
+         (set && *set ? std::string(" (") + cpu::tiles::kTilesVariable + "=" + set + ")"
+                      : std::string(" (the best this CPU has; ") + cpu::tiles::kTilesVariable +
+                            "=avx2|avx512 chooses)");
+}
 }  // namespace
 
 int info(const Args& args) {
@@ -43,11 +54,13 @@ int info(const Args& args) {
   }
   pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
   const std::string int8 = int8_line();  // before any output: a bad variable is the one line
+  const std::string attention = attention_line();
   const std::string core_note = openblas_core_note().empty() ? "" : "; " + openblas_core_note();
   std::cout << "tapegrad " << version() << "\n"
             << "blas:     " << openblas_get_config() << "\n"
             << "kernels:  " << openblas_get_corename() << " (OpenBLAS" << core_note << "); CPU fast paths "
             << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
+            << "tiles:    " << attention << "\n"
             << "int8:     " << int8 << "\n"
             << "threads:  " << num_threads() << " (" << describe_num_threads()
             << "; --threads N on any command), " << openblas_get_num_threads() << " (OpenBLAS)\n"

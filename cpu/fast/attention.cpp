@@ -249,7 +249,8 @@ T* scratch(Slot slot, int64_t count) {
 }
 
 // C = alpha op(A) op(B) + beta C for one tile (row-major, as blas_gemm). Small f32 tiles on a CPU
-// with AVX2: tiles::gemm_avx2, a transposed A read through its strides. Everything else (f64 for
+// with AVX2: tiles::gemm_avx2 (gemm_avx512 where tiles::avx512_tiles()), a transposed A read
+// through its strides. Everything else (f64 for
 // gradcheck, large tiles, CPUs without AVX2, where plain loops would lose to OpenBLAS's SSE kernels
 // by 2x): BLAS. A transposed B (K or V of a key tile) comes through product_with_keys below.
 inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
@@ -268,8 +269,8 @@ inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, in
   if (transpose_b || !on_tiles(m, n, k)) {
     return blas_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
-  tiles::gemm_avx2(m, n, k, alpha, a, transpose_a ? 1 : lda, transpose_a ? lda : 1, b, ldb, beta,
-                   c, ldc);
+  const auto gemm = tiles::avx512_tiles() ? tiles::gemm_avx512 : tiles::gemm_avx2;
+  gemm(m, n, k, alpha, a, transpose_a ? 1 : lda, transpose_a ? lda : 1, b, ldb, beta, c, ldc);
 }
 
 // ---- The operands as the products read them -----------------------------------------------------
@@ -381,8 +382,9 @@ bool exp2_product(int64_t rows, int64_t cols, int64_t width, T alpha, const Rows
                   const KeysOperand<T>& keys, int64_t j0, const T* shift, T* probs) {
   if constexpr (std::is_same_v<T, float>) {
     if (!keys.transposed) return false;
-    tiles::exp2_gemm_avx2(rows, cols, width, alpha, q_i.row(0), q_i.ld, 1, keys.panel(j0), keys.ld,
-                          shift, probs, kTileLd);
+    const auto exp2_gemm = tiles::avx512_tiles() ? tiles::exp2_gemm_avx512 : tiles::exp2_gemm_avx2;
+    exp2_gemm(rows, cols, width, alpha, q_i.row(0), q_i.ld, 1, keys.panel(j0), keys.ld, shift, probs,
+              kTileLd);
     return true;
   }
   return false;
@@ -393,9 +395,11 @@ bool softmax_grad_product(int64_t r0, int64_t r1, int64_t seen, const Rows<T>& d
                           const T* row_dot, T* d_probs) {
   if constexpr (std::is_same_v<T, float>) {
     if (!values.transposed) return false;
-    tiles::softmax_grad_gemm_avx2(r1 - r0, seen, values.width, d_out_i.row(r0), d_out_i.ld, 1,
-                                  values.panel(j0), values.ld, probs + r0 * kTileLd, kTileLd,
-                                  row_dot + r0, d_probs + r0 * kTileLd, kTileLd);
+    const auto softmax_grad_gemm =
+        tiles::avx512_tiles() ? tiles::softmax_grad_gemm_avx512 : tiles::softmax_grad_gemm_avx2;
+    softmax_grad_gemm(r1 - r0, seen, values.width, d_out_i.row(r0), d_out_i.ld, 1, values.panel(j0),
+                      values.ld, probs + r0 * kTileLd, kTileLd, row_dot + r0, d_probs + r0 * kTileLd,
+                      kTileLd);
     return true;
   }
   return false;
@@ -1064,6 +1068,7 @@ void check_rows(const char* kernel, std::initializer_list<const Tensor*> tensors
 void CpuKernels::attention_forward(const AttentionProblem& problem, const Tensor& out,
                                    const Tensor& logsumexp) {
   check_rows("attention_forward", {&problem.q, &problem.k, &problem.v, &out});
+  if (fast_paths_enabled()) tiles::avx512_tiles();  // a bad TAPEGRAD_ATTENTION_TILES: its error, here
   if (is_half(problem.q.dtype())) {
     const Tensor out32 = f32_like(out);
     forward<float>(f32_problem(*this, problem), out32, logsumexp);
@@ -1080,6 +1085,7 @@ void CpuKernels::attention_backward(const AttentionProblem& problem, const Tenso
                                     const Tensor& grad_v) {
   check_rows("attention_backward", {&problem.q, &problem.k, &problem.v, &out, &grad_out, &grad_q,
                                     &grad_k, &grad_v});
+  if (fast_paths_enabled()) tiles::avx512_tiles();  // a bad TAPEGRAD_ATTENTION_TILES: its error, here
   if (is_half(problem.q.dtype())) {
     const Tensor grad_q32 = f32_copy(*this, grad_q), grad_k32 = f32_copy(*this, grad_k),
                  grad_v32 = f32_copy(*this, grad_v);

@@ -40,6 +40,33 @@ void softmax_grad_gemm_avx2(int64_t m, int64_t n, int64_t k, const float* a, int
                             int64_t a_col, const float* b, int64_t ldb, const float* probs,
                             int64_t ld_probs, const float* dot, float* c, int64_t ldc);
 
+// The three products above on AVX-512 F (cpu/fast/attention_tiles_avx512.cpp, compiled with
+// -mavx512f): the same contract, 16-float vectors in blocks of up to 8 rows x 32 columns. Where
+// the CPU has two 512-bit FMA units they do twice the multiply-adds a cycle.
+void gemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+                 int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void exp2_gemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+                      int64_t a_col, const float* b, int64_t ldb, const float* shift, float* c,
+                      int64_t ldc);
+void softmax_grad_gemm_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row,
+                              int64_t a_col, const float* b, int64_t ldb, const float* probs,
+                              int64_t ld_probs, const float* dot, float* c, int64_t ldc);
+
+// Which products the attention kernel runs on its tiles (cpu/fast/attention_tiles.cpp): AVX-512
+// where the CPU has AVX-512 F, else AVX2. TAPEGRAD_ATTENTION_TILES=avx2 or avx512 chooses (read
+// once; avx512 on a CPU without it, or another value, is a tg::Error), and an Avx2TilesScope
+// forces AVX2 while it exists (the tests compare the two on one machine).
+inline constexpr const char* kTilesVariable = "TAPEGRAD_ATTENTION_TILES";
+bool cpu_has_avx512f();
+bool avx512_tiles();
+class Avx2TilesScope {
+ public:
+  Avx2TilesScope();
+  ~Avx2TilesScope();
+  Avx2TilesScope(const Avx2TilesScope&) = delete;
+  Avx2TilesScope& operator=(const Avx2TilesScope&) = delete;
+};
+
 // out (cols x rows, leading dimension ld_out) = in (rows x cols, leading dimension ld_in)^T, in
 // 8 x 8 blocks.
 void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/cpu/fast/attention_tiles.h"
+#include "tapegrad/cpu/features.h"
 #include "tests/cli/cli_support.h"
 
 using namespace tg::testing;
@@ -103,4 +105,27 @@ TEST_CASE("info: which int8 kernels run, TAPEGRAD_INT8_KERNEL, and a bad value",
   const CliResult bad = run_cli("info", dir, "TAPEGRAD_INT8_KERNEL=sse");
   require_one_line_error(bad, "TAPEGRAD_INT8_KERNEL='sse': expected avx2, vnni or plain");
   REQUIRE(bad.out.empty());
+}
+
+TEST_CASE("info: which attention tile products run, TAPEGRAD_ATTENTION_TILES, and a bad value",
+          "[cli][attention]") {
+  TempDir dir;
+  const CliResult forced = run_cli("info", dir, "TAPEGRAD_ATTENTION_TILES=avx2");
+  REQUIRE(forced.exit_code == 0);
+  if (tg::cpu::cpu_has_avx2_fma()) {
+    REQUIRE_THAT(forced.out, Contains("tiles:    attention on AVX2 tile products") &&
+                                 Contains("TAPEGRAD_ATTENTION_TILES=avx2"));
+  }
+  const CliResult wide = run_cli("info", dir, "TAPEGRAD_ATTENTION_TILES=avx512");
+  if (tg::cpu::cpu_has_avx2_fma() && tg::cpu::tiles::cpu_has_avx512f()) {
+    REQUIRE(wide.exit_code == 0);
+    REQUIRE_THAT(wide.out, Contains("attention on AVX-512 tile products"));
+  } else if (tg::cpu::cpu_has_avx2_fma()) {
+    require_one_line_error(wide, "TAPEGRAD_ATTENTION_TILES=avx512: this CPU has no AVX-512 F");
+  }
+  const CliResult bad = run_cli("info", dir, "TAPEGRAD_ATTENTION_TILES=sse");
+  if (tg::cpu::cpu_has_avx2_fma()) {
+    require_one_line_error(bad, "TAPEGRAD_ATTENTION_TILES='sse': expected avx2 or avx512");
+    REQUIRE(bad.out.empty());
+  }
 }

@@ -325,13 +325,29 @@ void check_attention(const AttentionCase& c, DType dtype) {
   });
 }
 
-// One case on both f32 paths, the AVX2 tile kernels (where the CPU has them) and the baseline
-// (BLAS products, SSE2 rows), and in f64 beside each.
+// The f32 paths of the attention kernel: the tile kernels with the products the CPU runs best
+// (AVX-512 where it has AVX-512 F), the AVX2 products forced, and the baseline (BLAS products,
+// SSE2 rows), as on a CPU without AVX2.
+enum class TilePath { best, avx2, baseline };
+const char* tile_path_name(TilePath path) {
+  return path == TilePath::best ? "tile kernels, the CPU's best products" :
+         path == TilePath::avx2 ? "tile kernels, AVX2 products" : "baseline path";
+}
+struct TilePathScope {
+  std::optional<cpu::FastPathsOff> plain;
+  std::optional<cpu::tiles::Avx2TilesScope> avx2;
+  explicit TilePathScope(TilePath path) {
+    if (path == TilePath::baseline) plain.emplace();
+    if (path == TilePath::avx2) avx2.emplace();
+  }
+};
+constexpr TilePath kTilePaths[] = {TilePath::best, TilePath::avx2, TilePath::baseline};
+
+// One case on every f32 path, and in f64 beside each.
 void check_attention_on_both_paths(const AttentionCase& c) {
-  for (bool baseline : {false, true}) {
-    INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
-    std::optional<cpu::FastPathsOff> plain;
-    if (baseline) plain.emplace();
+  for (TilePath path : kTilePaths) {
+    INFO(tile_path_name(path));
+    const TilePathScope scope(path);
     for (DType dtype : {DType::f32, DType::f64}) check_attention(c, dtype);
   }
 }
@@ -566,14 +582,14 @@ TEST_CASE("fused attention matches the reference: sparse layouts and ALiBi, both
                                  .dropout_p = 0.2, .sparsity = local, .alibi_heads = 2});
 }
 
-// Small problems on both paths of f32: the AVX2 + FMA tile kernels of cpu/fast/attention_tiles.h
-// (where the CPU has them) and the baseline path (BLAS products, SSE2 rows); f64 (BLAS, plain
-// loops) beside them. Every sequence length of 1, 5,
+// Small problems on every path of f32: the tile kernels of cpu/fast/attention_tiles.h (where the
+// CPU has AVX2; with AVX-512 products and with AVX2 ones) and the baseline path (BLAS products,
+// SSE2 rows); f64 (BLAS, plain loops) beside them. Every sequence length of 1, 5,
 // 33, 127, 130 with every head_dim of 1, 3, 16, 17, 32, 64, each pair with one of the variants in
 // turn (no mask, causal, padding, where item n sees Sk - 37 n keys and none when that is <= 0, a
 // random mask with a fully masked row plus causal, dropout), half of them with Sk != Sq and a
 // third with value_dim = head_dim + 1.
-TEST_CASE("fused attention matches the reference on small problems, AVX2 tiles and baseline", "[cpu-reference][attention]") {
+TEST_CASE("fused attention matches the reference on small problems, tile kernels and baseline", "[cpu-reference][attention]") {
   manual_seed(28);
   const std::vector<int64_t> seqs = {1, 5, 33, 127, 130}, head_dims = {1, 3, 16, 17, 32, 64};
   int64_t index = 0;
@@ -589,10 +605,9 @@ TEST_CASE("fused attention matches the reference on small problems, AVX2 tiles a
       }
       if (index % 3 == 0) c.value_dim = head_dim + 1;
       ++index;
-      for (bool baseline : {false, true}) {
-        INFO((baseline ? "baseline path" : "AVX2 tile kernels where supported"));
-        std::optional<cpu::FastPathsOff> plain;  // the baseline path, as on a CPU without AVX2
-        if (baseline) plain.emplace();
+      for (TilePath path : kTilePaths) {
+        INFO(tile_path_name(path));
+        const TilePathScope scope(path);
         check_attention(c, DType::f32);
       }
       check_attention(c, DType::f64);

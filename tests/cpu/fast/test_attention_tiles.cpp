@@ -1,6 +1,8 @@
-// The AVX2 + FMA tile kernels of attention (cpu/fast/attention_tiles.h), where the CPU has them:
-//  - products against a triple loop in double: every block shape (4 rows and 1..3 left over; 16
-//    columns, 8, and partial vectors of 1..15), A plain and transposed (strides), beta 0 over a C
+// The AVX2 + FMA tile kernels of attention (cpu/fast/attention_tiles.h), where the CPU has them,
+// and the AVX-512 products beside them where it has AVX-512 F:
+//  - products against a triple loop in double: every block shape (AVX2: 6 rows and 1..5 left
+//    over, 16 columns, 8, and partial vectors of 1..15; AVX-512: 8 rows and 1..7 left over, 32
+//    columns, 16, and partial vectors of 1..31), A plain and transposed (strides), beta 0 over a C
 //    of NaNs, beta 1 and 0.5, and padded leading dimensions whose padding must stay untouched (the
 //    masked lanes). The tolerance is the GEMM bound of tests/cpu/test_reference.cpp:
 //    (k + 4) u (|alpha| sum_p |a_ip||b_pj| + |beta c_ij|);
@@ -30,8 +32,11 @@ namespace {
 
 constexpr float kSentinel = 12345.0f;
 
-void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta) {
-  INFO("m " << m << ", n " << n << ", k " << k << ", transposed A " << transpose_a << ", beta " << beta);
+enum class Width { avx2, avx512 };  // which file's products
+
+void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta, Width width = Width::avx2) {
+  INFO("m " << m << ", n " << n << ", k " << k << ", transposed A " << transpose_a << ", beta " << beta
+            << (width == Width::avx512 ? ", AVX-512" : ", AVX2"));
   std::mt19937 gen(static_cast<uint32_t>(m * 10007 + n * 101 + k));
   std::uniform_real_distribution<float> dist(-1, 1);
   const int64_t lda = (transpose_a ? m : k) + 2, ldb = n + 3, ldc = n + 5;
@@ -46,7 +51,8 @@ void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta
   const float alpha = -0.75f;
 
   std::vector<float> result = c;
-  tiles::gemm_avx2(m, n, k, alpha, a.data(), a_row, a_col, b.data(), ldb, beta, result.data(), ldc);
+  const auto gemm = width == Width::avx512 ? tiles::gemm_avx512 : tiles::gemm_avx2;
+  gemm(m, n, k, alpha, a.data(), a_row, a_col, b.data(), ldb, beta, result.data(), ldc);
   const double u = 0x1.0p-24;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -76,8 +82,8 @@ void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta
 // shift_i) and dS = P (A B - dot_i), against the product in double and that step in double. A
 // rounding e of the product's sum is e ln 2 relative after 2^x (plus 2^x's own 1.2e-7), and
 // |P| e after the subtraction (plus the subtraction's and the multiplication's roundings).
-void check_fused_products(int64_t m, int64_t n, int64_t k) {
-  INFO("m " << m << ", n " << n << ", k " << k);
+void check_fused_products(int64_t m, int64_t n, int64_t k, Width width = Width::avx2) {
+  INFO("m " << m << ", n " << n << ", k " << k << (width == Width::avx512 ? ", AVX-512" : ", AVX2"));
   std::mt19937 gen(static_cast<uint32_t>(m * 7919 + n * 31 + k));
   std::uniform_real_distribution<float> dist(-1, 1);
   const int64_t lda = k + 2, ldb = n + 3, ldc = n + 5, ld_probs = n + 1;
@@ -89,9 +95,11 @@ void check_fused_products(int64_t m, int64_t n, int64_t k) {
   for (float& x : probs) x = std::abs(dist(gen));
   const float alpha = 1.25f;
   std::vector<float> p(m * ldc, kSentinel), d_s(m * ldc, kSentinel);
-  tiles::exp2_gemm_avx2(m, n, k, alpha, a.data(), lda, 1, b.data(), ldb, shift.data(), p.data(), ldc);
-  tiles::softmax_grad_gemm_avx2(m, n, k, a.data(), lda, 1, b.data(), ldb, probs.data(), ld_probs,
-                                dot.data(), d_s.data(), ldc);
+  const bool wide = width == Width::avx512;
+  (wide ? tiles::exp2_gemm_avx512 : tiles::exp2_gemm_avx2)(m, n, k, alpha, a.data(), lda, 1, b.data(), ldb,
+                                                           shift.data(), p.data(), ldc);
+  (wide ? tiles::softmax_grad_gemm_avx512 : tiles::softmax_grad_gemm_avx2)(
+      m, n, k, a.data(), lda, 1, b.data(), ldb, probs.data(), ld_probs, dot.data(), d_s.data(), ldc);
   const double u = 0x1.0p-24;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -148,6 +156,33 @@ TEST_CASE("attention tile products with the backward's next step: 2^(alpha A B -
     }
   }
   check_fused_products(64, 128, 32);  // a full attention tile
+}
+
+TEST_CASE("attention tile products on AVX-512 match a double-precision triple loop", "[attention][tiles]") {
+  if (!tiles::cpu_has_avx512f()) {
+    WARN("this CPU has no AVX-512 F: the AVX-512 products are not tested here");
+    return;
+  }
+  // every remainder of 8-row blocks, 8 + 1 and 8 + 2 rows (run as 5 + 4, 5 + 5), and every kind of
+  // last vector: none, a whole one, partial after 0 or 1 whole
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 16, 17, 18, 33}) {
+    for (int64_t n : {1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 63}) {
+      for (int64_t k : {1, 5, 16, 17}) {
+        for (bool transpose_a : {false, true}) {
+          check_product(m, n, k, transpose_a, 0.0f, Width::avx512);
+          check_product(m, n, k, transpose_a, 1.0f, Width::avx512);
+        }
+      }
+    }
+  }
+  check_product(64, 128, 32, false, 0.5f, Width::avx512);  // a full attention tile
+  check_product(128, 32, 64, true, 1.0f, Width::avx512);
+  for (int64_t m : {1, 2, 7, 8, 9, 10, 17}) {
+    for (int64_t n : {1, 15, 16, 17, 32, 33}) {
+      for (int64_t k : {1, 16, 17}) check_fused_products(m, n, k, Width::avx512);
+    }
+  }
+  check_fused_products(64, 128, 32, Width::avx512);
 }
 
 TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention][tiles]") {
