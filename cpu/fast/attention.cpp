@@ -250,9 +250,9 @@ T* scratch(Slot slot, int64_t count) {
 
 // C = alpha op(A) op(B) + beta C for one tile (row-major, as blas_gemm). Small f32 tiles on a CPU
 // with AVX2: tiles::gemm_avx2 (gemm_avx512 where tiles::avx512_tiles()), a transposed A read
-// through its strides. Everything else (f64 for
-// gradcheck, large tiles, CPUs without AVX2, where plain loops would lose to OpenBLAS's SSE kernels
-// by 2x): BLAS. A transposed B (K or V of a key tile) comes through product_with_keys below.
+// through its strides. Everything else (f64 for gradcheck, large tiles, CPUs without AVX2, where
+// plain loops would lose to OpenBLAS's SSE kernels by 2x): BLAS. A transposed B (K or V of a key
+// tile) comes through product_with_keys below.
 inline void product(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                     double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
                     double beta, double* c, int64_t ldc) {
