@@ -22,24 +22,24 @@ namespace tg::cli {
 const char* version() { return TAPEGRAD_VERSION; }
 
 namespace {
+// " (VARIABLE=value)" where the variable chose, else " (the best this CPU has; VARIABLE=choices
+// chooses)".
+std::string chosen_by(const char* variable, const char* choices) {
+  const char* set = std::getenv(variable);
+  return set && *set ? std::string(" (") + variable + "=" + set + ")"
+                     : std::string(" (the best this CPU has; ") + variable + "=" + choices + " chooses)";
+}
 // Which int8 kernels run (cpu/fast/quantize.h): TAPEGRAD_INT8_KERNEL or the best this CPU has.
 std::string int8_line() {
   const cpu::int8::Path path = cpu::int8::selected_path();  // a bad variable: the error, exit 2
-  const char* set = std::getenv(cpu::int8::kPathVariable);
-  return std::string(cpu::int8::path_description(path)) +
-         (set && *set ? std::string(" (") + cpu::int8::kPathVariable + "=" + set + ")"
-                      : std::string(" (the best this CPU has; ") + cpu::int8::kPathVariable +
-                            "=avx2|vnni|plain chooses)");
+  return cpu::int8::path_description(path) + chosen_by(cpu::int8::kPathVariable, "avx2|vnni|plain");
 }
 // Which products the attention kernel's tiles run (cpu/fast/attention_tiles.h).
 std::string attention_line() {
   if (!cpu::cpu_has_avx2_fma()) return "BLAS products, SSE2 rows (no AVX2 + FMA)";
   const bool wide = cpu::tiles::avx512_tiles();  // a bad variable: the error, exit 2
-  const char* set = std::getenv(cpu::tiles::kTilesVariable);
-  return std::string(wide ? "attention on AVX-512 tile products" : "attention on AVX2 tile products") +
-         (set && *set ? std::string(" (") + cpu::tiles::kTilesVariable + "=" + set + ")"
-                      : std::string(" (the best this CPU has; ") + cpu::tiles::kTilesVariable +
-                            "=avx2|avx512 chooses)");
+  return (wide ? "attention on AVX-512 tile products" : "attention on AVX2 tile products") +
+         chosen_by(cpu::tiles::kTilesVariable, "avx2|avx512");
 }
 }  // namespace
 

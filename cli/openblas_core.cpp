@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "tapegrad/cpu/features.h"
+
 extern "C" char* openblas_get_corename(void);
 
 namespace tg::cli {
@@ -38,9 +40,9 @@ bool variable_set(const char* name) {
 
 CpuSimd cpu_simd() {
   CpuSimd simd;
+  simd.avx2_fma = cpu::cpu_has_avx2_fma();
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  simd.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   simd.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                 __builtin_cpu_supports("avx512vl");

@@ -33,6 +33,18 @@ bool cpu_has_avx512_vnni() {
 #endif
 }
 
+bool cpu_has_avx512f() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 bool fast_paths_enabled() {
   return cpu_has_avx2_fma() && open_scopes.load(std::memory_order_relaxed) == 0;
 }

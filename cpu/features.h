@@ -11,6 +11,8 @@ bool cpu_has_avx2_fma();    // what the CPU offers (asked once)
 // product's faster kernel (cpu/fast/quantize.h). Asked once; a kernel takes it only where
 // fast_paths_enabled() too.
 bool cpu_has_avx512_vnni();
+// AVX-512 F: the attention tiles' 512-bit products (cpu/fast/attention_tiles.h). Asked once.
+bool cpu_has_avx512f();
 bool fast_paths_enabled();  // cpu_has_avx2_fma() and no FastPathsOff scope open
 
 // While one exists (on any thread), every kernel takes its plain path.

@@ -505,7 +505,6 @@ void softmax_backward(T* d_probs, const T* probs, int64_t rows, int64_t cols, in
   }
 }
 
-
 // ---- Work units and prefetching -----------------------------------------------------------------
 
 // Attention of at most this many flops in all (its products, counted as if no key were masked)

@@ -5,6 +5,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cpu/fast/attention_tiles.h"
+#include "tapegrad/cpu/features.h"
 
 namespace tg::cpu::tiles {
 namespace {
@@ -23,18 +24,6 @@ bool parse_tiles(const char* value) {
 }
 
 }  // namespace
-
-bool cpu_has_avx512f() {
-#if defined(__x86_64__)
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
 
 bool avx512_tiles() {
   static const bool chosen = parse_tiles(std::getenv(kTilesVariable));  // a throw: asked again

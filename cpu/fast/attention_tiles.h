@@ -53,11 +53,10 @@ void softmax_grad_gemm_avx512(int64_t m, int64_t n, int64_t k, const float* a, i
                               int64_t ld_probs, const float* dot, float* c, int64_t ldc);
 
 // Which products the attention kernel runs on its tiles (cpu/fast/attention_tiles.cpp): AVX-512
-// where the CPU has AVX-512 F, else AVX2. TAPEGRAD_ATTENTION_TILES=avx2 or avx512 chooses (read
+// where the CPU has AVX-512 F (cpu::cpu_has_avx512f), else AVX2. TAPEGRAD_ATTENTION_TILES=avx2 or avx512 chooses (read
 // once; avx512 on a CPU without it, or another value, is a tg::Error), and an Avx2TilesScope
 // forces AVX2 while it exists (the tests compare the two on one machine).
 inline constexpr const char* kTilesVariable = "TAPEGRAD_ATTENTION_TILES";
-bool cpu_has_avx512f();
 bool avx512_tiles();
 class Avx2TilesScope {
  public:

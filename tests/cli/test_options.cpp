@@ -3,7 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/features.h"
 #include "tests/cli/cli_support.h"
 
@@ -117,7 +116,7 @@ TEST_CASE("info: which attention tile products run, TAPEGRAD_ATTENTION_TILES, an
                                  Contains("TAPEGRAD_ATTENTION_TILES=avx2"));
   }
   const CliResult wide = run_cli("info", dir, "TAPEGRAD_ATTENTION_TILES=avx512");
-  if (tg::cpu::cpu_has_avx2_fma() && tg::cpu::tiles::cpu_has_avx512f()) {
+  if (tg::cpu::cpu_has_avx2_fma() && tg::cpu::cpu_has_avx512f()) {
     REQUIRE(wide.exit_code == 0);
     REQUIRE_THAT(wide.out, Contains("attention on AVX-512 tile products"));
   } else if (tg::cpu::cpu_has_avx2_fma()) {

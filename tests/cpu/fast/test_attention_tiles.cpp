@@ -159,7 +159,7 @@ TEST_CASE("attention tile products with the backward's next step: 2^(alpha A B -
 }
 
 TEST_CASE("attention tile products on AVX-512 match a double-precision triple loop", "[attention][tiles]") {
-  if (!tiles::cpu_has_avx512f()) {
+  if (!tg::cpu::cpu_has_avx512f()) {
     WARN("this CPU has no AVX-512 F: the AVX-512 products are not tested here");
     return;
   }
