@@ -175,6 +175,19 @@ struct Kernels {
   // Per row of contiguous x [rows, n]: out = (x - mean) * rstd, saving mean and rstd [rows].
   virtual void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                               const Tensor& rstd) = 0;
+  // layer_norm's forward in one pass over x, where a device has such a kernel: per row of
+  // contiguous x [rows, n], y = xhat weight + bias (weight and bias [n], each may be undefined)
+  // with xhat = (x - mean) rstd, rstd = 1 / sqrt(variance + eps). The kernel allocates y [rows, n],
+  // mean and rstd [rows], and xhat [rows, n] when xhat is not null (the backward's; null when
+  // nothing will be recorded). One dtype. Returns false, allocating nothing, where the device has
+  // none (the default) or declines these inputs: then ops/layer_norm.cpp calls normalize_rows and
+  // applies weight and bias as ops.
+  virtual bool layer_norm_forward(const Tensor& x, double eps, const Tensor& weight,
+                                  const Tensor& bias, Tensor* y, Tensor* xhat, Tensor* mean,
+                                  Tensor* rstd) {
+    (void)x, (void)eps, (void)weight, (void)bias, (void)y, (void)xhat, (void)mean, (void)rstd;
+    return false;
+  }
   // GELU's gradient in one pass, where a device has such a kernel: dx = g gelu'(x), gelu'(x) =
   // Phi(x) + x phi(x), for g and x of one shape and dtype, contiguous; the kernel allocates dx.
   // Undefined where the device has none (the default) or declines these inputs: then

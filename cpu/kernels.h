@@ -159,6 +159,9 @@ class CpuKernels final : public Kernels {
   void index_add_rows(const Tensor& src, const Tensor& index, const Tensor& table) override;
   void normalize_rows(const Tensor& x, double eps, const Tensor& out, const Tensor& mean,
                       const Tensor& rstd) override;
+  bool layer_norm_forward(const Tensor& x, double eps, const Tensor& weight, const Tensor& bias,
+                          Tensor* y, Tensor* xhat, Tensor* mean,
+                          Tensor* rstd) override;  // cpu/fast/layer_norm.cpp
   Tensor gelu_backward(const Tensor& g, const Tensor& x) override;  // cpu/elementwise.cpp
   bool layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
                            const Tensor& weight, Tensor* dx, Tensor* dweight,

@@ -1,6 +1,7 @@
-// layer_norm: one tape node. Forward normalises rows in one kernel call and applies the affine
-// part; backward is the standard closed form, in one kernel call where the device has one
-// (Kernels::layer_norm_backward, CPU fast paths), else composed from ops.
+// layer_norm: one tape node. Forward normalises rows and applies the affine part, in one kernel
+// call where the device has one (Kernels::layer_norm_forward, CPU fast paths), else normalize_rows
+// and two ops; backward is the standard closed form, in one kernel call where the device has one
+// (Kernels::layer_norm_backward), else composed from ops.
 #include "tapegrad/ops/layer_norm.h"
 
 #include "tapegrad/autograd/autocast.h"
@@ -59,16 +60,21 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   TG_CHECK(n > 0, "op 'layer_norm': normalized_shape ", shape_str(normalized_shape), " is empty");
   const int64_t rows = x.numel() / n;
 
-  Tensor xhat = empty({rows, n}, x.dtype(), x.device());
-  Tensor row_mean = empty({rows}, x.dtype(), x.device());
-  Tensor rstd = empty({rows}, x.dtype(), x.device());
   const Tensor x_rows = x.detach().contiguous().view({rows, n});
-  kernels(x.device()).normalize_rows(x_rows, eps, xhat, row_mean, rstd);
-  Tensor y = xhat;
-  {
+  const Tensor w_row = weight.defined() ? weight.detach().reshape({n}) : Tensor();
+  const Tensor b_row = bias.defined() ? bias.detach().reshape({n}) : Tensor();
+  const bool recorded = any_requires_grad({x, weight, bias});  // then backward needs xhat
+  Tensor y, xhat, row_mean, rstd;
+  if (!kernels(x.device()).layer_norm_forward(x_rows, eps, w_row, b_row, &y,
+                                               recorded ? &xhat : nullptr, &row_mean, &rstd)) {
+    xhat = empty({rows, n}, x.dtype(), x.device());
+    row_mean = empty({rows}, x.dtype(), x.device());
+    rstd = empty({rows}, x.dtype(), x.device());
+    kernels(x.device()).normalize_rows(x_rows, eps, xhat, row_mean, rstd);
     NoGrad no_grad;  // the affine part belongs to this one node
-    if (weight.defined()) y = mul(y, weight.detach().reshape({n}));
-    if (bias.defined()) y = add(y, bias.detach().reshape({n}));
+    y = xhat;
+    if (w_row.defined()) y = mul(y, w_row);
+    if (b_row.defined()) y = add(y, b_row);
   }
   Tensor out = y.view(x.shape());
   // dx = rstd (gw - mean(gw) - xhat mean(gw xhat)); dw = sum over rows of g xhat; db = sum of g

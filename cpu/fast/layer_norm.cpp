@@ -1,6 +1,16 @@
-// The backward of layer_norm in one pass over the output gradient (Kernels::layer_norm_backward):
-// per row, with dxhat = G w,  dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat));  and the
-// column sums dw = sum of G xhat, db = sum of G.
+// layer_norm's two passes in one kernel call each: the forward (Kernels::layer_norm_forward) and
+// the backward (Kernels::layer_norm_backward).
+//
+// The forward. Composed, it is normalize_rows (cpu/reduce.cpp), whose two sums per row run one
+// element after another (a chain of n dependent adds: the plain loop keeps the reference order),
+// then a mul by the weight and an add of the bias: three passes over [rows, n] and three tensors
+// allocated. Here a row is read while in L1 for its mean and its variance, in eight running sums
+// each, and written once: xhat, saved for the backward (not at all when nothing is recorded), and
+// y = xhat weight + bias, computed as the ops compute it (a product, then a sum: the same bits
+// from the same xhat). The sums' order differs from normalize_rows', within rounding.
+//
+// The backward, per row, with dxhat = G w,  dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat));
+// and the column sums dw = sum of G xhat, db = sum of G.
 //
 // Composed from ops (ops/layer_norm.cpp's plain path) that is ten passes over [rows, n] tensors
 // and seven of them allocated, for what is one read of G and xhat and one write of dx: here each
@@ -9,10 +19,11 @@
 // blocks are added in order at the end: the same bits at any thread count (the sums' order differs
 // from one column sum over all rows, within rounding).
 //
-// The plain path is the ops, which this kernel leaves to the caller by returning false: for f16 /
-// bf16, and when the fast paths are off (cpu/features.h). tests/cpu/fast/test_layer_norm.cpp
+// The plain paths are the ops, which these kernels leave to the caller by returning false: for
+// f16 / bf16, and when the fast paths are off (cpu/features.h). tests/cpu/fast/test_layer_norm.cpp
 // compares the two.
 #include <algorithm>
+#include <cmath>
 
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
@@ -21,6 +32,61 @@ namespace tg::cpu {
 namespace {
 
 constexpr int64_t kLayerNormRows = 32;  // rows of a block of the column sums
+
+// The sum of row[k] - shift over a row, squared when kSquares, in eight running sums (the
+// compiler keeps them in vector registers).
+template <bool kSquares, typename T>
+T sum_of_row(const T* row, int64_t n, T shift) {
+  T lanes[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const T centred = row[k + j] - shift;
+      lanes[j] += kSquares ? centred * centred : centred;
+    }
+  }
+  T total = 0;
+  for (int j = 0; j < 8; ++j) total += lanes[j];
+  for (; k < n; ++k) total += kSquares ? (row[k] - shift) * (row[k] - shift) : row[k] - shift;
+  return total;
+}
+
+// One row of the forward: its mean and rstd, xhat (where asked) and y.
+template <typename T>
+void layer_norm_row_forward(const T* x, int64_t n, T eps, const T* w, const T* b, T* xhat, T* y,
+                            T& mean, T& rstd) {
+  const T mu = sum_of_row<false>(x, n, T(0)) / T(n);
+  const T inv_std = T(1) / std::sqrt(sum_of_row<true>(x, n, mu) / T(n) + eps);
+  for (int64_t k = 0; k < n; ++k) {
+    const T normalised = (x[k] - mu) * inv_std;
+    if (xhat) xhat[k] = normalised;
+    const T scaled = w ? normalised * w[k] : normalised;
+    y[k] = b ? scaled + b[k] : scaled;
+  }
+  mean = mu;
+  rstd = inv_std;
+}
+
+template <typename T>
+void layer_norm_forward_rows(const Tensor& x_t, T eps, const Tensor& w_t, const Tensor& b_t,
+                             const Tensor& y_t, const Tensor& xhat_t, const Tensor& mean_t,
+                             const Tensor& rstd_t) {
+  const int64_t n = x_t.size(-1), rows = x_t.numel() / n;
+  const T* x = x_t.data_as<T>();
+  const T* w = w_t.defined() ? w_t.data_as<T>() : nullptr;
+  const T* b = b_t.defined() ? b_t.data_as<T>() : nullptr;
+  T* xhat = xhat_t.defined() ? xhat_t.data_as<T>() : nullptr;
+  T* y = y_t.data_as<T>();
+  T* mean = mean_t.data_as<T>();
+  T* rstd = rstd_t.data_as<T>();
+  parallel_for(rows, grain_for(3.0 * static_cast<double>(n), 1 << 15), [&](int64_t first,
+                                                                          int64_t past) {
+    for (int64_t r = first; r < past; ++r) {
+      layer_norm_row_forward(x + r * n, n, eps, w, b, xhat ? xhat + r * n : nullptr, y + r * n,
+                             mean[r], rstd[r]);
+    }
+  });
+}
 
 // The two sums of one row that dx needs: of dxhat and of dxhat xhat, in eight running sums each
 // (the compiler keeps them in vector registers).
@@ -120,6 +186,29 @@ void layer_norm_backward_rows(const Tensor& g_t, const Tensor& xhat_t, const Ten
 }
 
 }  // namespace
+
+bool CpuKernels::layer_norm_forward(const Tensor& x, double eps, const Tensor& weight,
+                                    const Tensor& bias, Tensor* y, Tensor* xhat, Tensor* mean,
+                                    Tensor* rstd) {
+  const DType dtype = x.dtype();
+  if (!fast_paths_enabled() || (dtype != DType::f32 && dtype != DType::f64)) return false;
+  for (const Tensor* t : {&x, &weight, &bias}) {
+    if (t->defined() && (t->dtype() != dtype || !t->is_contiguous())) return false;
+  }
+  if (x.dim() != 2 || x.size(0) == 0 || x.size(1) == 0) return false;
+  const int64_t rows = x.size(0), n = x.size(1);
+  *y = empty({rows, n}, dtype, kCPU);
+  const bool affine = weight.defined() || bias.defined();
+  if (xhat) *xhat = affine ? empty({rows, n}, dtype, kCPU) : *y;  // without weight and bias, y is xhat
+  *mean = empty({rows}, dtype, kCPU);
+  *rstd = empty({rows}, dtype, kCPU);
+  dispatch_floating(dtype, "layer_norm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_forward_rows<T>(x, static_cast<T>(eps), weight, bias, *y,
+                               xhat && affine ? *xhat : Tensor(), *mean, *rstd);
+  });
+  return true;
+}
 
 bool CpuKernels::layer_norm_backward(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
                                      const Tensor& weight, Tensor* dx, Tensor* dweight,

@@ -109,3 +109,80 @@ TEST_CASE("layer_norm backward in one pass: declines f16 and FastPathsOff", "[la
   REQUIRE_FALSE(kernels(kCPU).layer_norm_backward(ones({4, 3}), ones({4, 3}), ones({4}), Tensor(),
                                                   &dx, nullptr, nullptr));
 }
+
+// The forward: y of the one-pass kernel against normalize_rows and the two ops (FastPathsOff), with
+// grad recorded (xhat written too) and under NoGrad (y alone). The mean and the variance are sums
+// of n terms in another order: each within (n + 4) u sum |terms| of the exact one, so for rows of
+// uniform [-1, 1] entries (variance about 1/3) xhat moves by at most a few (n + 4) u sqrt(n),
+// and y = xhat w + b (|w|, |b| <= 1) by as much.
+TEST_CASE("layer_norm forward in one pass: y agrees with normalize_rows and the affine ops",
+          "[layer_norm][cpu]") {
+  if (!cpu::fast_paths_enabled()) return;
+  const std::vector<LayerNormCase> cases = {{{5, 120, 40}, {40}, true, true},
+                                            {{3, 7, 13}, {13}, true, false},
+                                            {{4, 5, 3, 7}, {3, 7}, false, true},
+                                            {{33, 8}, {8}, false, false},
+                                            {{2, 300}, {300}, true, true},
+                                            {{1, 1}, {1}, true, true}};
+  for (const LayerNormCase& c : cases) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      for (bool recorded : {true, false}) {
+        INFO(shape_str(c.x_shape) << " over " << shape_str(c.normalized) << ", "
+                                  << dtype_name(dtype) << (recorded ? ", recorded" : ", NoGrad"));
+        Tensor x = uniform(c.x_shape, -1, 1, dtype, kCPU);
+        const Tensor w = c.weight ? uniform(c.normalized, -1, 1, dtype, kCPU) : Tensor();
+        const Tensor b = c.bias ? uniform(c.normalized, -1, 1, dtype, kCPU) : Tensor();
+        if (recorded) x.requires_grad_();
+        std::optional<NoGrad> no_grad;
+        if (!recorded) no_grad.emplace();
+        std::vector<double> plain;
+        {
+          const cpu::FastPathsOff off;
+          plain = layer_norm(x, c.normalized, w, b).to_host_f64();
+        }
+        const Tensor y = layer_norm(x, c.normalized, w, b);
+        REQUIRE(y.shape() == c.x_shape);
+        REQUIRE(y.requires_grad() == recorded);
+        const std::vector<double> fast = y.to_host_f64();
+        const double n = static_cast<double>(numel(c.normalized));
+        const double tolerance = 8 * (n + 4) * layer_norm_roundoff(dtype) * std::sqrt(n);
+        for (size_t i = 0; i < fast.size(); ++i) {
+          INFO("element " << i << ": " << fast[i] << " vs " << plain[i]);
+          REQUIRE(std::abs(fast[i] - plain[i]) <= tolerance * (1 + std::abs(plain[i])));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("layer_norm forward in one pass: declines f16, FastPathsOff and a non-2-d x",
+          "[layer_norm][cpu]") {
+  Tensor y, xhat, mean, rstd;
+  const Tensor half = ones({4, 3}, DType::f16, kCPU);
+  REQUIRE_FALSE(kernels(kCPU).layer_norm_forward(half, 1e-5, Tensor(), Tensor(), &y, &xhat, &mean,
+                                                 &rstd));
+  REQUIRE_FALSE(kernels(kCPU).layer_norm_forward(ones({2, 2, 3}), 1e-5, Tensor(), Tensor(), &y,
+                                                 nullptr, &mean, &rstd));
+  {
+    const cpu::FastPathsOff off;
+    REQUIRE_FALSE(kernels(kCPU).layer_norm_forward(ones({4, 3}), 1e-5, Tensor(), Tensor(), &y,
+                                                   nullptr, &mean, &rstd));
+  }
+  REQUIRE_FALSE(y.defined());  // nothing allocated when declining
+  if (!cpu::fast_paths_enabled()) return;
+  // A hand-computed row: x = (1, 2, 3, 6): mean 3, variance (4 + 1 + 0 + 9) / 4 = 3.5; with
+  // weight (1, 2, 1, 1) and bias (0, 0, 1, 0): y = ((1 - 3), 2 (2 - 3), (3 - 3) + 1, (6 - 3)) / sqrt(3.5)
+  // (eps 0), the third entry 1.
+  const Tensor x = from_values({1, 2, 3, 6}, {1, 4}, DType::f64);
+  const Tensor w = from_values({1, 2, 1, 1}, {4}, DType::f64);
+  const Tensor b = from_values({0, 0, 1, 0}, {4}, DType::f64);
+  REQUIRE(kernels(kCPU).layer_norm_forward(x, 0.0, w, b, &y, &xhat, &mean, &rstd));
+  const double s = std::sqrt(3.5);
+  const std::vector<double> want_y = {-2 / s, -2 / s, 1, 3 / s}, want_xhat = {-2 / s, -1 / s, 0, 3 / s};
+  for (size_t i = 0; i < 4; ++i) {
+    REQUIRE(y.to_host_f64()[i] == Approx(want_y[i]).epsilon(1e-15));
+    REQUIRE(xhat.to_host_f64()[i] == Approx(want_xhat[i]).margin(1e-15));
+  }
+  REQUIRE(mean.to_host_f64()[0] == 3.0);
+  REQUIRE(rstd.to_host_f64()[0] == Approx(1 / s).epsilon(1e-15));
+}
