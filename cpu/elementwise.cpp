@@ -68,8 +68,24 @@ void binary_row(const T* a, int64_t a_step, const T* b, int64_t b_step, T* out, 
   }
 }
 
-// exp, GELU and GELU's derivative on contiguous f32 where the AVX2 fast path may run
-// (cpu/fast/elementwise_avx2.cpp), split across the threads as the plain loop; false otherwise.
+// The GELU kernels of the fast path: cpu/fast/elementwise_avx512.cpp's where the CPU has AVX-512 F
+// (sixteen lanes; two 512-bit FMA units do twice the work a cycle), else the AVX2 ones.
+struct GeluKernels {
+  void (*gelu)(const float* x, float* out, int64_t n);
+  void (*gelu_grad)(const float* x, float* out, int64_t n);
+  void (*gelu_backward)(const float* g, const float* x, float* out, int64_t n);
+};
+const GeluKernels& gelu_kernels() {
+  static const GeluKernels chosen =
+      cpu_has_avx512f()
+          ? GeluKernels{gelu_f32_avx512, gelu_grad_f32_avx512, gelu_backward_f32_avx512}
+          : GeluKernels{gelu_f32_avx2, gelu_grad_f32_avx2, gelu_backward_f32_avx2};
+  return chosen;
+}
+
+// exp, GELU and GELU's derivative on contiguous f32 where the fast path may run
+// (cpu/fast/elementwise_avx2.cpp, GELU as gelu_kernels() chooses), split across the threads as the
+// plain loop; false otherwise.
 bool unary_fast(UnaryOp op, const Tensor& x, const Tensor& out) {
   const bool has_fast = op == UnaryOp::gelu || op == UnaryOp::gelu_grad || op == UnaryOp::exp;
   if (!has_fast || x.dtype() != DType::f32 || !x.is_contiguous() || !out.is_contiguous() ||
@@ -78,8 +94,8 @@ bool unary_fast(UnaryOp op, const Tensor& x, const Tensor& out) {
   }
   const float* in = x.data_as<float>();
   float* result = out.data_as<float>();
-  const auto map = op == UnaryOp::gelu        ? gelu_f32_avx2
-                   : op == UnaryOp::gelu_grad ? gelu_grad_f32_avx2
+  const auto map = op == UnaryOp::gelu        ? gelu_kernels().gelu
+                   : op == UnaryOp::gelu_grad ? gelu_kernels().gelu_grad
                                               : exp_f32_avx2;
   parallel_for(x.numel(), kParallelElements, [&](int64_t first, int64_t past) {
     map(in + first, result + first, past - first);
@@ -109,7 +125,7 @@ void CpuKernels::unary(UnaryOp op, const Tensor& x, double scalar, const Tensor&
   });
 }
 
-// f32, contiguous, one shape, with the fast paths on: one AVX2 pass (cpu/fast/elementwise_avx2.cpp)
+// f32, contiguous, one shape, with the fast paths on: one AVX2 or AVX-512 pass (gelu_kernels())
 // instead of gelu_grad's tensor and a mul.
 Tensor CpuKernels::gelu_backward(const Tensor& g, const Tensor& x) {
   for (const Tensor* t : {&g, &x}) {
@@ -120,8 +136,9 @@ Tensor CpuKernels::gelu_backward(const Tensor& g, const Tensor& x) {
   const float* grad = g.data_as<float>();
   const float* in = x.data_as<float>();
   float* result = dx.data_as<float>();
+  const auto backward = gelu_kernels().gelu_backward;
   parallel_for(x.numel(), kParallelElements, [&](int64_t first, int64_t past) {
-    gelu_backward_f32_avx2(grad + first, in + first, result + first, past - first);
+    backward(grad + first, in + first, result + first, past - first);
   });
   return dx;
 }

@@ -60,6 +60,11 @@ void gelu_grad_f32_avx2(const float* x, float* out, int64_t n);
 void exp_f32_avx2(const float* x, float* out, int64_t n);
 void gelu_backward_f32_avx2(const float* g, const float* x, float* out, int64_t n);  // g gelu'(x)
 float exp_shifted_f32_avx2(const float* x, float shift, float* out, int64_t n);
+// The three GELU kernels above with 16 lanes (cpu/fast/elementwise_avx512.cpp, compiled for
+// AVX-512 F): taken in their place where cpu_has_avx512f() (cpu/features.h), same bound.
+void gelu_f32_avx512(const float* x, float* out, int64_t n);
+void gelu_grad_f32_avx512(const float* x, float* out, int64_t n);
+void gelu_backward_f32_avx512(const float* g, const float* x, float* out, int64_t n);
 
 // The one call into BLAS (cpu/fast/blas.cpp): C = alpha op(A) op(B) + beta C for one row-major
 // matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h).

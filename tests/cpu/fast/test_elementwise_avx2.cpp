@@ -12,6 +12,7 @@
 
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/cpu/features.h"
+#include "tapegrad/cpu/kernels.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -77,6 +78,29 @@ TEST_CASE("GELU f32: the AVX2 path is within 1e-6 relative of the double formula
   // 0 at x = -0.7518 as a difference of terms near 0.3, so it gets an absolute part too.
   require_within(inputs, run_unary(UnaryOp::gelu, inputs, false), gelu_ref, 1e-6, 1e-37);
   require_within(inputs, run_unary(UnaryOp::gelu_grad, inputs, false), grad_ref, 1e-6, 1e-7);
+}
+
+TEST_CASE("GELU f32: the AVX2 kernels called directly, within 1e-6 of the double formula",
+          "[gelu][simd]") {
+  // The other cases reach the GELU kernels through CpuKernels, which takes the AVX-512 ones
+  // (cpu/fast/elementwise_avx512.cpp, tests/cpu/fast/test_elementwise_avx512.cpp) on a CPU with
+  // AVX-512 F: this one keeps the AVX2 kernels' accuracy tested on such a CPU too.
+  if (!cpu::cpu_has_avx2_fma()) return;
+  const std::vector<double> inputs = gelu_inputs();
+  std::vector<float> x;
+  std::vector<double> gelu_ref, grad_ref;
+  for (double value : inputs) {
+    x.push_back(static_cast<float>(value));
+    gelu_ref.push_back(gelu_double(x.back()));
+    grad_ref.push_back(gelu_grad_double(x.back()));
+  }
+  const auto run = [&](void (*kernel)(const float*, float*, int64_t)) {
+    std::vector<float> out(x.size());
+    kernel(x.data(), out.data(), static_cast<int64_t>(x.size()));
+    return std::vector<double>(out.begin(), out.end());
+  };
+  require_within(inputs, run(cpu::gelu_f32_avx2), gelu_ref, 1e-6, 1e-37);
+  require_within(inputs, run(cpu::gelu_grad_f32_avx2), grad_ref, 1e-6, 1e-7);
 }
 
 TEST_CASE("GELU f32: the AVX2 path agrees with the plain loop, every tail length and threads",
