@@ -41,6 +41,15 @@ std::string attention_line() {
   return (wide ? "attention on AVX-512 tile products" : "attention on AVX2 tile products") +
          chosen_by(cpu::tiles::kTilesVariable, "avx2|avx512");
 }
+// The CPU fast paths' instruction sets (cpu/features.h), and whether TAPEGRAD_MAX_CPU_ISA hid
+// AVX-512.
+std::string fast_paths_line() {
+  if (!cpu::cpu_has_avx2_fma()) return "off (no AVX2 + FMA: plain loops)";
+  const char* cap = std::getenv(cpu::kMaxIsaVariable);
+  const bool hidden = cap && std::string(cap) == "avx2";
+  return std::string("AVX2 + FMA") + (cpu::cpu_has_avx512f() ? ", AVX-512 F (GELU)" : "") +
+         (hidden ? std::string(" (AVX-512 hidden: ") + cpu::kMaxIsaVariable + "=avx2)" : "");
+}
 }  // namespace
 
 int info(const Args& args) {
@@ -59,7 +68,7 @@ int info(const Args& args) {
   std::cout << "tapegrad " << version() << "\n"
             << "blas:     " << openblas_get_config() << "\n"
             << "kernels:  " << openblas_get_corename() << " (OpenBLAS" << core_note << "); CPU fast paths "
-            << (cpu::cpu_has_avx2_fma() ? "AVX2 + FMA" : "off (no AVX2 + FMA: plain loops)") << "\n"
+            << fast_paths_line() << "\n"
             << "tiles:    " << attention << "\n"
             << "int8:     " << int8 << "\n"
             << "threads:  " << num_threads() << " (" << describe_num_threads()

@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/openblas_core.h"
+#include "tapegrad/cpu/features.h"
 #include "tapegrad/dist/communicator.h"
 #include "tapegrad/dist/job.h"
 
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
     return text;
   };
   try {
+    tg::cpu::cpu_has_avx512f();  // a bad TAPEGRAD_MAX_CPU_ISA: its error before any work
     return command->second.first(tg::cli::Args(argv + 2, argv + argc));
   } catch (const tg::dist::JobStopped& stopped) {  // every rank stops together, one reports
     if (stopped.what()[0] != '\0') std::cerr << "tapegrad " << name << ": error: " << stopped.what() << "\n";

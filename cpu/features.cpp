@@ -1,12 +1,28 @@
-// The fast-path switch of cpu/features.h.
+// The fast-path switch of cpu/features.h, and the CPU's features as the kernels see them.
 #include "tapegrad/cpu/features.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "tapegrad/autograd/error.h"
 
 namespace tg::cpu {
 namespace {
 std::atomic<int> open_scopes{0};  // FastPathsOff objects alive
+
+// False where TAPEGRAD_MAX_CPU_ISA=avx2 hides AVX-512 (cpu/features.h).
+bool avx512_allowed() {
+  static const bool allowed = [] {
+    const char* value = std::getenv(kMaxIsaVariable);
+    const std::string name = value ? value : "";
+    TG_CHECK(name.empty() || name == "avx2" || name == "avx512", kMaxIsaVariable, "='", name,
+             "': expected avx2 or avx512 (or unset: what this CPU has)");
+    return name != "avx2";
+  }();  // a throw: asked again
+  return allowed;
 }
+}  // namespace
 
 bool cpu_has_avx2_fma() {
 #if defined(__x86_64__)
@@ -27,7 +43,7 @@ bool cpu_has_avx512_vnni() {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   }();
-  return has;
+  return has && avx512_allowed();
 #else
   return false;
 #endif
@@ -39,7 +55,7 @@ bool cpu_has_avx512f() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
   }();
-  return has;
+  return has && avx512_allowed();
 #else
   return false;
 #endif

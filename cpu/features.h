@@ -11,8 +11,13 @@ bool cpu_has_avx2_fma();    // what the CPU offers (asked once)
 // product's faster kernel (cpu/fast/quantize.h). Asked once; a kernel takes it only where
 // fast_paths_enabled() too.
 bool cpu_has_avx512_vnni();
-// AVX-512 F: the attention tiles' 512-bit products (cpu/fast/attention_tiles.h). Asked once.
+// AVX-512 F: the attention tiles' 512-bit products (cpu/fast/attention_tiles.h) and GELU's
+// sixteen lanes (cpu/fast/elementwise_avx512.cpp). Asked once.
 bool cpu_has_avx512f();
+// TAPEGRAD_MAX_CPU_ISA=avx2 hides AVX-512 from both questions above: every kernel then runs what a
+// CPU with AVX2 alone runs (tiles, GELU, the int8 product), to measure such a CPU on this one.
+// Unset, empty or avx512: what the CPU has. Any other value: tg::Error, at the first question.
+inline constexpr const char* kMaxIsaVariable = "TAPEGRAD_MAX_CPU_ISA";
 bool fast_paths_enabled();  // cpu_has_avx2_fma() and no FastPathsOff scope open
 
 // While one exists (on any thread), every kernel takes its plain path.

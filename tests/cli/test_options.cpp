@@ -128,3 +128,33 @@ TEST_CASE("info: which attention tile products run, TAPEGRAD_ATTENTION_TILES, an
     REQUIRE(bad.out.empty());
   }
 }
+
+TEST_CASE("TAPEGRAD_MAX_CPU_ISA=avx2 runs what a CPU without AVX-512 runs; a bad value is one line",
+          "[cli][attention]") {
+  TempDir dir;
+  const CliResult capped = run_cli("info", dir, "env -u TAPEGRAD_ATTENTION_TILES -u TAPEGRAD_INT8_KERNEL TAPEGRAD_MAX_CPU_ISA=avx2");
+  INFO(capped.out << capped.err);
+  REQUIRE(capped.exit_code == 0);
+  if (tg::cpu::cpu_has_avx2_fma()) {
+    // every AVX-512 choice falls back: the tiles, GELU (not named) and the int8 product
+    REQUIRE_THAT(capped.out, Contains("CPU fast paths AVX2 + FMA (AVX-512 hidden: TAPEGRAD_MAX_CPU_ISA=avx2)") &&
+                                 Contains("tiles:    attention on AVX2 tile products") &&
+                                 !Contains("VNNI"));
+  }
+  const CliResult uncapped = run_cli("info", dir, "env -u TAPEGRAD_ATTENTION_TILES -u TAPEGRAD_INT8_KERNEL TAPEGRAD_MAX_CPU_ISA=avx512");
+  REQUIRE(uncapped.exit_code == 0);
+  if (tg::cpu::cpu_has_avx2_fma() && tg::cpu::cpu_has_avx512f()) {
+    REQUIRE_THAT(uncapped.out, Contains("AVX-512 F (GELU)") && Contains("AVX-512 tile products"));
+  }
+  // AVX-512 asked for by name under the cap is the tiles' own error
+  const CliResult both = run_cli("info", dir, "TAPEGRAD_MAX_CPU_ISA=avx2 TAPEGRAD_ATTENTION_TILES=avx512");
+  if (tg::cpu::cpu_has_avx2_fma()) {
+    require_one_line_error(both, "TAPEGRAD_ATTENTION_TILES=avx512: this CPU has no AVX-512 F");
+  }
+  // a bad value stops every command before it starts, in one line
+  for (const char* command : {"info", "gradcheck --filter gelu"}) {
+    const CliResult bad = run_cli(command, dir, "TAPEGRAD_MAX_CPU_ISA=sse4");
+    require_one_line_error(bad, "TAPEGRAD_MAX_CPU_ISA='sse4': expected avx2 or avx512");
+    REQUIRE(bad.out.empty());
+  }
+}
