@@ -67,6 +67,17 @@ void layer_norm_row_forward(const T* x, int64_t n, T eps, const T* w, const T* b
   rstd = inv_std;
 }
 
+// What the forward kernel takes: x [rows, n] (both > 0), weight and bias (where defined), all f32
+// or all f64 and contiguous, with the fast paths on.
+bool forward_takes(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const DType dtype = x.dtype();
+  if (!fast_paths_enabled() || (dtype != DType::f32 && dtype != DType::f64)) return false;
+  for (const Tensor* t : {&x, &weight, &bias}) {
+    if (t->defined() && (t->dtype() != dtype || !t->is_contiguous())) return false;
+  }
+  return x.dim() == 2 && x.size(0) > 0 && x.size(1) > 0;
+}
+
 template <typename T>
 void layer_norm_forward_rows(const Tensor& x_t, T eps, const Tensor& w_t, const Tensor& b_t,
                              const Tensor& y_t, const Tensor& xhat_t, const Tensor& mean_t,
@@ -190,12 +201,8 @@ void layer_norm_backward_rows(const Tensor& g_t, const Tensor& xhat_t, const Ten
 bool CpuKernels::layer_norm_forward(const Tensor& x, double eps, const Tensor& weight,
                                     const Tensor& bias, Tensor* y, Tensor* xhat, Tensor* mean,
                                     Tensor* rstd) {
+  if (!forward_takes(x, weight, bias)) return false;
   const DType dtype = x.dtype();
-  if (!fast_paths_enabled() || (dtype != DType::f32 && dtype != DType::f64)) return false;
-  for (const Tensor* t : {&x, &weight, &bias}) {
-    if (t->defined() && (t->dtype() != dtype || !t->is_contiguous())) return false;
-  }
-  if (x.dim() != 2 || x.size(0) == 0 || x.size(1) == 0) return false;
   const int64_t rows = x.size(0), n = x.size(1);
   *y = empty({rows, n}, dtype, kCPU);
   const bool affine = weight.defined() || bias.defined();
