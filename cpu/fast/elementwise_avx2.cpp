@@ -14,9 +14,12 @@
 // erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), with P the degree-9 polynomial of Numerical
 // Recipes' erfcc (Chebyshev fit): within 1.2e-7 relative of erfc for every z >= 0 (so Phi keeps
 // its relative accuracy in the left tail, where 1 + erf(x / sqrt(2)) in f32 cancels to nothing).
-// z^2 = x^2 / 2 is carried as two floats (x x and its FMA rounding error), so that exp(-z^2),
-// which is also phi's, is accurate in the tails: exp(-z^2 + P) = exp(-hi) exp(P - lo), with the
-// exp above. Overall within 1e-6 relative of the double-precision GELU. NaN stays NaN;
+// z^2 = x^2 / 2 is carried as two floats, hi + lo (x x and its FMA rounding error, halved), so
+// that exp(-z^2), which is also phi's, is accurate in the tails. The forward takes one exp of the
+// whole exponent -hi + (P - lo): its Cody-Waite reduction takes -hi alone first, exactly (see
+// exp_of_sum), so nothing of hi's 24 bits is lost to the rounding of the sum. The derivative takes
+// exp(-hi - lo) the same way, for phi and Phi both, and exp(P) apart. Overall within 1e-6 relative
+// of the double-precision GELU (gelu' within 1e-6 of |Phi| + |x phi|). NaN stays NaN;
 // gelu(+inf) = +inf, gelu(-inf) = NaN and gelu_grad(+-inf) = NaN (inf * 0), as the plain loop
 // gives. The backward's g gelu'(x) is one pass (CpuKernels::gelu_backward).
 #include <cstdint>
@@ -28,51 +31,87 @@
 namespace tg::cpu {
 namespace {
 
-// exp(x) of eight floats (Cephes expf; the edges above). kEdges false is GELU's: its arguments are
-// at most about 0 and never NaN, so the top of the range, +inf and NaN are not looked for (eight
-// instructions fewer).
-template <bool kEdges>
-__attribute__((target("avx2,fma"))) inline __m256 exp_lanes(__m256 x) {
-  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  const __m256 overflow = _mm256_cmp_ps(x, _mm256_set1_ps(88.72284f), _CMP_GT_OQ);
-  const __m256 not_a_number = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const __m256 input = x;
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)),
-                    _mm256_set1_ps(kEdges ? 88.72284f : 88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // x - n ln2, in two parts
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+// e^r for |r| <= ln 2 / 2 (and a little past): Cephes expf's degree-7 polynomial.
+__attribute__((target("avx2,fma"))) inline __m256 exp_reduced(__m256 r) {
   __m256 y = _mm256_set1_ps(1.9875691500e-4f);
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  if constexpr (!kEdges) {  // n <= 127
-    const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-    const __m256 two_to_n = _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
-    return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, two_to_n));
-  }
+  return _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+}
+
+// 2^n for integral n in -126..127 (floats), built in the exponent bits.
+__attribute__((target("avx2,fma"))) inline __m256 two_to_the(__m256 n) {
+  const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
+}
+
+// exp(x) of eight floats (Cephes expf; the edges above).
+__attribute__((target("avx2,fma"))) inline __m256 exp_lanes(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  const __m256 overflow = _mm256_cmp_ps(x, _mm256_set1_ps(88.72284f), _CMP_GT_OQ);
+  const __m256 not_a_number = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 input = x;
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.72284f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // x - n ln2, in two parts
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = exp_reduced(r);
   // 2^n as 2^min(n, 127), times 2 where n = 128 (x within ln 2 / 2 of the largest float)
   const __m256 top = _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_GT_OQ);
-  const __m256i biased = _mm256_add_epi32(
-      _mm256_cvtps_epi32(_mm256_min_ps(n, _mm256_set1_ps(127.0f))), _mm256_set1_epi32(127));
-  const __m256 two_to_n = _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
-  y = _mm256_mul_ps(_mm256_mul_ps(y, two_to_n),
+  y = _mm256_mul_ps(_mm256_mul_ps(y, two_to_the(_mm256_min_ps(n, _mm256_set1_ps(127.0f)))),
                     _mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(2.0f), top));
   y = _mm256_blendv_ps(_mm256_andnot_ps(underflow, y),
                        _mm256_set1_ps(__builtin_inff()), overflow);
   return _mm256_blendv_ps(y, input, not_a_number);
 }
 
-// Phi(x) of eight floats, and exp(-x^2 / 2) (phi without its constant) in `gauss`.
-__attribute__((target("avx2,fma"))) inline __m256 gelu_cdf_lanes(__m256 x, __m256& gauss) {
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(sign_bit, x), _mm256_set1_ps(0.70710678f));
-  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
-                                 _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f)));
+// e^x for |x| < 2 (GELU's P, in [-1.27, 0]; NaN where x is, which stays NaN), so that there is no
+// edge to look for.
+__attribute__((target("avx2,fma"))) inline __m256 exp_small(__m256 x) {
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // x - n ln2, in two parts
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  return _mm256_mul_ps(exp_reduced(r), two_to_the(n));
+}
+
+// exp(big + small) for a float `big` <= 0 of any size and |small| < 1.5 (GELU's P - lo and -lo;
+// P is in [-1.27, 0]), without rounding their sum: n comes from the rounded sum, but the reduction
+// takes big alone first. big - n ln2_hi is exact: both are multiples of ulp(big) (n ln2_hi is one
+// of 2^-9, ln2_hi having 9 significant bits, and ulp(big) <= 2^-9 below 2^15), and the difference,
+// about r - small, is under 2^24 of them (for |big| < 1, where it may not be, its rounding is below
+// 2^-24 absolute). small is added after, where the two cancel down to r. The edge is exp_lanes'
+// low one, 0 below -87.3, so that n >= -126 and 2^n is built in the exponent bits (n <= 0 here:
+// the top of the range is not looked for); a NaN sum is not below, and clamps to -87.3 (max
+// returns its second operand): r is NaN, and so the result.
+__attribute__((target("avx2,fma"))) inline __m256 exp_of_sum(__m256 big, __m256 small) {
+  const __m256 floor = _mm256_set1_ps(-87.3f);
+  const __m256 sum = _mm256_add_ps(big, small);  // for n and the edge only
+  const __m256 underflow = _mm256_cmp_ps(sum, floor, _CMP_LT_OQ);
+  const __m256 log2e = _mm256_set1_ps(1.44269504f);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(_mm256_max_ps(sum, floor), log2e),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), big);  // big - n ln2_hi, exact
+  r = _mm256_add_ps(r, small);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(exp_reduced(r), two_to_the(n)));
+}
+
+// erfc(|x| / sqrt 2) / 2 = half_t exp(minus_half_square - error / 2 + poly), where
+// x^2 = square + error (square = x x rounded, -square / 2 exact) and poly = P(t).
+struct HalfErfcParts {
+  __m256 half_t, minus_half_square, error, poly;
+};
+
+__attribute__((target("avx2,fma"))) inline HalfErfcParts half_erfc_parts(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x),
+                                 _mm256_set1_ps(0.70710678f));
+  const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(z, half, one));
   __m256 p = _mm256_set1_ps(0.17087277f);  // Numerical Recipes' erfcc
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.82215223f));
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.48851587f));
@@ -87,22 +126,33 @@ __attribute__((target("avx2,fma"))) inline __m256 gelu_cdf_lanes(__m256 x, __m25
   // (0 where x^2 is not finite: inf - inf would make the tail, and gelu(+inf), NaN)
   const __m256 finite = _mm256_cmp_ps(square, _mm256_set1_ps(__builtin_inff()), _CMP_LT_OQ);
   const __m256 error = _mm256_and_ps(finite, _mm256_fmsub_ps(x, x, square));
-  const __m256 half = _mm256_set1_ps(0.5f);
-  gauss = exp_lanes<false>(_mm256_mul_ps(square, _mm256_set1_ps(-0.5f)));
-  const __m256 tail = exp_lanes<false>(_mm256_fnmadd_ps(error, half, p));  // exp(P - lo)
-  const __m256 half_erfc = _mm256_mul_ps(_mm256_mul_ps(half, t), _mm256_mul_ps(gauss, tail));
+  return {_mm256_mul_ps(half, t), _mm256_mul_ps(square, _mm256_set1_ps(-0.5f)), error, p};
+}
+
+// Phi(x) from erfc(|x| / sqrt 2) / 2: itself for x < 0, 1 minus it otherwise.
+__attribute__((target("avx2,fma"))) inline __m256 cdf_from_half_erfc(__m256 x, __m256 half_erfc) {
   const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
   return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), half_erfc), half_erfc, negative);
 }
 
+// x Phi(x) with one exp, of -hi + (P - lo).
 __attribute__((target("avx2,fma"))) inline __m256 gelu_lanes(__m256 x) {
-  __m256 gauss;
-  return _mm256_mul_ps(x, gelu_cdf_lanes(x, gauss));
+  const HalfErfcParts parts = half_erfc_parts(x);
+  const __m256 tail_exponent = _mm256_fnmadd_ps(parts.error, _mm256_set1_ps(0.5f), parts.poly);
+  const __m256 half_erfc =
+      _mm256_mul_ps(parts.half_t, exp_of_sum(parts.minus_half_square, tail_exponent));
+  return _mm256_mul_ps(x, cdf_from_half_erfc(x, half_erfc));
 }
 
+// Phi(x) + x phi(x): exp(-hi - lo) once for both, and exp(P). (exp(-square / 2) alone, without
+// lo, would be off by up to 4e-6 relative left of x = -11.3, where x^2 >= 128 and |gelu'| < 1e-27.)
 __attribute__((target("avx2,fma"))) inline __m256 gelu_grad_lanes(__m256 x) {
-  __m256 gauss;
-  const __m256 cdf = gelu_cdf_lanes(x, gauss);
+  const HalfErfcParts parts = half_erfc_parts(x);
+  const __m256 minus_half_error = _mm256_mul_ps(parts.error, _mm256_set1_ps(-0.5f));
+  const __m256 gauss = exp_of_sum(parts.minus_half_square, minus_half_error);
+  const __m256 tail = exp_small(parts.poly);
+  const __m256 half_erfc = _mm256_mul_ps(parts.half_t, _mm256_mul_ps(gauss, tail));
+  const __m256 cdf = cdf_from_half_erfc(x, half_erfc);
   const __m256 pdf = _mm256_mul_ps(gauss, _mm256_set1_ps(0.39894228f));  // 1 / sqrt(2 pi)
   return _mm256_fmadd_ps(x, pdf, cdf);
 }
@@ -153,7 +203,7 @@ __attribute__((target("avx2,fma"))) float exp_shifted_f32_avx2(const float* x, f
   __m256 sum = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_lanes<true>(_mm256_add_ps(_mm256_loadu_ps(x + i), minus_shift));
+    const __m256 e = exp_lanes(_mm256_add_ps(_mm256_loadu_ps(x + i), minus_shift));
     _mm256_storeu_ps(out + i, e);
     sum = _mm256_add_ps(sum, e);
   }
@@ -161,7 +211,7 @@ __attribute__((target("avx2,fma"))) float exp_shifted_f32_avx2(const float* x, f
   if (i == n) return total;
   float block[8];
   for (int j = 0; j < 8; ++j) block[j] = i + j < n ? x[i + j] : -__builtin_inff();  // exp: 0
-  const __m256 e = exp_lanes<true>(_mm256_add_ps(_mm256_loadu_ps(block), minus_shift));
+  const __m256 e = exp_lanes(_mm256_add_ps(_mm256_loadu_ps(block), minus_shift));
   _mm256_storeu_ps(block, e);
   for (int64_t j = 0; i + j < n; ++j) out[i + j] = block[j];
   return total + exp_sum_of_lanes(e);

@@ -3,21 +3,16 @@
 // FMA units. This file alone is compiled with -mavx512f (CMakeLists.txt), and cpu/elementwise.cpp
 // calls it in place of the AVX2 kernels where cpu::cpu_has_avx512f() (exp stays on AVX2).
 //
-// The math is the AVX2 file's, which derives it: Phi from erfc(z) = t exp(-z^2 + P(t)),
-// z = |x| / sqrt 2, t = 1 / (1 + z / 2), P Numerical Recipes' erfcc polynomial; x^2 = hi + lo
-// carried as two floats; exp as Cephes' expf, with its edges for GELU's arguments (0 below -87.3;
-// the arguments are at most about 0, so the top of the range is not looked for). What differs:
-//  - the forward takes one exp where the AVX2 file takes two, exp(-hi/2) exp(P - lo/2): the whole
-//    exponent -hi/2 + (P - lo/2) goes through one Cody-Waite reduction, in which -hi/2 - n ln2_hi
-//    is exact (see exp_of_sum), so nothing of hi's 24 bits is lost to the rounding of the sum;
-//  - 2^n is applied with vscalefps, and the tail of an array is one masked load and store (a
-//    masked load reads nothing past the mask: no fault at the end of an array).
-// The derivative keeps two exps, as the AVX2 file: exp(-x^2 / 2), which is phi's too (here with
-// both parts of x^2, through exp_of_sum), and exp(P). GELU stays within 1e-6 relative of the
-// double-precision formula (5.0e-7 at worst over every float of |x| <= 14), gelu' within 1e-6 of
-// the sum of its terms' sizes, |Phi| + |x phi| (6.4e-7; it crosses 0 at x = -0.7518), and NaN,
-// +-inf give what the AVX2 kernels give (tests/cpu/fast/test_elementwise_avx512.cpp compares them
-// with double and with the AVX2 kernels).
+// The math is the AVX2 file's, which derives it, step for step: Phi from erfc(z) = t exp(-z^2 +
+// P(t)), z = |x| / sqrt 2, t = 1 / (1 + z / 2), P Numerical Recipes' erfcc polynomial; x^2 = hi +
+// lo carried as two floats; one exp of the whole exponent for the forward (exp_of_sum: -hi/2 -
+// n ln2_hi is exact), two for the derivative (exp(-x^2 / 2), phi's too, and exp(P)); exp as
+// Cephes' expf with its edges for GELU's arguments (0 below -87.3). The same operations with the
+// same roundings give the same bits as the AVX2 kernels (tests/cpu/fast/test_elementwise_avx512.cpp
+// compares them, and both with double): GELU within 1e-6 relative of the double-precision formula
+// (5.0e-7 at worst over every float of |x| <= 14), gelu' within 1e-6 of |Phi| + |x phi| (6.4e-7).
+// What differs is the machinery: 2^n applied with vscalefps, and the tail of an array one masked
+// load and store (a masked load reads nothing past the mask: no fault at the end of an array).
 //
 // As in the other AVX-512 files, nothing here may be shared with the baseline code: <immintrin.h>
 // only, and internal linkage for every helper.
@@ -138,9 +133,8 @@ inline __m512 gelu_lanes(__m512 x) {
   return _mm512_mul_ps(x, cdf_from_half_erfc(x, half_erfc));
 }
 
-// Phi(x) + x phi(x): exp(-x^2 / 2) once for both, and exp(P) (the AVX2 file's two exps). The
-// AVX2 file takes exp(-square / 2) for phi, which is up to 4e-6 relative off left of x = -11
-// (where |gelu'| < 1e-27): here -error / 2 joins it through exp_of_sum, and P is alone.
+// Phi(x) + x phi(x): exp(-x^2 / 2), with both parts of x^2 through exp_of_sum, once for both, and
+// exp(P) apart.
 inline __m512 gelu_grad_lanes(__m512 x) {
   const HalfErfcParts parts = half_erfc_parts(x);
   const __m512 minus_half_error = _mm512_mul_ps(parts.error, splat(-0.5f));
