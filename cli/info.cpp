@@ -45,10 +45,9 @@ std::string attention_line() {
 // AVX-512.
 std::string fast_paths_line() {
   if (!cpu::cpu_has_avx2_fma()) return "off (no AVX2 + FMA: plain loops)";
-  const char* cap = std::getenv(cpu::kMaxIsaVariable);
-  const bool hidden = cap && std::string(cap) == "avx2";
   return std::string("AVX2 + FMA") + (cpu::cpu_has_avx512f() ? ", AVX-512 F (GELU)" : "") +
-         (hidden ? std::string(" (AVX-512 hidden: ") + cpu::kMaxIsaVariable + "=avx2)" : "");
+         (cpu::avx512_hidden() ? std::string(" (AVX-512 hidden: ") + cpu::kMaxIsaVariable + "=avx2)"
+                               : "");
 }
 }  // namespace
 

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     return text;
   };
   try {
-    tg::cpu::cpu_has_avx512f();  // a bad TAPEGRAD_MAX_CPU_ISA: its error before any work
+    tg::cpu::avx512_hidden();  // a bad TAPEGRAD_MAX_CPU_ISA: its error before any work
     return command->second.first(tg::cli::Args(argv + 2, argv + argc));
   } catch (const tg::dist::JobStopped& stopped) {  // every rank stops together, one reports
     if (stopped.what()[0] != '\0') std::cerr << "tapegrad " << name << ": error: " << stopped.what() << "\n";

@@ -10,19 +10,18 @@
 namespace tg::cpu {
 namespace {
 std::atomic<int> open_scopes{0};  // FastPathsOff objects alive
+}  // namespace
 
-// False where TAPEGRAD_MAX_CPU_ISA=avx2 hides AVX-512 (cpu/features.h).
-bool avx512_allowed() {
-  static const bool allowed = [] {
+bool avx512_hidden() {
+  static const bool hidden = [] {
     const char* value = std::getenv(kMaxIsaVariable);
     const std::string name = value ? value : "";
     TG_CHECK(name.empty() || name == "avx2" || name == "avx512", kMaxIsaVariable, "='", name,
              "': expected avx2 or avx512 (or unset: what this CPU has)");
-    return name != "avx2";
+    return name == "avx2";
   }();  // a throw: asked again
-  return allowed;
+  return hidden;
 }
-}  // namespace
 
 bool cpu_has_avx2_fma() {
 #if defined(__x86_64__)
@@ -43,7 +42,7 @@ bool cpu_has_avx512_vnni() {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   }();
-  return has && avx512_allowed();
+  return has && !avx512_hidden();
 #else
   return false;
 #endif
@@ -55,7 +54,7 @@ bool cpu_has_avx512f() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
   }();
-  return has && avx512_allowed();
+  return has && !avx512_hidden();
 #else
   return false;
 #endif

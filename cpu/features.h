@@ -18,6 +18,7 @@ bool cpu_has_avx512f();
 // CPU with AVX2 alone runs (tiles, GELU, the int8 product), to measure such a CPU on this one.
 // Unset, empty or avx512: what the CPU has. Any other value: tg::Error, at the first question.
 inline constexpr const char* kMaxIsaVariable = "TAPEGRAD_MAX_CPU_ISA";
+bool avx512_hidden();  // TAPEGRAD_MAX_CPU_ISA=avx2 is set (tg::Error for a bad value, as above)
 bool fast_paths_enabled();  // cpu_has_avx2_fma() and no FastPathsOff scope open
 
 // While one exists (on any thread), every kernel takes its plain path.

@@ -14,18 +14,7 @@
 // As in the AVX2 file, nothing here may be shared with the baseline code: <immintrin.h> and
 // declarations only, and internal linkage for every helper.
 #if defined(__x86_64__)
-// GCC 12's AVX-512 max, min and shift intrinsics start from a self-initialised "undefined" vector,
-// which -Wuninitialized reports wherever they are inlined (GCC bug 105593): silenced for the
-// header's own lines only.
-#if defined(__clang__)
-#include <immintrin.h>
-#else
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "tapegrad/cpu/fast/immintrin_avx512.h"  // <immintrin.h>, GCC bug 105593 silenced
 
 #include "tapegrad/cpu/fast/attention_tiles.h"  // declarations only
 

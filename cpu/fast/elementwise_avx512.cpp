@@ -19,18 +19,7 @@
 #include <cstdint>
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 max, min and shift intrinsics start from a self-initialised "undefined" vector,
-// which -Wuninitialized reports wherever they are inlined (GCC bug 105593): silenced for the
-// header's own lines only.
-#if defined(__clang__)
-#include <immintrin.h>
-#else
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "tapegrad/cpu/fast/immintrin_avx512.h"  // <immintrin.h>, GCC bug 105593 silenced
 
 namespace tg::cpu {
 namespace {
