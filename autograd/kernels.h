@@ -287,6 +287,17 @@ struct Kernels {
     gemm_i8(a, b, acc);
     dequantize_product(acc, row_scale, col_scale, bias, out);
   }
+  // out [m, n] f32 = quantized_product(quantize_rows(x, fixed_scale, levels), b, x's row scales,
+  // col_scale, bias), bit for bit: a Linear's int8 forward (ops/quantize.h). A backend may quantize
+  // each block of x's rows straight into its product's layout (the CPU's fast paths: x read once,
+  // no i8 [m, k] in memory).
+  virtual void quantized_linear(const Tensor& x, double fixed_scale, int levels, const Tensor& b,
+                                const Tensor& col_scale, const Tensor& bias, const Tensor& out) {
+    const Tensor q = empty(x.shape(), DType::i8, x.device());
+    const Tensor row_scale = empty({x.size(0)}, DType::f32, x.device());
+    quantize_rows(x, fixed_scale, levels, q, row_scale);
+    quantized_product(q, b, row_scale, col_scale, bias, out);
+  }
 };
 
 // The longest dot product gemm_i8 takes: k 127^2 < 2^31.

@@ -6,7 +6,9 @@
 // tests compare them.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "tapegrad/autograd/element_types.h"
 #include "tapegrad/autograd/error.h"
@@ -107,10 +109,22 @@ void for_each_element(const Shape& shape, const std::array<const Shape*, N>& str
 constexpr double kParallelFlops = 1 << 21;
 
 // Whether the n entries from `row` are all zero (a NaN is not): a row of a gradient that adds
-// nothing (the attention and linear backwards skip them).
+// nothing (the attention and linear backwards skip them). An entry is +0 or -0 when its bits,
+// the sign shifted out, are all 0. OR-ing those bits over a block of entries has no branch, so the
+// compiler runs it in vector registers; std::all_of's compare and branch for every entry took 4% of
+// a timeseries step. A nonzero entry stops the scan at the end of its block.
 template <typename T>
 bool all_zero(const T* row, int64_t n) {
-  return std::all_of(row, row + n, [](T x) { return x == T(0); });
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "all_zero: f32 and f64 rows");
+  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  constexpr int64_t kBlock = 64;
+  for (int64_t first = 0; first < n; first += kBlock) {
+    const int64_t past = std::min(n, first + kBlock);
+    Bits magnitude_bits = 0;
+    for (int64_t i = first; i < past; ++i) magnitude_bits |= std::bit_cast<Bits>(row[i]) << 1;
+    if (magnitude_bits != 0) return false;
+  }
+  return true;
 }
 
 // Row-by-row kernels over large tensors (copies, fills, broadcast elementwise ops) are split among
@@ -194,6 +208,8 @@ class CpuKernels final : public Kernels {
   void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) override;
   void quantized_product(const Tensor& a, const Tensor& b, const Tensor& row_scale,
                          const Tensor& col_scale, const Tensor& bias, const Tensor& out) override;
+  void quantized_linear(const Tensor& x, double fixed_scale, int levels, const Tensor& b,
+                        const Tensor& col_scale, const Tensor& bias, const Tensor& out) override;
   void dequantize_product(const Tensor& acc, const Tensor& row_scale, const Tensor& col_scale,
                           const Tensor& bias, const Tensor& out) override;
 };

@@ -117,4 +117,19 @@ void CpuKernels::quantized_product(const Tensor& a, const Tensor& b, const Tenso
                           &owner);
 }
 
+void CpuKernels::quantized_linear(const Tensor& x, double fixed_scale, int levels, const Tensor& b,
+                                  const Tensor& col_scale, const Tensor& bias, const Tensor& out) {
+  const auto isa = int8_fast_isa();
+  if (!isa || !int8::quantized_linear_takes(*isa, levels)) {  // quantize_rows, quantized_product
+    return Kernels::quantized_linear(x, fixed_scale, levels, b, col_scale, bias, out);
+  }
+  const int64_t m = x.size(0);
+  const Tensor row_scale = empty({m}, DType::f32, kCPU);
+  const int8::BOwner owner{b.storage(), b.version()};  // b kept packed, once per version
+  int8::quantized_linear(x.data_as<float>(), b.data_as<int8_t>(), m, b.size(0), x.size(1), *isa,
+                         fixed_scale, levels, col_scale.data_as<float>(),
+                         bias.defined() ? bias.data_as<float>() : nullptr,
+                         row_scale.data_as<float>(), out.data_as<float>(), &owner);
+}
+
 }  // namespace tg::cpu

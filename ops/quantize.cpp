@@ -22,6 +22,13 @@ Tensor as_f32(const Tensor& x) {
   return x.dtype() == DType::f32 ? x.detach().contiguous() : x.detach().to(DType::f32);
 }
 
+// quantize_rows' scale and levels (autograd/kernels.h).
+void check_quantization(const char* op, double fixed_scale, int levels) {
+  TG_CHECK(std::isfinite(fixed_scale) && fixed_scale >= 0 && fixed_scale < 3.4e38, "op '", op,
+           "': the fixed scale must be finite and >= 0 (0: a scale per row), got ", fixed_scale);
+  TG_CHECK(levels >= 1 && levels <= 127, "op '", op, "': levels must be in [1, 127], got ", levels);
+}
+
 // A static input scale (calibrated for 127 steps each side) stretched to `levels` steps over the
 // same range: input_scale 127 / levels (unchanged at 127; 0, a scale per row, stays 0).
 double scale_for_levels(double input_scale, int levels) {
@@ -35,9 +42,7 @@ QuantizedRows quantize_rows(const Tensor& x, double fixed_scale, int levels) {
   TG_CHECK(x.defined() && x.dim() == 2 && is_floating(x.dtype()), "op '", op,
            "': x must be a floating [rows, cols] tensor, got ",
            x.defined() ? dtype_name(x.dtype()) + std::string(" ") + shape_str(x.shape()) : std::string("undefined"));
-  TG_CHECK(std::isfinite(fixed_scale) && fixed_scale >= 0 && fixed_scale < 3.4e38, "op '", op,
-           "': the fixed scale must be finite and >= 0 (0: a scale per row), got ", fixed_scale);
-  TG_CHECK(levels >= 1 && levels <= 127, "op '", op, "': levels must be in [1, 127], got ", levels);
+  check_quantization(op, fixed_scale, levels);
   check_no_grad(op, x);
   const Tensor input = as_f32(x);
   QuantizedRows q{empty(x.shape(), DType::i8, x.device()), empty({x.size(0)}, DType::f32, x.device())};
@@ -75,11 +80,10 @@ Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tens
   Kernels& k = kernels(x.device());
   const int levels = k.int8_activation_levels();
   const double fixed_scale = scale_for_levels(input_scale, levels);
-  const QuantizedRows input =
-      quantize_rows(x.detach().reshape({rows, in_features}), fixed_scale, levels);
+  check_quantization(op, fixed_scale, levels);
   const Tensor out = empty({rows, out_features}, DType::f32, x.device());
-  k.quantized_product(input.values, w.contiguous(), input.scales, weight.scales.contiguous(),
-                      bias.defined() ? as_f32(bias) : Tensor(), out);
+  k.quantized_linear(as_f32(x.reshape({rows, in_features})), fixed_scale, levels, w.contiguous(),
+                     weight.scales.contiguous(), bias.defined() ? as_f32(bias) : Tensor(), out);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   return out.view(out_shape);

@@ -2,11 +2,13 @@
 // the operands into the layouts of cpu/fast/quantize_kernels.h, and spreading rows over the threads.
 #include "tapegrad/cpu/fast/quantize.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -27,9 +29,10 @@ constexpr int64_t kChunkRows = 60;
 constexpr int64_t kParallelInt8Work = int64_t{1} << 20;
 constexpr int64_t kParallelInt8Elements = int64_t{1} << 14;
 
-// Where a product's rows of C go: into c [m, n] (gemm), or, when c is null, into a scratch block
-// of the thread's and from there, while in cache, rescaled by dequantize_row_avx2 into out [m, n]
-// f32 (quantized_product): no i32 [m, n] in memory.
+// Where a product's rows of C go: into c [m, n] (gemm), or, when c is null, rescaled into out
+// [m, n] f32 (quantized_product, quantized_linear) as they leave the kernel's registers
+// (ProductRows; the widening AVX2 kernel rescales each chunk's i32 rows while they are in cache):
+// no i32 [m, n] in memory.
 struct ProductOutput {
   const BOwner* owner = nullptr;  // B's, to keep it packed; null: pack it for this product only
   int32_t* c = nullptr;
@@ -37,6 +40,19 @@ struct ProductOutput {
   const float* col_scale = nullptr;
   const float* bias = nullptr;  // may be null
   float* out = nullptr;
+};
+
+// Where a product's A comes from: i8 rows `a` [m, k] (gemm, quantized_product), or, when a is
+// null, f32 rows `x` [m, k] that each chunk quantizes (quantize_row_avx2) straight into the packed
+// layout, writing their scales into row_scale (quantized_linear: x read once, no i8 [m, k] in
+// memory). Only the u8 layouts take x: VNNI's, and the 7-bit AVX2 kernel's with levels <= 63.
+struct ProductInput {
+  const int8_t* a = nullptr;
+  const float* x = nullptr;
+  bool per_row = true;      // x: a scale per row, else fixed_scale for all
+  float fixed_scale = 0;
+  float levels = 127;
+  float* row_scale = nullptr;  // x: its rows' scales, written here
 };
 
 // One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p (layout in
@@ -69,6 +85,21 @@ void pack_a_rows(const int8_t* a, int64_t rows, int64_t k, int64_t groups, Conve
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t p = 0; p < k; ++p) out[i * depth + p] = convert(a[i * k + p]);
     for (int64_t p = k; p < depth; ++p) out[i * depth + p] = T{0};
+  }
+}
+
+// Rows [first, first + rows) of input.x, quantized (quantize_row_avx2) into rows of groups x kDepth
+// bytes A(i, p) + kOffset, zero-padded: what pack_a_rows makes of quantize_rows' i8 rows with the
+// convert A + kOffset, byte for byte.
+template <int kDepth, uint8_t kOffset>
+void quantize_a_rows(const ProductInput& input, int64_t first, int64_t rows, int64_t k,
+                     int64_t groups, uint8_t* out) {
+  const int64_t depth = groups * kDepth;
+  for (int64_t i = 0; i < rows; ++i) {
+    uint8_t* row = out + i * depth;
+    input.row_scale[first + i] = quantize_row_avx2(input.x + (first + i) * k, k, input.per_row,
+                                                   input.fixed_scale, input.levels, kOffset, row);
+    std::fill(row + k, row + depth, uint8_t{0});
   }
 }
 
@@ -149,12 +180,12 @@ std::shared_ptr<const PackedB<TB>> packed_weight(const BOwner* owner, const int8
 
 // The product in two loops on the pool: the threads pack B's panels (and its correction), or
 // find them packed (output.owner), then take C's rows in chunks of kChunkRows, each packing its
-// chunk of A (TA: convert(A(i, p))) into a buffer of its own and calling multiply(packed chunk,
-// rows, C's first row of the chunk, packed B, correction).
+// chunk of A (TA: convert(A(i, p)), or x's rows quantized) into a buffer of its own and calling
+// multiply(packed chunk, rows, where the chunk's rows go (ProductRows), packed B, correction).
 template <typename TA, typename TB, int kWidth, int kDepth, int32_t kCorrection, typename Convert,
           typename Multiply>
-void packed_product(const int8_t* a, const int8_t* b, const ProductOutput& output, int64_t m,
-                    int64_t n, int64_t k, Convert convert, Multiply multiply) {
+void packed_product(const ProductInput& input, const int8_t* b, const ProductOutput& output,
+                    int64_t m, int64_t n, int64_t k, Convert convert, Multiply multiply) {
   const int64_t groups = (k + kDepth - 1) / kDepth;
   const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   // Both loops split when the product is above its threshold (packing B, a small part of the
@@ -166,31 +197,33 @@ void packed_product(const int8_t* a, const int8_t* b, const ProductOutput& outpu
   const int32_t* correction = packed_b->correction.data();
   parallel_for(chunks, grain, [&](int64_t first_chunk, int64_t past_chunk) {
     std::vector<TA> a_packed(kChunkRows * groups * kDepth);
-    std::vector<int32_t> scratch(output.c ? 0 : kChunkRows * n);
     for (int64_t chunk = first_chunk; chunk < past_chunk; ++chunk) {
       const int64_t first = chunk * kChunkRows;
       const int64_t rows = m - first < kChunkRows ? m - first : kChunkRows;
-      pack_a_rows<TA, kDepth>(a + first * k, rows, k, groups, convert, a_packed.data());
-      int32_t* rows_c = output.c ? output.c + first * n : scratch.data();
-      multiply(a_packed.data(), rows, rows_c, b_packed, correction);
-      for (int64_t i = 0; !output.c && i < rows; ++i) {
-        dequantize_row_avx2(rows_c + i * n, n, output.row_scale[first + i], output.col_scale,
-                            output.bias, output.out + (first + i) * n);
+      if (input.a != nullptr) {
+        pack_a_rows<TA, kDepth>(input.a + first * k, rows, k, groups, convert, a_packed.data());
+      } else if constexpr (std::is_same_v<TA, uint8_t>) {
+        quantize_a_rows<kDepth, kCorrection>(input, first, rows, k, groups, a_packed.data());
       }
+      const ProductRows dest =
+          output.c ? ProductRows{.c = output.c + first * n, .ldc = n}
+                   : ProductRows{.row_scale = output.row_scale + first, .col_scale = output.col_scale,
+                                 .shift = output.bias, .out = output.out + first * n, .ldo = n};
+      multiply(a_packed.data(), rows, dest, b_packed, correction);
     }
   });
 }
 
 // VNNI: A + 128 as u8, B as s8, and the correction 128 sum_p B(j, p) that takes the + 128 back.
-void gemm_vnni(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m, int64_t n,
-               int64_t k) {
+void gemm_vnni(const ProductInput& a, const int8_t* b, const ProductOutput& c, int64_t m,
+               int64_t n, int64_t k) {
   const int64_t groups = (k + kVnniDepth - 1) / kVnniDepth;
   const auto plus_128 = [](int8_t v) { return static_cast<uint8_t>(v + 128); };
   packed_product<uint8_t, int8_t, kVnniWidth, kVnniDepth, 128>(
       a, b, c, m, n, k, plus_128,
-      [&](const uint8_t* rows_a, int64_t rows, int32_t* rows_c, const int8_t* b_packed,
+      [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest, const int8_t* b_packed,
           const int32_t* correction) {
-        gemm_rows_vnni(rows_a, rows, b_packed, correction, n, groups, rows_c, n);
+        gemm_rows_vnni(rows_a, rows, b_packed, correction, n, groups, dest);
       });
 }
 
@@ -205,27 +238,34 @@ bool fits_seven_bits(const int8_t* a, int64_t count) {
 }
 
 // AVX2 on 7-bit A: A + 64 as u8, B as s8, and the correction 64 sum_p B(j, p).
-void gemm_avx2_bytes(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m,
+void gemm_avx2_bytes(const ProductInput& a, const int8_t* b, const ProductOutput& c, int64_t m,
                      int64_t n, int64_t k) {
   const int64_t groups = (k + kAvx2BytesDepth - 1) / kAvx2BytesDepth;
   const auto plus_64 = [](int8_t v) { return static_cast<uint8_t>(v + 64); };
   packed_product<uint8_t, int8_t, kAvx2BytesWidth, kAvx2BytesDepth, 64>(
       a, b, c, m, n, k, plus_64,
-      [&](const uint8_t* rows_a, int64_t rows, int32_t* rows_c, const int8_t* b_packed,
+      [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest, const int8_t* b_packed,
           const int32_t* correction) {
-        gemm_rows_avx2_bytes(rows_a, rows, b_packed, correction, n, groups, rows_c, n);
+        gemm_rows_avx2_bytes(rows_a, rows, b_packed, correction, n, groups, dest);
       });
 }
 
 // AVX2 on any A: both widened to i16; no correction.
-void gemm_avx2(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m, int64_t n,
-               int64_t k) {
+void gemm_avx2(const ProductInput& a, const int8_t* b, const ProductOutput& c, int64_t m,
+               int64_t n, int64_t k) {
   const int64_t groups = (k + kAvx2Depth - 1) / kAvx2Depth;
   const auto widen = [](int8_t v) { return static_cast<int16_t>(v); };
   packed_product<int16_t, int16_t, kAvx2Width, kAvx2Depth, 0>(
       a, b, c, m, n, k, widen,
-      [&](const int16_t* rows_a, int64_t rows, int32_t* rows_c, const int16_t* b_packed, const int32_t*) {
-        gemm_rows_avx2(rows_a, rows, b_packed, n, groups, rows_c, n);
+      [&](const int16_t* rows_a, int64_t rows, const ProductRows& dest, const int16_t* b_packed,
+          const int32_t*) {
+        if (!dest.out) return gemm_rows_avx2(rows_a, rows, b_packed, n, groups, dest.c, dest.ldc);
+        std::vector<int32_t> sums(rows * n);  // this kernel stores i32 only: rescaled from here
+        gemm_rows_avx2(rows_a, rows, b_packed, n, groups, sums.data(), n);
+        for (int64_t i = 0; i < rows; ++i) {
+          dequantize_row_avx2(sums.data() + i * n, n, dest.row_scale[i], dest.col_scale, dest.shift,
+                              dest.out + i * dest.ldo);
+        }
       });
 }
 
@@ -282,14 +322,15 @@ const char* path_description(Path path) {
 }
 
 namespace {
-// The product on `isa` into `c` (ProductOutput): VNNI, or AVX2's 7-bit kernel where A allows it.
-void run_product(const int8_t* a, const int8_t* b, const ProductOutput& c, int64_t m, int64_t n,
-                 int64_t k, Isa isa) {
+// The product on `isa` into `c` (ProductOutput): VNNI, or AVX2's 7-bit kernel where A allows it
+// (f32 rows to quantize always do: quantized_linear takes them on AVX2 at <= 63 levels only).
+void run_product(const ProductInput& a, const int8_t* b, const ProductOutput& c, int64_t m,
+                 int64_t n, int64_t k, Isa isa) {
   TG_CHECK(isa_supported(isa), "int8 gemm: this CPU has no ", isa_name(isa));
   if (m == 0 || n == 0) return;
   if (isa == Isa::avx512_vnni) {
     gemm_vnni(a, b, c, m, n, k);
-  } else if (fits_seven_bits(a, m * k)) {
+  } else if (a.a == nullptr || fits_seven_bits(a.a, m * k)) {
     gemm_avx2_bytes(a, b, c, m, n, k);
   } else {
     gemm_avx2(a, b, c, m, n, k);
@@ -299,7 +340,7 @@ void run_product(const int8_t* a, const int8_t* b, const ProductOutput& c, int64
 
 void gemm(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64_t n, int64_t k, Isa isa,
           const BOwner* owner) {
-  run_product(a, b, ProductOutput{.owner = owner, .c = c}, m, n, k, isa);
+  run_product(ProductInput{.a = a}, b, ProductOutput{.owner = owner, .c = c}, m, n, k, isa);
 }
 
 void quantized_product(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, Isa isa,
@@ -307,7 +348,24 @@ void quantized_product(const int8_t* a, const int8_t* b, int64_t m, int64_t n, i
                        float* out, const BOwner* owner) {
   const ProductOutput rescaled{.owner = owner, .row_scale = row_scale, .col_scale = col_scale,
                                .bias = bias, .out = out};
-  run_product(a, b, rescaled, m, n, k, isa);
+  run_product(ProductInput{.a = a}, b, rescaled, m, n, k, isa);
+}
+
+bool quantized_linear_takes(Isa isa, int levels) {
+  return isa == Isa::avx512_vnni || levels <= kAvx2ActivationLevels;
+}
+
+void quantized_linear(const float* x, const int8_t* b, int64_t m, int64_t n, int64_t k, Isa isa,
+                      double fixed_scale, int levels, const float* col_scale, const float* bias,
+                      float* row_scale, float* out, const BOwner* owner) {
+  TG_CHECK(quantized_linear_takes(isa, levels), "int8 quantized_linear: the ", isa_name(isa),
+           " kernel cannot take ", levels, " activation levels");
+  const ProductInput rows{.x = x, .per_row = fixed_scale <= 0,  // as quantize_rows decides
+                          .fixed_scale = static_cast<float>(fixed_scale),
+                          .levels = static_cast<float>(levels), .row_scale = row_scale};
+  const ProductOutput rescaled{.owner = owner, .row_scale = row_scale, .col_scale = col_scale,
+                               .bias = bias, .out = out};
+  run_product(rows, b, rescaled, m, n, k, isa);
 }
 
 void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scale, int levels,
@@ -317,7 +375,7 @@ void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scal
   parallel_for(rows, grain_for(cols, kParallelInt8Elements), [&](int64_t first, int64_t past) {
     for (int64_t r = first; r < past; ++r) {
       scale[r] = quantize_row_avx2(x + r * cols, cols, per_row, fixed, static_cast<float>(levels),
-                                   q + r * cols);
+                                   0, reinterpret_cast<uint8_t*>(q + r * cols));
     }
   });
 }

@@ -73,6 +73,16 @@ void quantized_product(const int8_t* a, const int8_t* b, int64_t m, int64_t n, i
                        const float* row_scale, const float* col_scale, const float* bias,
                        float* out, const BOwner* owner = nullptr);
 
+// CpuKernels::quantized_linear: out [m, n] = quantized_product(quantize_rows(x, fixed_scale,
+// levels), b, ...), bit for bit, with each chunk of x's rows quantized straight into the product's
+// packed layout (x read once; no i8 [m, k] in memory); x's row scales are written to row_scale
+// [m]. Takes what quantized_linear_takes: VNNI, or AVX2 at <= kAvx2ActivationLevels levels (the
+// 7-bit kernel).
+bool quantized_linear_takes(Isa isa, int levels);
+void quantized_linear(const float* x, const int8_t* b, int64_t m, int64_t n, int64_t k, Isa isa,
+                      double fixed_scale, int levels, const float* col_scale, const float* bias,
+                      float* row_scale, float* out, const BOwner* owner = nullptr);
+
 // CpuKernels::quantize_rows and dequantize_product (autograd/kernels.h) on raw rows, in AVX2.
 void quantize_rows(const float* x, int64_t rows, int64_t cols, double fixed_scale, int levels,
                    int8_t* q, float* scale);

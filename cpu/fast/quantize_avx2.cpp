@@ -114,9 +114,28 @@ inline void dot4_accumulate_avx2(__m256i& acc, __m256i a_u8, __m256i b_s8, __m25
 }
 
 // One block of the 7-bit product: rows x vectors of C over the whole depth, less the correction.
+// Row i's 8 sums of C, less the correction, at column `column` of dest (ProductRows): i32, or
+// rescaled to f32 as dequantize_row_avx2 does (col and shift loaded once per vector).
+// Only a vector that may stick out past column n is stored masked (vpmaskmov stores are slow on
+// some CPUs).
+inline void store_sums(const ProductRows& dest, int64_t i, int64_t column, __m256i sums,
+                       __m256 col, __m256 shift, bool masked, __m256i lanes) {
+  if (dest.out == nullptr) {
+    int32_t* to = dest.c + i * dest.ldc + column;
+    if (masked) return _mm256_maskstore_epi32(reinterpret_cast<int*>(to), lanes, sums);
+    return _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), sums);
+  }
+  __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(dest.row_scale[i])), col);
+  if (dest.shift) scaled = _mm256_add_ps(scaled, shift);  // (no + 0: it would turn -0 into +0)
+  float* to = dest.out + i * dest.ldo + column;
+  if (masked) return _mm256_maskstore_ps(to, lanes, scaled);
+  _mm256_storeu_ps(to, scaled);
+}
+
 template <int kBlockRows, int kBlockVectors>
 void block_bytes(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
-                 int64_t groups, const int32_t* correction, int32_t* c, int64_t ldc, __m256i last) {
+                 int64_t groups, const int32_t* correction, const ProductRows& dest, int64_t row0,
+                 int64_t col0, __m256i last) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[kBlockRows][kBlockVectors];
 #pragma GCC unroll 5
@@ -144,22 +163,23 @@ void block_bytes(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_s
   }
 #pragma GCC unroll 2
   for (int v = 0; v < kBlockVectors; ++v) {
-    const __m256i shift = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
+    const __m256i correct = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
+    const bool masked = v == kBlockVectors - 1;
+    const __m256i lanes = masked ? last : _mm256_set1_epi32(-1);
+    const int64_t column = col0 + v * kAvx2BytesWidth;
+    __m256 col = _mm256_setzero_ps(), shift = _mm256_setzero_ps();
+    if (dest.out) col = _mm256_maskload_ps(dest.col_scale + column, lanes);
+    if (dest.shift) shift = _mm256_maskload_ps(dest.shift + column, lanes);
 #pragma GCC unroll 5
     for (int i = 0; i < kBlockRows; ++i) {
-      int* out = reinterpret_cast<int*>(c + i * ldc + v * kAvx2BytesWidth);
-      const __m256i value = _mm256_sub_epi32(acc[i][v], shift);
-      if (v == kBlockVectors - 1) {
-        _mm256_maskstore_epi32(out, last, value);
-      } else {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), value);
-      }
+      store_sums(dest, row0 + i, column, _mm256_sub_epi32(acc[i][v], correct), col, shift, masked,
+                 lanes);
     }
   }
 }
 
 using BytesBlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, int64_t,
-                              const int32_t*, int32_t*, int64_t, __m256i);
+                              const int32_t*, const ProductRows&, int64_t, int64_t, __m256i);
 
 // block_bytes<rows, vectors> for rows in 1..5 and vectors in 1..2, picked at run time.
 template <int kBlockRows>
@@ -221,8 +241,8 @@ void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n,
 }
 
 void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
-                          const int32_t* correction, int64_t n, int64_t groups, int32_t* c,
-                          int64_t ldc) {
+                          const int32_t* correction, int64_t n, int64_t groups,
+                          const ProductRows& dest) {
   const int64_t panels = (n + kAvx2BytesWidth - 1) / kAvx2BytesWidth;
   const int64_t panel_stride = groups * kAvx2BytesDepth * kAvx2BytesWidth;  // bytes of B a panel
   const int64_t lda = groups * kAvx2BytesDepth;
@@ -234,25 +254,31 @@ void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
     for (int64_t i0 = 0; i0 < rows; i0 += kBytesRows) {
       const int64_t block_rows = rows - i0 < kBytesRows ? rows - i0 : kBytesRows;
       pick_bytes_block(block_rows, vectors)(a + i0 * lda, lda, b_block, panel_stride, groups,
-                                            correction + p0 * kAvx2BytesWidth,
-                                            c + i0 * ldc + p0 * kAvx2BytesWidth, ldc, last);
+                                            correction + p0 * kAvx2BytesWidth, dest, i0,
+                                            p0 * kAvx2BytesWidth, last);
     }
   }
 }
 
 float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale,
-                        float levels, int8_t* out) {
+                        float levels, uint8_t offset, uint8_t* out) {
   float scale = fixed_scale;
-  if (per_row) {  // max |x| over the finite entries
+  if (per_row) {  // max |x| over the finite entries, in four running maxima (one is latency bound)
     const __m256 sign = _mm256_set1_ps(-0.0f), infinity = _mm256_set1_ps(__builtin_inff());
-    __m256 largest = _mm256_setzero_ps();
+    const auto finite_magnitude = [&](const float* at) {
+      const __m256 magnitude = _mm256_andnot_ps(sign, _mm256_loadu_ps(at));
+      return _mm256_and_ps(magnitude, _mm256_cmp_ps(magnitude, infinity, _CMP_LT_OQ));  // NaN: 0
+    };
+    __m256 largest[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                         _mm256_setzero_ps()};
     int64_t c = 0;
-    for (; c + 8 <= cols; c += 8) {
-      const __m256 magnitude = _mm256_andnot_ps(sign, _mm256_loadu_ps(row + c));
-      const __m256 finite = _mm256_cmp_ps(magnitude, infinity, _CMP_LT_OQ);  // NaN: false
-      largest = _mm256_max_ps(largest, _mm256_and_ps(magnitude, finite));
+    for (; c + 32 <= cols; c += 32) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) largest[u] = _mm256_max_ps(largest[u], finite_magnitude(row + c + 8 * u));
     }
-    float row_largest = max_of_lanes(largest);
+    for (; c + 8 <= cols; c += 8) largest[0] = _mm256_max_ps(largest[0], finite_magnitude(row + c));
+    float row_largest = max_of_lanes(_mm256_max_ps(_mm256_max_ps(largest[0], largest[1]),
+                                                   _mm256_max_ps(largest[2], largest[3])));
     for (; c < cols; ++c) {
       const float magnitude = __builtin_fabsf(row[c]);
       if (magnitude < __builtin_inff() && magnitude > row_largest) row_largest = magnitude;
@@ -261,6 +287,7 @@ float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixe
     scale = row_largest > 0 ? (per_row_scale > 0x1p-126f ? per_row_scale : 0x1p-126f) : 1.0f;
   }
   const __m256 scale_vec = _mm256_set1_ps(scale), levels_vec = _mm256_set1_ps(levels);
+  const __m256i offset_bytes = _mm256_set1_epi8(static_cast<char>(offset));
   // 32 at a time: four vectors of i32 narrowed to 32 bytes. The two packs work within 128-bit
   // halves, which leaves the dwords in the order 0 4 1 5 2 6 3 7; the permute puts them back.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -271,9 +298,10 @@ float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixe
     const __m256i q2 = quantize_lanes(_mm256_loadu_ps(row + c + 16), scale_vec, levels_vec);
     const __m256i q3 = quantize_lanes(_mm256_loadu_ps(row + c + 24), scale_vec, levels_vec);
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), _mm256_permutevar8x32_epi32(bytes, order));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), _mm256_add_epi8(ordered, offset_bytes));
   }
-  for (; c < cols; ++c) out[c] = quantize_one(row[c], scale, levels);
+  for (; c < cols; ++c) out[c] = static_cast<uint8_t>(quantize_one(row[c], scale, levels) + offset);
   return scale;
 }
 
@@ -304,10 +332,10 @@ void gemm_rows_avx2(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, i
   fail("gemm_rows_avx2: not an x86-64 build");
 }
 void gemm_rows_avx2_bytes(const uint8_t*, int64_t, const int8_t*, const int32_t*, int64_t, int64_t,
-                          int32_t*, int64_t) {
+                          const ProductRows&) {
   fail("gemm_rows_avx2_bytes: not an x86-64 build");
 }
-float quantize_row_avx2(const float*, int64_t, bool, float, float, int8_t*) {
+float quantize_row_avx2(const float*, int64_t, bool, float, float, uint8_t, uint8_t*) {
   fail("quantize_row_avx2: not an x86-64 build");
 }
 void dequantize_row_avx2(const int32_t*, int64_t, float, const float*, const float*, float*) {

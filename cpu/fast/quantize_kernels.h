@@ -19,13 +19,27 @@
 
 namespace tg::cpu::int8 {
 
+// Where the u8 kernels below put rows [0, rows) of C: the i32 sums into c [rows, ldc]; or, when
+// `out` is set, each sum rescaled as dequantize_row_avx2 rescales it, (float(C(i, j))
+// row_scale[i]) col_scale[j] (+ shift[j] when shift is set), into out [rows, ldo] f32: the
+// rescale while the sums are in registers, with no i32 row in memory.
+struct ProductRows {
+  int32_t* c = nullptr;
+  int64_t ldc = 0;
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
+  const float* shift = nullptr;
+  float* out = nullptr;
+  int64_t ldo = 0;
+};
+
 // AVX-512 VNNI: A as u8 (A + 128, i.e. the byte with its top bit flipped), B as s8; one vpdpbusd
 // adds four u8 x s8 products into each i32 lane. The + 128 is taken back at the store:
 // C(i, j) = sum_p (A(i, p) + 128) B(j, p) - correction[j] with correction[j] = 128 sum_p B(j, p)
 // (zero for padded columns; it holds a whole number of panels).
 inline constexpr int kVnniDepth = 4, kVnniWidth = 16;
 void gemm_rows_vnni(const uint8_t* a, int64_t rows, const int8_t* b, const int32_t* correction,
-                    int64_t n, int64_t groups, int32_t* c, int64_t ldc);
+                    int64_t n, int64_t groups, const ProductRows& dest);
 
 // AVX2: A and B sign-extended to i16; one vpmaddwd multiplies 16 pairs and adds each pair into
 // an i32 lane (exact: |a b| <= 2^14, two of them < 2^31).
@@ -42,14 +56,16 @@ void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n,
 // back at the store: correction[j] = 64 sum_p B(j, p), as the VNNI kernel's.
 inline constexpr int kAvx2BytesDepth = 4, kAvx2BytesWidth = 8;
 void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
-                          const int32_t* correction, int64_t n, int64_t groups, int32_t* c,
-                          int64_t ldc);
+                          const int32_t* correction, int64_t n, int64_t groups,
+                          const ProductRows& dest);
 
 // One row of CpuKernels::quantize_rows (cpu/quantize.cpp), bit for bit: the row's own scale
 // when per_row, else fixed_scale (the f32 rounding of the caller's, possibly 0), on `levels`
-// steps each side (127 or 63, as a float); returns the scale.
+// steps each side (127 or 63, as a float); returns the scale. Each byte written is q + offset
+// (mod 256): offset 0 gives the i8 row; 128 or 64 give a product's packed u8 row of A (above)
+// straight from x, with no i8 row in between.
 float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale,
-                        float levels, int8_t* out);
+                        float levels, uint8_t offset, uint8_t* out);
 
 // One row of CpuKernels::dequantize_product, bit for bit: out[j] = (float(acc[j]) row_scale)
 // col_scale[j] (+ shift[j] when shift is not null).

@@ -15,6 +15,8 @@
 // registers over the whole depth: per group of 4 p, one load of each B vector, one broadcast of
 // each row's 4 bytes of A, one vpdpbusd per (row, vector). The last vector of a row may stick out
 // past column n: its store is masked (B was padded with zero columns, so it computed zeros there).
+// The sums are stored as i32, or rescaled to f32 on the way out (ProductRows); for those f32
+// results to equal the plain loop's, this file is compiled with -ffp-contract=off too.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -34,9 +36,20 @@ inline void dot4_accumulate(__m512i& acc, __m512i a_u8, __m512i b_s8) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a_u8), "v"(b_s8));  // AT&T order: b, a, acc
 }
 
+// Row i's 16 sums of C, less the correction, at column `column` of dest (ProductRows): i32, or
+// rescaled to f32 (col and shift: those columns' col_scale and shift, loaded once per vector).
+inline void store_sums(const ProductRows& dest, int64_t i, int64_t column, __m512i sums,
+                       __m512 col, __m512 shift, __mmask16 lanes) {
+  if (dest.out == nullptr) return _mm512_mask_storeu_epi32(dest.c + i * dest.ldc + column, lanes, sums);
+  __m512 scaled = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(dest.row_scale[i])), col);
+  if (dest.shift) scaled = _mm512_add_ps(scaled, shift);  // (no + 0: it would turn -0 into +0)
+  _mm512_mask_storeu_ps(dest.out + i * dest.ldo + column, lanes, scaled);
+}
+
 template <int kBlockRows, int kBlockVectors>
 void block(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride, int64_t groups,
-           const int32_t* correction, int32_t* c, int64_t ldc, __mmask16 last) {
+           const int32_t* correction, const ProductRows& dest, int64_t row0, int64_t col0,
+           __mmask16 last) {
   __m512i acc[kBlockRows][kBlockVectors];
 #pragma GCC unroll 6
   for (int i = 0; i < kBlockRows; ++i) {
@@ -60,17 +73,21 @@ void block(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
   }
 #pragma GCC unroll 4
   for (int v = 0; v < kBlockVectors; ++v) {
-    const __m512i shift = _mm512_loadu_si512(correction + v * kVnniWidth);
+    const __m512i correct = _mm512_loadu_si512(correction + v * kVnniWidth);
     const __mmask16 lanes = v == kBlockVectors - 1 ? last : __mmask16(0xFFFF);
+    const int64_t column = col0 + v * kVnniWidth;
+    __m512 col = _mm512_setzero_ps(), shift = _mm512_setzero_ps();
+    if (dest.out) col = _mm512_maskz_loadu_ps(lanes, dest.col_scale + column);
+    if (dest.shift) shift = _mm512_maskz_loadu_ps(lanes, dest.shift + column);
 #pragma GCC unroll 6
     for (int i = 0; i < kBlockRows; ++i) {
-      _mm512_mask_storeu_epi32(c + i * ldc + v * kVnniWidth, lanes, _mm512_sub_epi32(acc[i][v], shift));
+      store_sums(dest, row0 + i, column, _mm512_sub_epi32(acc[i][v], correct), col, shift, lanes);
     }
   }
 }
 
 using BlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, int64_t, const int32_t*,
-                         int32_t*, int64_t, __mmask16);
+                         const ProductRows&, int64_t, int64_t, __mmask16);
 
 // block<rows, vectors> for rows in 1..6 and vectors in 1..4, picked at run time.
 template <int kBlockRows>
@@ -90,7 +107,7 @@ BlockFn pick_block(int64_t rows, int64_t vectors) {
 }  // namespace
 
 void gemm_rows_vnni(const uint8_t* a, int64_t rows, const int8_t* b, const int32_t* correction,
-                    int64_t n, int64_t groups, int32_t* c, int64_t ldc) {
+                    int64_t n, int64_t groups, const ProductRows& dest) {
   const int64_t panels = (n + kVnniWidth - 1) / kVnniWidth;
   const int64_t panel_stride = groups * kVnniDepth * kVnniWidth;  // bytes of B per panel
   const int64_t lda = groups * kVnniDepth;
@@ -103,8 +120,7 @@ void gemm_rows_vnni(const uint8_t* a, int64_t rows, const int8_t* b, const int32
     for (int64_t i0 = 0; i0 < rows; i0 += kRows) {
       const int64_t block_rows = rows - i0 < kRows ? rows - i0 : kRows;
       pick_block(block_rows, vectors)(a + i0 * lda, lda, b_block, panel_stride, groups,
-                                      correction + p0 * kVnniWidth, c + i0 * ldc + p0 * kVnniWidth,
-                                      ldc, last);
+                                      correction + p0 * kVnniWidth, dest, i0, p0 * kVnniWidth, last);
     }
   }
 }
@@ -117,7 +133,7 @@ void gemm_rows_vnni(const uint8_t* a, int64_t rows, const int8_t* b, const int32
 
 namespace tg::cpu::int8 {
 void gemm_rows_vnni(const uint8_t*, int64_t, const int8_t*, const int32_t*, int64_t, int64_t,
-                    int32_t*, int64_t) {
+                    const ProductRows&) {
   fail("gemm_rows_vnni: not an x86-64 build");
 }
 }  // namespace tg::cpu::int8
