@@ -41,7 +41,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   record("embedding", {indices, weight}, out, {flat},
          [rows, width](const Tensor& g, const Node& n) {
            Tensor grad = zeros({rows, width}, g.dtype(), g.device());
-           const Tensor g_rows = g.contiguous().reshape({-1, width});
+           const Tensor g_rows = g.contiguous().reshape({n.saved[0].numel(), width});  // (width may be 0)
            kernels(g.device()).index_add_rows(g_rows, n.saved[0], grad);
            return Grads{Tensor(), grad};
          });

@@ -77,7 +77,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
            shape_str(target.shape()), " does not match logits of shape ", shape_str(logits.shape()),
            " (classes are the last dim, so target should be ", shape_str(leading), ")");
   const int64_t classes = logits.size(-1);
-  const Tensor log_probs = log_softmax(logits, -1).reshape({-1, classes});
+  TG_CHECK(classes > 0, "op 'cross_entropy': logits of shape ", shape_str(logits.shape()),
+           " have no classes (the last dim is 0)");
+  const Tensor log_probs = log_softmax(logits, -1).reshape({numel(leading), classes});
   return nll_loss(log_probs, target.reshape({-1}), ignore_index);
 }
 

@@ -12,6 +12,12 @@
 namespace tg {
 namespace {
 
+// t [..., width] as rows [positions, width] (a -1 for the positions could not be resolved when
+// width is 0: a Linear with no inputs or no outputs).
+Tensor as_rows(const Tensor& t, int64_t width) {
+  return t.reshape({numel(Shape(t.shape().begin(), t.shape().end() - 1)), width});
+}
+
 // How a [rows, cols] matrix view is handed to BLAS: as it is, or transposed, with its leading
 // dimension. Views that are neither (e.g. a stepped slice) are copied first.
 struct GemmOperand {
@@ -147,7 +153,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const int64_t in = weight.size(1), out_features = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor rows = x.detach().reshape({-1, in});
+  Tensor rows = as_rows(x.detach(), in);
   Tensor out = empty({rows.size(0), out_features}, x.dtype(), x.device());
   if (bias.defined()) {  // out starts as the bias in every row; the GEMM adds x W^T to it
     TG_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
@@ -161,7 +167,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // y = x W^T + b:  dx = G W,  dW = G^T x,  db = sum of G over rows
   record("linear", {x, weight, bias}, out, {x, weight},
          [in, out_features](const Tensor& g, const Node& n) {
-           LinearGrads grads = linear_grads(g.reshape({-1, out_features}), n.saved[0].reshape({-1, in}),
+           LinearGrads grads = linear_grads(as_rows(g, out_features), as_rows(n.saved[0], in),
                                             n.saved[1], n.needs_grad(0), n.needs_grad(1), n.needs_grad(2));
            if (grads.dx.defined()) grads.dx = grads.dx.view(n.saved[0].shape());
            return Grads{grads.dx, grads.dw, grads.db};
@@ -214,8 +220,8 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
            }
            const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
            const Tensor weight = node.needs_grad(0) ? cat(stacked, 0) : Tensor();  // for dx only
-           const LinearGrads both = linear_grads(g.reshape({-1, out_features}),
-                                                 node.saved[0].reshape({-1, in}), weight,
+           const LinearGrads both = linear_grads(as_rows(g, out_features),
+                                                 as_rows(node.saved[0], in), weight,
                                                  node.needs_grad(0), weight_grads, bias_grads);
            if (node.needs_grad(0)) grads[0] = both.dx.view(node.saved[0].shape());
            const Tensor& dw = both.dw;

@@ -76,7 +76,7 @@ Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tens
            " input features would overflow the int32 sums (at most ", kMaxInt8Depth, ")");
   check_same_device(op, {x, w, weight.scales, bias});
   check_no_grad(op, x);
-  const int64_t rows = x.numel() / in_features;
+  const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));  // (in_features may be 0)
   Kernels& k = kernels(x.device());
   const int levels = k.int8_activation_levels();
   const double fixed_scale = scale_for_levels(input_scale, levels);

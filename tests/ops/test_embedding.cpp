@@ -27,6 +27,14 @@ TEST_CASE("embedding gradient: repeated indices add up", "[embedding]") {
   REQUIRE(weight.grad().to_host_f64() == std::vector<double>{1, 10, 3, 30, 0, 0, 1, 10});
 }
 
+TEST_CASE("embedding rows of width 0: empty rows forward, an empty gradient back", "[embedding]") {
+  Tensor weight = zeros({4, 0}).requires_grad_();
+  const Tensor out = embedding(from_indices({1, 3, 0}, {3}), weight);
+  REQUIRE(out.shape() == Shape{3, 0});
+  sum(out).backward();
+  REQUIRE(weight.grad().shape() == Shape{4, 0});
+}
+
 TEST_CASE("embedding forward and backward at any thread count, indices repeated", "[embedding]") {
   // 900 lookups of width 100 (360 KB each way: the rows and the table's columns are split among
   // the threads) into a 50-row table, every row used many times; against loops over the indices.

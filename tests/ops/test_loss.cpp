@@ -74,6 +74,8 @@ TEST_CASE("cross_entropy and nll_loss check targets", "[loss]") {
   REQUIRE_THROWS_AS(cross_entropy(logits, from_indices({0, 1, 2}, {3})), tg::Error);  // shape
   REQUIRE_THROWS_AS(cross_entropy(zeros({2, 2, 3}), from_indices({0, 1}, {2})), tg::Error);
   REQUIRE_THROWS_AS(nll_loss(zeros({2, 3, 1}), from_indices({0, 1}, {2})), tg::Error);
+  REQUIRE_THROWS_WITH(cross_entropy(zeros({2, 0}), from_indices({0, 0}, {2})),  // no classes
+                      Catch::Contains("cross_entropy") && Catch::Contains("[2, 0]"));
   try {
     cross_entropy(logits, from_indices({0, 5}, {2}));
   } catch (const tg::Error& e) {

@@ -336,6 +336,24 @@ TEST_CASE("linear: matches matmul with the transposed weight plus bias", "[matmu
   require_close(linear(xt, w, b).to_host_f64(), (matmul(xt.contiguous(), w.transpose(0, 1)) + b).to_host_f64(), 1e-12);
 }
 
+TEST_CASE("linear with no inputs or no outputs: as torch.nn.functional.linear", "[matmul][linear]") {
+  // y [2, 3, out] = x [2, 3, in] W^T + b; with in = 0 every sum is empty: y is the bias
+  for (const auto& [in, out] : std::vector<std::array<int64_t, 2>>{{0, 4}, {5, 0}, {0, 0}}) {
+    INFO("in " << in << ", out " << out);
+    const Tensor x = ones({2, 3, in}).requires_grad_(true), w = ones({out, in}).requires_grad_(true);
+    const Tensor b = full({out}, 1.5).requires_grad_(true);
+    const Tensor y = linear(x, w, b);
+    REQUIRE(y.shape() == Shape{2, 3, out});
+    REQUIRE(y.to_host_f64() == std::vector<double>(static_cast<size_t>(6 * out), in == 0 ? 1.5 : 0.0));
+    backward(sum(y * y));  // dy = 2 y: db = 6 positions x 3 = 18 each; dx and dW empty or zero
+    REQUIRE(x.grad().shape() == x.shape());
+    REQUIRE(w.grad().shape() == w.shape());
+    REQUIRE(b.grad().to_host_f64() == std::vector<double>(static_cast<size_t>(out), 18.0));
+  }
+  const Tensor none = linear(zeros({0, 0}), zeros({4, 0}), Tensor());  // no rows either
+  REQUIRE(none.shape() == Shape{0, 4});
+}
+
 TEST_CASE("linear: errors", "[matmul][linear][errors]") {
   Tensor x = zeros({4, 5});
   REQUIRE_THROWS_AS(linear(x, zeros({3, 4})), Error);

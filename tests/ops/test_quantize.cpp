@@ -123,6 +123,16 @@ TEST_CASE("quantized_linear is the f32 product of the dequantized operands", "[q
   }
 }
 
+TEST_CASE("quantized_linear with no input features is the bias in every row", "[quantize]") {
+  const Tensor bias = full({3}, 0.25);  // in = 0: every product is an empty sum
+  for (double input_scale : {0.0, 0.01}) {
+    const Tensor y = quantized_linear(zeros({2, 4, 0}), quantize_rows(zeros({3, 0})), bias, input_scale);
+    REQUIRE(y.shape() == Shape{2, 4, 3});
+    REQUIRE(y.to_host_f64() == std::vector<double>(24, 0.25));
+  }
+  REQUIRE(quantized_linear(zeros({0, 5}), quantize_rows(zeros({3, 5})), bias, 0).shape() == Shape{0, 3});
+}
+
 TEST_CASE("quantized ops refuse a gradient, bad shapes and bad scales", "[quantize]") {
   const Tensor leaf = zeros({2, 4}).requires_grad_();
   REQUIRE_THROWS_AS(quantize_rows(leaf), Error);
