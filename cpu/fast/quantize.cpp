@@ -55,6 +55,22 @@ struct ProductInput {
   float* row_scale = nullptr;  // x: its rows' scales, written here
 };
 
+// Rows `first` on of where a product goes (n columns), as the kernels take them.
+ProductRows rows_from(const ProductOutput& output, int64_t first, int64_t n) {
+  ProductRows rows{};  // every pointer null, every stride 0
+  if (output.c) {
+    rows.c = output.c + first * n;
+    rows.ldc = n;
+  } else {
+    rows.row_scale = output.row_scale + first;
+    rows.col_scale = output.col_scale;
+    rows.shift = output.bias;
+    rows.out = output.out + first * n;
+    rows.ldo = n;
+  }
+  return rows;
+}
+
 // One panel of B [n, k]: columns [panel kWidth, + kWidth) in groups of kDepth p (layout in
 // cpu/fast/quantize_kernels.h), into `out`; and kCorrection sum_p B(j, p) for each of its columns j
 // into `correction`. Both must be zero on entry: the padding (columns past n, p past k) is skipped.
@@ -186,6 +202,8 @@ template <typename TA, typename TB, int kWidth, int kDepth, int32_t kCorrection,
           typename Multiply>
 void packed_product(const ProductInput& input, const int8_t* b, const ProductOutput& output,
                     int64_t m, int64_t n, int64_t k, Convert convert, Multiply multiply) {
+  TG_CHECK(input.a != nullptr || (std::is_same_v<TA, uint8_t>),
+           "int8 product: f32 rows are quantized into the u8 layouts only");
   const int64_t groups = (k + kDepth - 1) / kDepth;
   const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   // Both loops split when the product is above its threshold (packing B, a small part of the
@@ -205,11 +223,7 @@ void packed_product(const ProductInput& input, const int8_t* b, const ProductOut
       } else if constexpr (std::is_same_v<TA, uint8_t>) {
         quantize_a_rows<kDepth, kCorrection>(input, first, rows, k, groups, a_packed.data());
       }
-      const ProductRows dest =
-          output.c ? ProductRows{.c = output.c + first * n, .ldc = n}
-                   : ProductRows{.row_scale = output.row_scale + first, .col_scale = output.col_scale,
-                                 .shift = output.bias, .out = output.out + first * n, .ldo = n};
-      multiply(a_packed.data(), rows, dest, b_packed, correction);
+      multiply(a_packed.data(), rows, rows_from(output, first, n), b_packed, correction);
     }
   });
 }

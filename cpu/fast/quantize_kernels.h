@@ -22,15 +22,17 @@ namespace tg::cpu::int8 {
 // Where the u8 kernels below put rows [0, rows) of C: the i32 sums into c [rows, ldc]; or, when
 // `out` is set, each sum rescaled as dequantize_row_avx2 rescales it, (float(C(i, j))
 // row_scale[i]) col_scale[j] (+ shift[j] when shift is set), into out [rows, ldo] f32: the
-// rescale while the sums are in registers, with no i32 row in memory.
+// rescale while the sums are in registers, with no i32 row in memory. (No default member
+// initializers: the type stays trivial, with no inline constructor that the AVX-512 file could
+// emit for the baseline's callers; an aggregate initializer zeroes the members it leaves out.)
 struct ProductRows {
-  int32_t* c = nullptr;
-  int64_t ldc = 0;
-  const float* row_scale = nullptr;
-  const float* col_scale = nullptr;
-  const float* shift = nullptr;
-  float* out = nullptr;
-  int64_t ldo = 0;
+  int32_t* c;
+  int64_t ldc;
+  const float* row_scale;
+  const float* col_scale;
+  const float* shift;
+  float* out;
+  int64_t ldo;
 };
 
 // AVX-512 VNNI: A as u8 (A + 128, i.e. the byte with its top bit flipped), B as s8; one vpdpbusd

@@ -18,7 +18,7 @@
 // The sums are stored as i32, or rescaled to f32 on the way out (ProductRows); for those f32
 // results to equal the plain loop's, this file is compiled with -ffp-contract=off too.
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "tapegrad/cpu/fast/immintrin_avx512.h"  // <immintrin.h>, GCC bug 105593 silenced
 
 #include "tapegrad/cpu/fast/quantize_kernels.h"  // declarations only
 
