@@ -6,6 +6,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 
@@ -41,7 +42,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   record("embedding", {indices, weight}, out, {flat},
          [rows, width](const Tensor& g, const Node& n) {
            Tensor grad = zeros({rows, width}, g.dtype(), g.device());
-           const Tensor g_rows = g.contiguous().reshape({n.saved[0].numel(), width});  // (width may be 0)
+           const Tensor g_rows = as_rows(g.contiguous());
            kernels(g.device()).index_add_rows(g_rows, n.saved[0], grad);
            return Grads{Tensor(), grad};
          });

@@ -12,6 +12,7 @@
 #include "tapegrad/ops/mask.h"
 #include "tapegrad/ops/reduce.h"
 #include "tapegrad/ops/softmax.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 
@@ -79,7 +80,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const int64_t classes = logits.size(-1);
   TG_CHECK(classes > 0, "op 'cross_entropy': logits of shape ", shape_str(logits.shape()),
            " have no classes (the last dim is 0)");
-  const Tensor log_probs = log_softmax(logits, -1).reshape({numel(leading), classes});
+  const Tensor log_probs = as_rows(log_softmax(logits, -1));
   return nll_loss(log_probs, target.reshape({-1}), ignore_index);
 }
 

@@ -12,12 +12,6 @@
 namespace tg {
 namespace {
 
-// t [..., width] as rows [positions, width] (a -1 for the positions could not be resolved when
-// width is 0: a Linear with no inputs or no outputs).
-Tensor as_rows(const Tensor& t, int64_t width) {
-  return t.reshape({numel(Shape(t.shape().begin(), t.shape().end() - 1)), width});
-}
-
 // How a [rows, cols] matrix view is handed to BLAS: as it is, or transposed, with its leading
 // dimension. Views that are neither (e.g. a stepped slice) are copied first.
 struct GemmOperand {
@@ -150,10 +144,10 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   check_same_device("linear", {x, weight, bias});
   TG_CHECK(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
            " and weight dtype ", dtype_name(weight.dtype()), " differ");
-  const int64_t in = weight.size(1), out_features = weight.size(0);
+  const int64_t out_features = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor rows = as_rows(x.detach(), in);
+  Tensor rows = as_rows(x.detach());
   Tensor out = empty({rows.size(0), out_features}, x.dtype(), x.device());
   if (bias.defined()) {  // out starts as the bias in every row; the GEMM adds x W^T to it
     TG_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
@@ -166,8 +160,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   out = out.view(out_shape);
   // y = x W^T + b:  dx = G W,  dW = G^T x,  db = sum of G over rows
   record("linear", {x, weight, bias}, out, {x, weight},
-         [in, out_features](const Tensor& g, const Node& n) {
-           LinearGrads grads = linear_grads(as_rows(g, out_features), as_rows(n.saved[0], in),
+         [](const Tensor& g, const Node& n) {
+           LinearGrads grads = linear_grads(as_rows(g), as_rows(n.saved[0]),
                                             n.saved[1], n.needs_grad(0), n.needs_grad(1), n.needs_grad(2));
            if (grads.dx.defined()) grads.dx = grads.dx.view(n.saved[0].shape());
            return Grads{grads.dx, grads.dw, grads.db};
@@ -206,12 +200,10 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
   inputs.insert(inputs.end(), weights.begin(), weights.end());
   inputs.insert(inputs.end(), biases.begin(), biases.end());
   saved.insert(saved.end(), weights.begin(), weights.end());
-  const int64_t in = x.size(-1), out_features = out.size(-1);
   // y = x W^T + b with W, b stacked:  dx = G W,  dW = G^T x,  db = sum of G over rows; dW_i and
   // db_i are the rows of dW and db where W_i and b_i went
   record("stacked_linear", inputs, out, std::move(saved),
-         [n, rows, in, out_features, with_bias = !biases.empty()](const Tensor& g,
-                                                                   const Node& node) {
+         [n, rows, with_bias = !biases.empty()](const Tensor& g, const Node& node) {
            Grads grads(node.saved.size() + (with_bias ? n : 0));
            bool weight_grads = false, bias_grads = false;
            for (size_t i = 0; i < n; ++i) {
@@ -220,8 +212,7 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
            }
            const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
            const Tensor weight = node.needs_grad(0) ? cat(stacked, 0) : Tensor();  // for dx only
-           const LinearGrads both = linear_grads(as_rows(g, out_features),
-                                                 as_rows(node.saved[0], in), weight,
+           const LinearGrads both = linear_grads(as_rows(g), as_rows(node.saved[0]), weight,
                                                  node.needs_grad(0), weight_grads, bias_grads);
            if (node.needs_grad(0)) grads[0] = both.dx.view(node.saved[0].shape());
            const Tensor& dw = both.dw;

@@ -8,6 +8,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/views.h"
 
 namespace tg {
 namespace {
@@ -76,13 +77,14 @@ Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tens
            " input features would overflow the int32 sums (at most ", kMaxInt8Depth, ")");
   check_same_device(op, {x, w, weight.scales, bias});
   check_no_grad(op, x);
-  const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));  // (in_features may be 0)
+  const Tensor x_rows = as_f32(as_rows(x));  // (in_features may be 0)
+  const int64_t rows = x_rows.size(0);
   Kernels& k = kernels(x.device());
   const int levels = k.int8_activation_levels();
   const double fixed_scale = scale_for_levels(input_scale, levels);
   check_quantization(op, fixed_scale, levels);
   const Tensor out = empty({rows, out_features}, DType::f32, x.device());
-  k.quantized_linear(as_f32(x.reshape({rows, in_features})), fixed_scale, levels, w.contiguous(),
+  k.quantized_linear(x_rows, fixed_scale, levels, w.contiguous(),
                      weight.scales.contiguous(), bias.defined() ? as_f32(bias) : Tensor(), out);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;

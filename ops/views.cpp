@@ -162,6 +162,11 @@ Tensor expand_untaped(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, strides, t.offset(), "expand");
 }
 
+Tensor as_rows(const Tensor& t) {
+  TG_CHECK(t.dim() >= 1, "as_rows: a 0-d tensor has no rows");
+  return t.reshape({numel(Shape(t.shape().begin(), t.shape().end() - 1)), t.size(-1)});
+}
+
 std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
   std::vector<int64_t> offsets(numel(batch));
   for (int64_t item = 0; item < static_cast<int64_t>(offsets.size()); ++item) {

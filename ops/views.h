@@ -21,4 +21,9 @@ Tensor expand_untaped(const Tensor& t, const Shape& shape);
 // in row-major order; a broadcast dim (stride 0) gives the same matrix again.
 std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch);
 
+// t [..., width] as rows [positions, width] (Tensor::reshape: a view where t's layout allows).
+// The positions come from t's leading dims, not from a -1, which a width of 0 leaves unresolved
+// (a Linear with no inputs, an embedding row of width 0).
+Tensor as_rows(const Tensor& t);
+
 }  // namespace tg
