@@ -51,8 +51,9 @@ void CpuKernels::quantize_rows(const Tensor& x, double fixed_scale, int levels, 
         row_scale = largest > 0 ? std::max(largest / steps, 0x1p-126f) : 1.0f;
       }
       scales[r] = row_scale;
+      const float inverse = 1.0f / row_scale;  // (ops/quantize.h: a product, not a quotient)
       for (int64_t c = 0; c < cols; ++c) {
-        const float scaled = row[c] / row_scale;  // q = round(x / scale), clamped
+        const float scaled = row[c] * inverse;  // q = round(x (1 / scale)), clamped
         const float clamped = std::isnan(scaled) ? 0.0f : std::clamp(scaled, -steps, steps);
         out[r * cols + c] = static_cast<int8_t>(std::nearbyint(clamped));
       }

@@ -45,8 +45,9 @@ __global__ void quantize_rows_kernel(const float* x, int64_t cols, float fixed_s
     row_scale = largest[0] > 0 ? fmaxf(largest[0] / levels, 0x1p-126f) : 1.0f;
   }
   if (threadIdx.x == 0) scale[row] = row_scale;
+  const float inverse = 1.0f / row_scale;  // (ops/quantize.h: a product, not a quotient)
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float scaled = in[c] / row_scale;  // q = round(x / scale), clamped
+    const float scaled = in[c] * inverse;  // q = round(x (1 / scale)), clamped
     const float clamped = isnan(scaled) ? 0.0f : fminf(fmaxf(scaled, -levels), levels);
     q[row * cols + c] = static_cast<int8_t>(rintf(clamped));
   }

@@ -270,11 +270,18 @@ Tensor MultiHeadAttention::explicit_bias(const Tensor& q, int64_t sk, bool is_ca
 // three projection GEMMs forward, and in backward two GEMMs for dx, two for dW and the sum of
 // three input gradients; memory is that of three linears. It computes the same attention as
 // forward's four projections (tests/nn/test_attention.cpp holds the two to each other).
+// Quantized (int8) projections take the one product against [Wq; Wk; Wv] that
+// stack_quantized_projections set up (nn/attention_int8.cpp).
 AttentionOutput MultiHeadAttention::forward_packed(const Tensor& x, const Tensor& head_mask,
                                                    bool is_causal, double dropout_p) const {
-  std::vector<Tensor> biases;  // none, or all three
-  if (q_proj->bias.defined()) biases = {q_proj->bias, k_proj->bias, v_proj->bias};
-  const Tensor qkv = stacked_linear(x, {q_proj->weight, k_proj->weight, v_proj->weight}, biases);
+  Tensor qkv;
+  if (q_proj->quantization() != QuantMode::none) {
+    qkv = quantized_linear(x, stacked_weight, stacked_bias, *stacked_input_scale());
+  } else {
+    std::vector<Tensor> biases;  // none, or all three
+    if (q_proj->bias.defined()) biases = {q_proj->bias, k_proj->bias, v_proj->bias};
+    qkv = stacked_linear(x, {q_proj->weight, k_proj->weight, v_proj->weight}, biases);
+  }
   const bool alibi = spec.position == PositionKind::alibi;
   const int64_t seq = x.size(1);
   const Tensor context = packed_self_attention(qkv, heads, head_mask, is_causal, dropout_p, {},
@@ -284,9 +291,9 @@ AttentionOutput MultiHeadAttention::forward_packed(const Tensor& x, const Tensor
 }
 
 // Whether forward may take forward_packed: self-attention (one tensor as query, key and value)
-// on the CPU with the fused path, plain projections of one dtype with or without bias alike (not
-// int8, no calibration observer), and no rotation of q and k, Shaw's q-dependent bias or low-rank
-// attention in between.
+// on the CPU with the fused path, plain projections of one dtype with or without bias alike (no
+// calibration observer) or int8 ones stacked as one (stacked_input_scale), and no rotation of q
+// and k, Shaw's q-dependent bias or low-rank attention in between.
 bool MultiHeadAttention::packs_projections(const Tensor& query, const Tensor& key,
                                            const Tensor& value, bool need_weights) const {
   if (!use_fused || need_weights || !query.same(key) || !key.same(value) ||
@@ -295,6 +302,7 @@ bool MultiHeadAttention::packs_projections(const Tensor& query, const Tensor& ke
       !spec.has_scores()) {  // linformer, performer, reformer
     return false;
   }
+  if (q_proj->quantization() != QuantMode::none) return stacked_input_scale().has_value();
   for (const auto& projection : {q_proj, k_proj, v_proj}) {
     if (projection->quantization() != QuantMode::none || projection->input_observer ||
         projection->bias.defined() != q_proj->bias.defined() ||

@@ -1,9 +1,12 @@
 #pragma once
 // Multi-head attention with four separate projections (q_proj, k_proj, v_proj, o_proj), as the
 // classic tutorials write it. See docs/attention.md for the walk-through with shapes.
+#include <optional>
+
 #include "tapegrad/nn/attention_spec.h"
 #include "tapegrad/nn/kv_cache.h"
 #include "tapegrad/nn/layers.h"
+#include "tapegrad/ops/quantize.h"
 
 namespace tg::nn {
 
@@ -48,6 +51,18 @@ class MultiHeadAttention : public Module {
   // optimizer or a saved reference still sees it); an error for any other kind.
   void redraw_features(uint64_t seed);
 
+  // int8 (nn/attention_int8.cpp): once q_proj, k_proj and v_proj are quantized alike (what
+  // nn::quantize_dynamic, quantize_static and quantize_structure call), their int8 weights,
+  // scales and biases move into one tensor each, [q; k; v] by rows, of which each Linear keeps a
+  // view: the same names and shapes in the state dict, and loads write through. A quantized
+  // self-attention then quantizes x once and runs one int8 product (forward_packed), as the f32
+  // one runs one GEMM. Nothing happens where the three differ (or for a reformer: no k_proj).
+  void stack_quantized_projections();
+  // Whether self-attention runs that one product: the input scale the three share (0: dynamic)
+  // while their tensors are still the stacked rows and their modes and input scales agree; none
+  // otherwise (then each projects on its own, as an f32 copy of it would).
+  std::optional<double> stacked_input_scale() const;
+
   // [B, S, hidden] -> [B, heads, S, head_dim] (a view) and back (a copy).
   Tensor split_heads(const Tensor& x) const;
   Tensor merge_heads(const Tensor& x) const;
@@ -72,6 +87,9 @@ class MultiHeadAttention : public Module {
                                  double dropout_p) const;
   bool packs_projections(const Tensor& query, const Tensor& key, const Tensor& value,
                          bool need_weights) const;
+  // int8: [q; k; v] (stack_quantized_projections).
+  QuantizedRows stacked_weight;
+  Tensor stacked_bias;
   // The steps of forward's attention on projected heads [B, heads, S, head_dim]: attend picks the
   // path and returns (context, weights: defined on the explicit path only).
   std::pair<Tensor, Tensor> attend(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -41,6 +41,11 @@ class Module {
   // torch.nn.Module.named_modules().
   std::vector<std::pair<std::string, Module*>> named_modules();
 
+  // Swaps in replacement(t)'s storage, layout and dtype for every parameter and buffer t, here and
+  // in the children, where it is defined; handles held elsewhere see the change (what to(), and
+  // MultiHeadAttention's int8 stacking, are made of).
+  void replace_in_place(const std::function<Tensor(const Tensor&)>& replacement);
+
  protected:
   // The tensor becomes a leaf that requires grad; the returned handle shares it.
   Tensor register_parameter(const std::string& name, Tensor value);
@@ -58,9 +63,6 @@ class Module {
 
  private:
   void collect(const std::string& prefix, NamedTensors& out, bool parameters) const;
-  // Swaps in replacement(t)'s storage, layout and dtype for every parameter and buffer t, here and
-  // in the children, where it is defined; handles held elsewhere see the change.
-  void replace_in_place(const std::function<Tensor(const Tensor&)>& replacement);
 
   NamedTensors parameters_;
   NamedTensors buffers_;

@@ -7,6 +7,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/observers.h"
 
 namespace tg::nn {
@@ -32,6 +33,13 @@ std::vector<std::pair<std::string, Linear*>> f32_linears(Module& model) {
   return linears;
 }
 
+// Each quantized self-attention's q, k and v as one [q; k; v] (nn/attention.h).
+void stack_attention_projections(Module& model) {
+  for (const auto& [path, module] : model.named_modules()) {
+    if (auto* attention = dynamic_cast<MultiHeadAttention*>(module)) attention->stack_quantized_projections();
+  }
+}
+
 // Runs `convert` on every Linear between two measurements of the model, and says what changed.
 template <typename Convert>
 QuantizationSummary convert_linears(Module& model, QuantMode mode,
@@ -45,6 +53,7 @@ QuantizationSummary convert_linears(Module& model, QuantMode mode,
     convert(i, *linears[i].second);
     summary.modules.push_back(linears[i].first);
   }
+  stack_attention_projections(model);
   summary.linear_bytes_after = linear_weight_bytes(linears);
   summary.model_bytes_after = state_bytes(model);
   model.eval();
@@ -149,6 +158,7 @@ QuantizationSummary quantize_static(Module& model, const Calibration& calibrate,
 void quantize_structure(Module& model, QuantMode mode) {
   if (mode == QuantMode::none) return;
   for (const auto& [path, linear] : f32_linears(model)) linear->quantize(mode, 1.0);
+  stack_attention_projections(model);
   model.eval();
 }
 

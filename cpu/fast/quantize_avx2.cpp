@@ -203,9 +203,10 @@ float max_of_lanes(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// round(clamp(x / scale)) of the plain loop, eight lanes: NaN -> 0, +-inf and beyond -> +-levels.
-__m256i quantize_lanes(__m256 x, __m256 scale, __m256 levels) {
-  const __m256 scaled = _mm256_div_ps(x, scale);
+// round(clamp(x (1 / scale))) of the plain loop, eight lanes (`inverse`: 1 / scale, rounded once):
+// NaN -> 0, +-inf and beyond -> +-levels.
+__m256i quantize_lanes(__m256 x, __m256 inverse, __m256 levels) {
+  const __m256 scaled = _mm256_mul_ps(x, inverse);
   const __m256 is_number = _mm256_cmp_ps(scaled, scaled, _CMP_ORD_Q);
   const __m256 below = _mm256_sub_ps(_mm256_setzero_ps(), levels);
   const __m256 clamped = _mm256_min_ps(_mm256_max_ps(scaled, below), levels);
@@ -213,8 +214,8 @@ __m256i quantize_lanes(__m256 x, __m256 scale, __m256 levels) {
 }
 
 // The same for one element, as the plain loop writes it.
-int8_t quantize_one(float x, float scale, float levels) {
-  const float scaled = x / scale;
+int8_t quantize_one(float x, float inverse, float levels) {
+  const float scaled = x * inverse;
   if (scaled != scaled) return 0;
   const float clamped = scaled < -levels ? -levels : scaled > levels ? levels : scaled;
   return static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(clamped)));  // nearest, ties to even
@@ -286,22 +287,23 @@ float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixe
     const float per_row_scale = row_largest / levels;  // at least 2^-126, as the plain loop's
     scale = row_largest > 0 ? (per_row_scale > 0x1p-126f ? per_row_scale : 0x1p-126f) : 1.0f;
   }
-  const __m256 scale_vec = _mm256_set1_ps(scale), levels_vec = _mm256_set1_ps(levels);
+  const float inverse = 1.0f / scale;  // a product per entry, not a quotient (ops/quantize.h)
+  const __m256 inverse_vec = _mm256_set1_ps(inverse), levels_vec = _mm256_set1_ps(levels);
   const __m256i offset_bytes = _mm256_set1_epi8(static_cast<char>(offset));
   // 32 at a time: four vectors of i32 narrowed to 32 bytes. The two packs work within 128-bit
   // halves, which leaves the dwords in the order 0 4 1 5 2 6 3 7; the permute puts them back.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   int64_t c = 0;
   for (; c + 32 <= cols; c += 32) {
-    const __m256i q0 = quantize_lanes(_mm256_loadu_ps(row + c), scale_vec, levels_vec);
-    const __m256i q1 = quantize_lanes(_mm256_loadu_ps(row + c + 8), scale_vec, levels_vec);
-    const __m256i q2 = quantize_lanes(_mm256_loadu_ps(row + c + 16), scale_vec, levels_vec);
-    const __m256i q3 = quantize_lanes(_mm256_loadu_ps(row + c + 24), scale_vec, levels_vec);
+    const __m256i q0 = quantize_lanes(_mm256_loadu_ps(row + c), inverse_vec, levels_vec);
+    const __m256i q1 = quantize_lanes(_mm256_loadu_ps(row + c + 8), inverse_vec, levels_vec);
+    const __m256i q2 = quantize_lanes(_mm256_loadu_ps(row + c + 16), inverse_vec, levels_vec);
+    const __m256i q3 = quantize_lanes(_mm256_loadu_ps(row + c + 24), inverse_vec, levels_vec);
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
     const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), _mm256_add_epi8(ordered, offset_bytes));
   }
-  for (; c < cols; ++c) out[c] = static_cast<uint8_t>(quantize_one(row[c], scale, levels) + offset);
+  for (; c < cols; ++c) out[c] = static_cast<uint8_t>(quantize_one(row[c], inverse, levels) + offset);
   return scale;
 }
 

@@ -17,7 +17,7 @@
 using namespace tg;
 
 TEST_CASE("quantize_rows by hand: scale max|x|/127, round half to even, zero rows", "[quantize]") {
-  // row 0: max 2 -> scale 2/127; 1 / (2/127) = 63.5 -> 64 (ties to even), -2 -> -127, 0.5 -> 31.75 -> 32
+  // row 0: max 2 -> scale 2/127; 1 x (1 / (2/127)) = 63.5 -> 64 (ties to even), -2 -> -127, 0.5 -> 31.75 -> 32
   // row 1: all zero -> scale 1, q 0
   const QuantizedRows q = quantize_rows(from_values({1, -2, 0.5, 0, 0, 0}, {2, 3}));
   REQUIRE(q.values.dtype() == DType::i8);
@@ -28,6 +28,15 @@ TEST_CASE("quantize_rows by hand: scale max|x|/127, round half to even, zero row
       from_values({1000, -1000, 0.25, std::nan("")}, {1, 4}), /*fixed_scale=*/0.5);
   REQUIRE(fixed.values.to_host_i64() == std::vector<int64_t>{127, -127, 0, 0});  // 0.5 -> 0 (even)
   REQUIRE(fixed.scales.to_host_f64() == std::vector<double>{0.5});
+}
+
+TEST_CASE("quantize_rows multiplies by the f32 reciprocal of the scale, as PyTorch's quantize_val",
+          "[quantize]") {
+  // max 1 -> scale RN(1/127), whose f32 reciprocal is 127 exactly. x = 0x1.62c58ap-5 is 5.5
+  // scales to the last bit (x / scale = 5.49999976 rounds to 5.5 in f32, which ties to 6), but
+  // x 127 = 5.49999974 rounds to 5.49999952 in f32, which rounds to 5.
+  const QuantizedRows q = quantize_rows(from_values({1, 0x1.62c58ap-5}, {1, 2}), 0, 127);
+  REQUIRE(q.values.to_host_i64() == std::vector<int64_t>{127, 5});
 }
 
 TEST_CASE("quantize_rows on 63 levels (7 bits) by hand, and levels outside 1..127 refused",
