@@ -454,12 +454,14 @@ struct Sums {
 // the row's accumulator by. A row with nothing visible yet (m' = -inf) becomes 0 and keeps m and l.
 // The correction is 1 there, and also on a row's first visible tile (m = -inf): until then its l
 // and accumulator are sums of zero probabilities, 0 (or NaN from 0 * NaN in V), which
-// 2^-inf = 0 would leave as they are. The AVX2 version takes all the rows' maxima first.
+// 2^-inf = 0 would leave as they are. The AVX2 and AVX-512 versions take all the rows' maxima
+// first.
 template <typename T>
 void online_softmax(T* scores, int64_t rows, int64_t cols, T* row_max, T* row_sum, T* correction) {
   if constexpr (std::is_same_v<T, float>) {
     if (fast_paths_enabled()) {
-      return tiles::online_softmax_avx2(scores, rows, cols, row_max, row_sum, correction);
+      const auto step = tiles::avx512_tiles() ? tiles::online_softmax_avx512 : tiles::online_softmax_avx2;
+      return step(scores, rows, cols, row_max, row_sum, correction);
     }
   }
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();

@@ -87,6 +87,11 @@ float row_max_avx2(const float* row, int64_t cols);
 // maxima come first and then all exps, so that rows overlap in the pipeline.
 void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_max, float* row_sum,
                          float* correction);
+// The same step on AVX-512 F (cpu/fast/attention_tiles_avx512.cpp), 16 lanes: the same values
+// to rounding (each exp2 lane for lane; a row's sum folds 16 lanes instead of 8). The kernel
+// takes it where it takes the AVX-512 products (avx512_tiles()).
+void online_softmax_avx512(float* scores, int64_t rows, int64_t cols, float* row_max,
+                           float* row_sum, float* correction);
 
 // The backward's two row passes over a tile (rows x cols, rows ld apart): the probabilities
 // p = 2^(s - lse[r]) (scores and log-sum-exps in base-2 units), every row at once (rows whose lse

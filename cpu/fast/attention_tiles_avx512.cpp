@@ -1,6 +1,6 @@
 // The attention tiles' three products (cpu/fast/attention_tiles.h) on AVX-512: the AVX2 file's
 // register blocking with 16-float vectors, for a CPU with two 512-bit FMA units, where it does
-// twice the multiply-adds a cycle. This file alone is compiled with -mavx512f, and
+// twice the multiply-adds a cycle; and the forward's online softmax step on 16 lanes. This file alone is compiled with -mavx512f, and
 // cpu/fast/attention.cpp calls it only where tiles::avx512_enabled() (a CPU with AVX-512 F, and
 // TAPEGRAD_ATTENTION_TILES not set to avx2).
 //
@@ -148,7 +148,63 @@ void blocks(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int6
   }
 }
 
+// The row passes of the forward's online softmax, as the AVX2 file's exp2_shifted and row_max on
+// 16 lanes (the tail masked): the same exp2, lane for lane; the sum and max fold 16 lanes.
+float exp2_shifted(float* row, int64_t cols, float shift) {
+  const __m512 shift_vec = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const __m512 e = exp2_lanes(_mm512_sub_ps(_mm512_loadu_ps(row + c), shift_vec));
+    _mm512_storeu_ps(row + c, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (c < cols) {  // the tail, the lanes past it -inf (which gives 0) and never stored
+    const __mmask16 lanes = lanes_below(cols - c);
+    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-__builtin_inff()), lanes, row + c);
+    const __m512 e = exp2_lanes(_mm512_sub_ps(x, shift_vec));
+    _mm512_mask_storeu_ps(row + c, lanes, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+float row_max(const float* row, int64_t cols) {  // -inf when empty or all -inf; NaNs skipped
+  __m512 best = _mm512_set1_ps(-__builtin_inff());
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) best = _mm512_max_ps(_mm512_loadu_ps(row + c), best);  // NaN: best
+  if (c < cols) {
+    const __mmask16 lanes = lanes_below(cols - c);
+    best = _mm512_mask_max_ps(best, lanes, _mm512_maskz_loadu_ps(lanes, row + c), best);
+  }
+  return _mm512_reduce_max_ps(best);
+}
+
 }  // namespace
+
+void online_softmax_avx512(float* scores, int64_t rows, int64_t cols, float* row_max_of_rows,
+                           float* row_sum, float* correction) {
+  const float neg_inf = -__builtin_inff();
+  for (int64_t r = 0; r < rows; ++r) {  // the new maxima, in correction for now
+    const float tile_max = row_max(scores + r * cols, cols);
+    correction[r] = tile_max > row_max_of_rows[r] ? tile_max : row_max_of_rows[r];
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scores + r * cols;
+    const float old_max = row_max_of_rows[r], new_max = correction[r];
+    if (new_max == neg_inf) {  // nothing visible in this row yet
+      for (int64_t c = 0; c < cols; ++c) row[c] = 0.0f;
+      correction[r] = 1.0f;
+      continue;
+    }
+    // 1 when the max stays, or on the first visible tile (as the AVX2 version)
+    correction[r] = old_max == new_max || old_max == neg_inf
+                        ? 1.0f
+                        : _mm512_cvtss_f32(exp2_lanes(_mm512_set1_ps(old_max - new_max)));
+    row_sum[r] = row_sum[r] * correction[r] + exp2_shifted(row, cols, new_max);
+    row_max_of_rows[r] = new_max;
+  }
+}
 
 void gemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                  int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -181,6 +237,9 @@ void exp2_gemm_avx512(int64_t, int64_t, int64_t, float, const float*, int64_t, i
 void softmax_grad_gemm_avx512(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
                               int64_t, const float*, int64_t, const float*, float*, int64_t) {
   fail("softmax_grad_gemm_avx512: not an x86-64 build");
+}
+void online_softmax_avx512(float*, int64_t, int64_t, float*, float*, float*) {
+  fail("online_softmax_avx512: not an x86-64 build");
 }
 }  // namespace tg::cpu::tiles
 #endif

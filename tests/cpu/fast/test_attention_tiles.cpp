@@ -269,16 +269,23 @@ TEST_CASE("attention tile rows: exp2 and max on AVX2 and on SSE2", "[attention][
   }
 }
 
-TEST_CASE("attention tile rows: the online softmax step on AVX2 against double", "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) return;  // the SSE2 path runs it a row at a time, in the kernel
+namespace {
+
+using OnlineSoftmaxStep = void (*)(float*, int64_t, int64_t, float*, float*, float*);
+
+// One online softmax step (tiles::online_softmax_avx2 or _avx512) against double, on tiles whose
+// rows cover every case of the step, at widths around 8- and 16-lane tails.
+void check_online_softmax(const char* name, OnlineSoftmaxStep step) {
   const float inf = std::numeric_limits<float>::infinity();
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> dist(-6, 6);
-  for (int64_t cols : {1, 7, 8, 13, 16, 64}) {
+  for (int64_t cols : {1, 7, 8, 13, 16, 17, 31, 33, 64, 128}) {
     const int64_t rows = 9;
-    INFO("cols " << cols);
-    std::vector<float> scores(rows * cols), row_max(rows), row_sum(rows), correction(rows, kSentinel);
+    INFO(name << ", cols " << cols);
+    // (one more entry past the tile: a sentinel, which no store may reach)
+    std::vector<float> scores(rows * cols + 1), row_max(rows), row_sum(rows), correction(rows, kSentinel);
     for (float& s : scores) s = dist(gen);
+    scores.back() = kSentinel;
     // Row 0: nothing visible, before and now. Row 1: its first visible entries (m = -inf). Row 2:
     // the max stays (every score below it). Row 3: the max grows. Row 4: masked entries among
     // visible ones. Row 5: all masked now, visible before. Others: earlier statistics at random.
@@ -294,7 +301,8 @@ TEST_CASE("attention tile rows: the online softmax step on AVX2 against double",
     row_max[2] = 7.0f;    // above every score
     row_max[3] = -10.0f;  // below every score
     const std::vector<float> before = scores, max_before = row_max, sum_before = row_sum;
-    tiles::online_softmax_avx2(scores.data(), rows, cols, row_max.data(), row_sum.data(), correction.data());
+    step(scores.data(), rows, cols, row_max.data(), row_sum.data(), correction.data());
+    REQUIRE(scores.back() == kSentinel);  // nothing stored past the tile
     for (int64_t r = 0; r < rows; ++r) {
       INFO("row " << r);
       double tile_max = -inf;
@@ -324,6 +332,15 @@ TEST_CASE("attention tile rows: the online softmax step on AVX2 against double",
       if (r == 2) REQUIRE(correction[r] == 1.0f);  // the max stayed: exactly 1
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("attention tile rows: the online softmax step on AVX2 and AVX-512 against double",
+          "[attention][tiles]") {
+  if (!tg::cpu::cpu_has_avx2_fma()) return;  // the SSE2 path runs it a row at a time, in the kernel
+  check_online_softmax("AVX2", tiles::online_softmax_avx2);
+  if (tg::cpu::cpu_has_avx512f()) check_online_softmax("AVX-512", tiles::online_softmax_avx512);
 }
 
 TEST_CASE("attention tile rows: the backward's exp and softmax gradient passes on AVX2", "[attention][tiles]") {
