@@ -37,15 +37,10 @@ std::vector<std::pair<std::string, Shape>> names_and_shapes(const Module& m) {
   return out;
 }
 
-// A model quantized in `mode` (static: calibrated on x), with or without biases.
-std::shared_ptr<MultiHeadAttention> quantized(QuantMode mode, bool bias, const Tensor& x) {
+// A model quantized in `mode` (static: calibrated on x).
+std::shared_ptr<MultiHeadAttention> quantized(QuantMode mode, const Tensor& x) {
   manual_seed(11);
   auto mha = std::make_shared<MultiHeadAttention>(kHidden, kHeads);
-  if (!bias) {
-    for (const auto& p : {mha->q_proj, mha->k_proj, mha->v_proj}) {
-      p->replace_in_place([&](const Tensor& t) { return t.same(p->bias) ? zeros({kHidden}) : Tensor(); });
-    }
-  }
   mha->eval();
   if (mode == QuantMode::dynamic) {
     quantize_dynamic(*mha);
@@ -63,7 +58,7 @@ TEST_CASE("int8 attention: q, k, v as one product equal three products to the bi
   const Tensor x = uniform({2, 37, kHidden}, -2, 2);
   const Tensor mask = padding_mask({37, 20}, 37);
   for (QuantMode mode : {QuantMode::dynamic, QuantMode::static_}) {
-    const auto mha = quantized(mode, true, x);
+    const auto mha = quantized(mode, x);
     REQUIRE(mha->stacked_input_scale().has_value());
     REQUIRE(mha->q_proj->weight.storage() == mha->v_proj->weight.storage());  // one tensor
     for (bool causal : {false, true}) {
@@ -80,7 +75,7 @@ TEST_CASE("int8 attention: the stack keeps the state dict, and loads write throu
           "[quantize][mha-variants][packed]") {
   manual_seed(5);
   const Tensor x = uniform({1, 9, kHidden}, -1, 1);
-  const auto mha = quantized(QuantMode::dynamic, true, x);
+  const auto mha = quantized(QuantMode::dynamic, x);
   // Another model's state, loaded into a stacked model of other weights (quantize_structure
   // stacks too): the outputs of the one whose state it is, to the bit.
   manual_seed(99);
@@ -106,7 +101,7 @@ TEST_CASE("int8 attention: a projection out of the stack, or input scales that d
   manual_seed(8);
   const Tensor x = uniform({2, 11, kHidden}, -1, 1);
   SECTION("k's weight replaced by a tensor of its own (other values)") {
-    const auto mha = quantized(QuantMode::dynamic, false, x);
+    const auto mha = quantized(QuantMode::dynamic, x);
     const Tensor other = cat({mha->v_proj->weight}, 0);  // v's int8 weight, in storage of its own
     mha->k_proj->replace_in_place(
         [&](const Tensor& t) { return t.same(mha->k_proj->weight) ? other : Tensor(); });
@@ -115,7 +110,7 @@ TEST_CASE("int8 attention: a projection out of the stack, or input scales that d
     REQUIRE(self == separate);  // the stacked rows still hold k's old weight: not read
   }
   SECTION("static input scales that differ after a load") {
-    const auto mha = quantized(QuantMode::static_, true, x);
+    const auto mha = quantized(QuantMode::static_, x);
     REQUIRE(mha->stacked_input_scale().has_value());
     mha->v_proj->input_scale.copy_(mha->v_proj->input_scale * 2.0);
     REQUIRE_FALSE(mha->stacked_input_scale().has_value());
