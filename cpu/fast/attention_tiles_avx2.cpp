@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include "tapegrad/cpu/fast/attention_tiles.h"  // declarations only
+#include "tapegrad/cpu/fast/online_softmax_step.h"  // a template of internal linkage
 
 namespace tg::cpu::tiles {
 namespace {
@@ -261,27 +262,11 @@ float row_max_avx2(const float* row, int64_t cols) { return row_max(row, cols); 
 
 void online_softmax_avx2(float* scores, int64_t rows, int64_t cols, float* row_max_of_rows,
                          float* row_sum, float* correction) {
-  const float neg_inf = -__builtin_inff();
-  for (int64_t r = 0; r < rows; ++r) {  // the new maxima, in correction for now
-    const float tile_max = row_max(scores + r * cols, cols);
-    correction[r] = tile_max > row_max_of_rows[r] ? tile_max : row_max_of_rows[r];
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = scores + r * cols;
-    const float old_max = row_max_of_rows[r], new_max = correction[r];
-    if (new_max == neg_inf) {  // nothing visible in this row yet
-      for (int64_t c = 0; c < cols; ++c) row[c] = 0.0f;
-      correction[r] = 1.0f;
-      continue;
-    }
-    // 1 when the max stays, or on the first visible tile (see online_softmax)
-    const __m256 step = _mm256_set1_ps(old_max - new_max);
-    correction[r] = old_max == new_max || old_max == neg_inf
-                        ? 1.0f
-                        : _mm_cvtss_f32(_mm256_castps256_ps128(exp2_lanes(step)));
-    row_sum[r] = row_sum[r] * correction[r] + exp2_shifted(row, cols, new_max);
-    row_max_of_rows[r] = new_max;
-  }
+  const auto exp2_one = [](float x) {
+    return _mm_cvtss_f32(_mm256_castps256_ps128(exp2_lanes(_mm256_set1_ps(x))));
+  };
+  online_softmax_step(scores, rows, cols, row_max_of_rows, row_sum, correction, row_max,
+                      exp2_shifted, exp2_one);
 }
 
 void exp2_rows_avx2(float* scores, int64_t rows, int64_t cols, int64_t ld, const float* lse) {

@@ -17,6 +17,7 @@
 #include "tapegrad/cpu/fast/immintrin_avx512.h"  // <immintrin.h>, GCC bug 105593 silenced
 
 #include "tapegrad/cpu/fast/attention_tiles.h"  // declarations only
+#include "tapegrad/cpu/fast/online_softmax_step.h"  // a template of internal linkage
 
 namespace tg::cpu::tiles {
 namespace {
@@ -184,26 +185,9 @@ float row_max(const float* row, int64_t cols) {  // -inf when empty or all -inf;
 
 void online_softmax_avx512(float* scores, int64_t rows, int64_t cols, float* row_max_of_rows,
                            float* row_sum, float* correction) {
-  const float neg_inf = -__builtin_inff();
-  for (int64_t r = 0; r < rows; ++r) {  // the new maxima, in correction for now
-    const float tile_max = row_max(scores + r * cols, cols);
-    correction[r] = tile_max > row_max_of_rows[r] ? tile_max : row_max_of_rows[r];
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = scores + r * cols;
-    const float old_max = row_max_of_rows[r], new_max = correction[r];
-    if (new_max == neg_inf) {  // nothing visible in this row yet
-      for (int64_t c = 0; c < cols; ++c) row[c] = 0.0f;
-      correction[r] = 1.0f;
-      continue;
-    }
-    // 1 when the max stays, or on the first visible tile (as the AVX2 version)
-    correction[r] = old_max == new_max || old_max == neg_inf
-                        ? 1.0f
-                        : _mm512_cvtss_f32(exp2_lanes(_mm512_set1_ps(old_max - new_max)));
-    row_sum[r] = row_sum[r] * correction[r] + exp2_shifted(row, cols, new_max);
-    row_max_of_rows[r] = new_max;
-  }
+  const auto exp2_one = [](float x) { return _mm512_cvtss_f32(exp2_lanes(_mm512_set1_ps(x))); };
+  online_softmax_step(scores, rows, cols, row_max_of_rows, row_sum, correction, row_max,
+                      exp2_shifted, exp2_one);
 }
 
 void gemm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
