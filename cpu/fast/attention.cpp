@@ -25,7 +25,9 @@
 // cpu/fast/attention_tiles.h: products (a BLAS call costs more than the arithmetic of a
 // 32 x 32 x 16 tile) and the softmax row passes; their operands are laid out for L1 first
 // (KeysOperand, Rows, Sums), and causal tiles on the diagonal are computed in bands
-// (Item::row_bands). Otherwise, and for f64, products go to blas_gemm (one BLAS thread each) and
+// (Item::row_bands). A few query rows (incremental decoding: one new position against the KV
+// cache) read the keys where they lie, one dot product per (query, key), eight keys at a time
+// (tiles::key_dots_avx2). Otherwise, and for f64, products go to blas_gemm (one BLAS thread each) and
 // rows to cpu/fast/simd.h. The thread pool runs over items, or runs of query tiles, above
 // kParallelAttentionFlops (autograd/threads.h).
 // Working memory is per thread and kept between calls (scratch), so a tile allocates nothing.
@@ -331,6 +333,11 @@ template <typename T>
 void product_with_keys(int64_t m, int64_t cols, int64_t k, T alpha, const T* a, int64_t lda,
                        const KeysOperand<T>& keys, int64_t j0, T beta, T* c, int64_t ldc) {
   if (keys.few_queries) {  // a dot product per (query, key), each key row read where it lies
+    if constexpr (std::is_same_v<T, float>) {
+      if (beta == T(0) && fast_paths_enabled()) {
+        return tiles::key_dots_avx2(m, cols, k, alpha, a, lda, keys.data + j0 * keys.ld, keys.ld, c, ldc);
+      }
+    }
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t col = 0; col < cols; ++col) {
         const T product = alpha * dot(a + r * lda, keys.data + (j0 + col) * keys.ld, k);

@@ -66,6 +66,15 @@ class Avx2TilesScope {
   Avx2TilesScope& operator=(const Avx2TilesScope&) = delete;
 };
 
+// The scores of a few query rows against keys read where they lie (incremental decoding: one new
+// position against the cache): C(r, j) = alpha (a_r . key_j) for r < m, j < cols, a_r = a + r lda
+// and key_j = keys + j ld_keys, k entries each. A key's products are summed in eight lanes (the
+// chunk past k masked), and eight keys' lane sums are added up together, in one vector, by
+// horizontal adds. AVX2 on every CPU with it: the keys stream from memory, one FMA per eight
+// entries, and wider vectors would only wait longer on the loads.
+void key_dots_avx2(int64_t m, int64_t cols, int64_t k, float alpha, const float* a, int64_t lda,
+                   const float* keys, int64_t ld_keys, float* c, int64_t ldc);
+
 // out (cols x rows, leading dimension ld_out) = in (rows x cols, leading dimension ld_in)^T, in
 // 8 x 8 blocks.
 void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,

@@ -239,6 +239,45 @@ float row_max(const float* row, int64_t cols) {
   return max_of_lanes(best);
 }
 
+// a . key over k entries, as eight lane sums (a's and key's chunks of eight multiplied and added
+// lane by lane; a chunk past k masked).
+__m256 dot_lanes(const float* a, const float* key, int64_t k, __m256i tail) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(key + p), acc);
+  if (p < k) acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + p, tail), _mm256_maskload_ps(key + p, tail), acc);
+  return acc;
+}
+
+// dot_lanes for eight keys at once, ld apart: eight independent chains of FMAs (one key's chain
+// alone would wait on each FMA's latency), a's chunk loaded once for the eight.
+void dot_lanes_of_eight(const float* a, const float* keys, int64_t ld, int64_t k, __m256i tail,
+                        __m256 sums[8]) {
+  for (int key = 0; key < 8; ++key) sums[key] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) {
+    const __m256 chunk = _mm256_loadu_ps(a + p);
+    for (int key = 0; key < 8; ++key) {
+      sums[key] = _mm256_fmadd_ps(chunk, _mm256_loadu_ps(keys + key * ld + p), sums[key]);
+    }
+  }
+  if (p < k) {
+    const __m256 chunk = _mm256_maskload_ps(a + p, tail);
+    for (int key = 0; key < 8; ++key) {
+      sums[key] = _mm256_fmadd_ps(chunk, _mm256_maskload_ps(keys + key * ld + p, tail), sums[key]);
+    }
+  }
+}
+
+// The lane sums of eight vectors, as one vector: lane j holds the sum of sums[j]'s lanes (a tree
+// of horizontal adds, then the two 128-bit halves added).
+__m256 sums_of_eight(const __m256 sums[8]) {
+  const __m256 first = _mm256_hadd_ps(_mm256_hadd_ps(sums[0], sums[1]), _mm256_hadd_ps(sums[2], sums[3]));
+  const __m256 second = _mm256_hadd_ps(_mm256_hadd_ps(sums[4], sums[5]), _mm256_hadd_ps(sums[6], sums[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(first, second, 0x20),
+                       _mm256_permute2f128_ps(first, second, 0x31));
+}
+
 }  // namespace
 
 void transpose_avx2(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
@@ -290,6 +329,23 @@ void softmax_backward_rows_avx2(float* d_probs, const float* probs, int64_t rows
   }
 }
 
+void key_dots_avx2(int64_t m, int64_t cols, int64_t k, float alpha, const float* a, int64_t lda,
+                   const float* keys, int64_t ld_keys, float* c, int64_t ldc) {
+  const __m256i tail = lanes_below(k % 8);
+  const __m256 scale = _mm256_set1_ps(alpha);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* query = a + r * lda;
+    float* out = c + r * ldc;
+    int64_t j = 0;
+    for (; j + 8 <= cols; j += 8) {  // eight keys: their lane sums, added up in one vector
+      __m256 sums[8];
+      dot_lanes_of_eight(query, keys + j * ld_keys, ld_keys, k, tail, sums);
+      _mm256_storeu_ps(out + j, _mm256_mul_ps(scale, sums_of_eight(sums)));
+    }
+    for (; j < cols; ++j) out[j] = alpha * sum_of_lanes(dot_lanes(query, keys + j * ld_keys, k, tail));
+  }
+}
+
 void gemm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   blocks(m, n, k, a, a_row, a_col, b, ldb, c, ldc, LinearStore{alpha, beta});
@@ -324,6 +380,10 @@ void softmax_grad_gemm_avx2(int64_t, int64_t, int64_t, const float*, int64_t, in
 }
 void transpose_avx2(int64_t, int64_t, const float*, int64_t, float*, int64_t) {
   fail("transpose_avx2: not an x86-64 build");
+}
+void key_dots_avx2(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                   float*, int64_t) {
+  fail("key_dots_avx2: not an x86-64 build");
 }
 float exp2_shifted_row_avx2(float*, int64_t, float) { fail("exp2_shifted_row_avx2: not an x86-64 build"); }
 float row_max_avx2(const float*, int64_t) { fail("row_max_avx2: not an x86-64 build"); }

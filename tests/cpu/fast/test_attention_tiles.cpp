@@ -6,6 +6,8 @@
 //    of NaNs, beta 1 and 0.5, and padded leading dimensions whose padding must stay untouched (the
 //    masked lanes). The tolerance is the GEMM bound of tests/cpu/test_reference.cpp:
 //    (k + 4) u (|alpha| sum_p |a_ip||b_pj| + |beta c_ij|);
+//  - the few-query-rows scores (incremental decoding) against the same bound, on keys read in
+//    place: blocks of eight keys and what they leave, head widths with and without a tail chunk;
 //  - transposes (8 x 8 blocks and what they leave) exactly, padding untouched;
 //  - exp2 over rows against std::exp2 within 1.2e-7 relative (the bound of cpu/fast/simd.h), the
 //    masked (-inf) entries exactly 0, and the row max, NaNs skipped; beside them the SSE2 row
@@ -31,6 +33,21 @@ using namespace tg::cpu;
 namespace {
 
 constexpr float kSentinel = 12345.0f;
+
+// sum over p < k of a[p a_step] b[p b_step] in double, and the sum of the terms' sizes (the
+// products' error bound is a multiple of it).
+struct DotInDouble {
+  double sum = 0, bound = 0;
+};
+DotInDouble dot_in_double(const float* a, int64_t a_step, const float* b, int64_t b_step, int64_t k) {
+  DotInDouble dot;
+  for (int64_t p = 0; p < k; ++p) {
+    const double term = static_cast<double>(a[p * a_step]) * b[p * b_step];
+    dot.sum += term;
+    dot.bound += std::abs(term);
+  }
+  return dot;
+}
 
 enum class Width { avx2, avx512 };  // which file's products
 
@@ -61,14 +78,8 @@ void check_product(int64_t m, int64_t n, int64_t k, bool transpose_a, float beta
         REQUIRE(result[i * ldc + j] == kSentinel);
         continue;
       }
-      double exact = 0, bound = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double term = static_cast<double>(a[i * a_row + p * a_col]) * b[p * ldb + j];
-        exact += term;
-        bound += std::abs(term);
-      }
-      exact *= alpha;
-      bound *= std::abs(alpha);
+      const DotInDouble dot = dot_in_double(a.data() + i * a_row, a_col, b.data() + j, ldb, k);
+      double exact = alpha * dot.sum, bound = std::abs(alpha) * dot.bound;
       if (beta != 0) {
         exact += static_cast<double>(beta) * c[i * ldc + j];
         bound += std::abs(static_cast<double>(beta) * c[i * ldc + j]);
@@ -109,12 +120,7 @@ void check_fused_products(int64_t m, int64_t n, int64_t k, Width width = Width::
         REQUIRE(d_s[i * ldc + j] == kSentinel);
         continue;
       }
-      double sum = 0, bound = 0;
-      for (int64_t q = 0; q < k; ++q) {
-        const double term = static_cast<double>(a[i * lda + q]) * b[q * ldb + j];
-        sum += term;
-        bound += std::abs(term);
-      }
+      const auto [sum, bound] = dot_in_double(a.data() + i * lda, 1, b.data() + j, ldb, k);
       const double exponent_error = (k + 4) * u * std::abs(alpha) * bound + 2 * u * std::abs(shift[i]);
       const double expected_p = std::exp2(alpha * sum - shift[i]);
       REQUIRE(std::abs(p[i * ldc + j] - expected_p) <= (exponent_error * 0.7 + 1.2e-7) * expected_p);
@@ -183,6 +189,43 @@ TEST_CASE("attention tile products on AVX-512 match a double-precision triple lo
     }
   }
   check_fused_products(64, 128, 32, Width::avx512);
+}
+
+// key_dots_avx2: C(r, j) = alpha (a_r . key_j) for a few query rows against keys read where they
+// lie (rows ld_keys apart, past k: other floats), within the GEMM bound; C's padding untouched.
+void check_key_dots(int64_t m, int64_t cols, int64_t k) {
+  INFO("m " << m << ", keys " << cols << ", k " << k);
+  std::mt19937 gen(static_cast<uint32_t>(m * 7919 + cols * 31 + k));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  const int64_t lda = k + 1, ld_keys = k + 3, ldc = cols + 5;
+  std::vector<float> a(m * lda), keys(cols * ld_keys), c(m * ldc, kSentinel);
+  for (float& x : a) x = dist(gen);
+  for (float& x : keys) x = dist(gen);
+  const float alpha = -0.6f;
+  tiles::key_dots_avx2(m, cols, k, alpha, a.data(), lda, keys.data(), ld_keys, c.data(), ldc);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      INFO("C(" << r << ", " << j << ")");
+      if (j >= cols) {
+        REQUIRE(c[r * ldc + j] == kSentinel);
+        continue;
+      }
+      const DotInDouble dot = dot_in_double(a.data() + r * lda, 1, keys.data() + j * ld_keys, 1, k);
+      REQUIRE(std::abs(c[r * ldc + j] - alpha * dot.sum) <=
+              (k + 4) * 0x1.0p-24 * std::abs(alpha) * dot.bound + 1e-30);
+    }
+  }
+}
+
+TEST_CASE("attention key dots (a few query rows against keys in place) match double", "[attention][tiles]") {
+  if (!tg::cpu::cpu_has_avx2_fma()) return;  // said by the products' test
+  // blocks of eight keys and 1..7 left over, head widths in whole chunks of eight and with a tail
+  for (int64_t m : {1, 2, 4}) {
+    for (int64_t cols : {1, 7, 8, 9, 16, 23, 128}) {
+      for (int64_t k : {1, 5, 8, 13, 32, 64, 67, 128}) check_key_dots(m, cols, k);
+    }
+  }
+  check_key_dots(1, 0, 32);  // no keys: nothing written
 }
 
 TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention][tiles]") {
