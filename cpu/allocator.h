@@ -2,8 +2,11 @@
 // The CPU allocator behind CpuKernels::allocate / deallocate: 64-byte aligned blocks from
 // aligned_alloc, and a cache of freed large blocks. A training step frees and allocates the same
 // sizes every step; handing back a cached block of the same size saves the page faults and zeroing
-// of fresh pages that malloc's large blocks cost (it returns them to the system when freed). Small
-// blocks (under 64 KiB) go straight to malloc, whose own free lists serve them well.
+// of fresh pages that malloc's large blocks cost (it returns them to the system when freed).
+// Generation allocates the same small tensors for every token (a row of activations, a head's
+// scores), and a 64-byte aligned block from glibc takes its slow path (it cuts the alignment's
+// slack off and frees it again, and the heap's free lists fill with the pieces): so blocks from
+// kCpuCachedMinBytes (256 bytes) on are cached too. Below that, malloc's own bins serve them.
 //
 // Blocks of 2 MiB and more start on a 2 MiB boundary and are marked for transparent huge pages
 // (madvise; Linux serves them where its setting is "madvise" or "always"). The attention kernel
@@ -21,7 +24,7 @@
 
 namespace tg::cpu {
 
-inline constexpr size_t kCpuCachedMinBytes = size_t(1) << 16;
+inline constexpr size_t kCpuCachedMinBytes = size_t(1) << 8;  // 256 bytes
 inline constexpr size_t kCpuCacheLimit = size_t(1) << 30;  // idle bytes kept at most
 inline constexpr size_t kCpuHugePageBytes = size_t(2) << 20;
 

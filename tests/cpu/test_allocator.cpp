@@ -1,6 +1,7 @@
-// The CPU allocator's cache of freed large blocks (cpu/allocator.h): a freed block of the same
-// size is handed out again, small blocks and FastPathsOff bypass it, the tensor counters are not
-// changed by it, and empty_cache frees what it holds; blocks from 2 MiB on start on a huge page.
+// The CPU allocator's cache of freed blocks (cpu/allocator.h): a freed block of the same size is
+// handed out again (a token's rows of activations too), blocks under 256 bytes and FastPathsOff
+// bypass it, the tensor counters are not changed by it, and empty_cache frees what it holds;
+// blocks from 2 MiB on start on a huge page.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -56,6 +57,21 @@ TEST_CASE("CPU allocator: blocks from 2 MiB on start on a 2 MiB boundary, smalle
     std::memset(block, 0x5a, size);
     free_block(block, size);
   }
+  cpu_empty_cache();
+}
+
+TEST_CASE("CPU allocator: a token's small tensors come back from the cache", "[allocator]") {
+  if (!fast_paths_enabled()) return;
+  // Incremental decoding allocates rows like these for every token: [1, 128] activations (512
+  // bytes) and a head's [1, 1, 32] output (128 bytes, under kCpuCachedMinBytes: malloc's).
+  cpu_empty_cache();
+  { const Tensor row = zeros({1, 128}, DType::f32); }
+  REQUIRE(cpu_cache_stats().idle_blocks == 1);
+  const int64_t hits = cpu_cache_stats().hits;
+  { const Tensor again = zeros({1, 128}, DType::f32); }
+  REQUIRE(cpu_cache_stats().hits == hits + 1);
+  { const Tensor head = zeros({1, 1, 32}, DType::f32); }
+  REQUIRE(cpu_cache_stats().idle_blocks == 1);
   cpu_empty_cache();
 }
 
