@@ -70,8 +70,8 @@ class Avx2TilesScope {
 // position against the cache): C(r, j) = alpha (a_r . key_j) for r < m, j < cols, a_r = a + r lda
 // and key_j = keys + j ld_keys, k entries each. A key's products are summed in eight lanes (the
 // chunk past k masked), and eight keys' lane sums are added up together, in one vector, by
-// horizontal adds. AVX2 on every CPU with it: the keys stream from memory, one FMA per eight
-// entries, and wider vectors would only wait longer on the loads.
+// horizontal adds. AVX2 on every CPU with it: at long contexts the keys stream from L3 and the
+// loop waits on them, not on its FMAs (bench/RESULTS.md, generation, late night).
 void key_dots_avx2(int64_t m, int64_t cols, int64_t k, float alpha, const float* a, int64_t lda,
                    const float* keys, int64_t ld_keys, float* c, int64_t ldc);
 

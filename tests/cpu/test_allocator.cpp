@@ -1,9 +1,11 @@
 // The CPU allocator's cache of freed blocks (cpu/allocator.h): a freed block of the same size is
-// handed out again (a token's rows of activations too), blocks under 256 bytes and FastPathsOff
-// bypass it, the tensor counters are not changed by it, and empty_cache frees what it holds;
-// blocks from 2 MiB on start on a huge page.
+// handed out again (a token's rows of activations too, and sizes of one class), blocks under 256
+// bytes and FastPathsOff bypass it, under AddressSanitizer what is not handed out is poisoned,
+// the tensor counters are not changed by it, and empty_cache frees what it holds; blocks from
+// 2 MiB on start on a huge page.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -13,18 +15,22 @@
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
 
+#if defined(TG_ASAN_BUILD)
+#include <sanitizer/asan_interface.h>
+#endif
+
 using namespace tg;
 using namespace tg::cpu;
 
 TEST_CASE("CPU allocator: a freed large block is reused for the same size", "[allocator]") {
   if (!fast_paths_enabled()) return;  // (the cache is off where the fast paths are)
   cpu_empty_cache();
-  const size_t size = 3 * kCpuCachedMinBytes + 8;  // rounded up to 64 bytes inside
+  const size_t size = 3 * kCpuCachedMinBytes + 8;  // rounded up to its size class inside
   void* first = allocate_block(size);
   free_block(first, size);
   const CpuCacheStats idle = cpu_cache_stats();
   REQUIRE(idle.idle_blocks == 1);
-  REQUIRE(idle.idle_bytes == static_cast<int64_t>((size + 63) / 64 * 64));
+  REQUIRE(idle.idle_bytes == static_cast<int64_t>(cpu_block_bytes(size)));
   void* second = allocate_block(size);
   REQUIRE(second == first);
   REQUIRE(cpu_cache_stats().hits == idle.hits + 1);
@@ -60,6 +66,43 @@ TEST_CASE("CPU allocator: blocks from 2 MiB on start on a 2 MiB boundary, smalle
   cpu_empty_cache();
 }
 
+TEST_CASE("CPU allocator: size classes, 2^e times 1, 1.25, 1.5 or 1.75 from 256 bytes on",
+          "[allocator]") {
+  REQUIRE(cpu_block_bytes(1) == 64);  // below 256 bytes: a multiple of 64 only
+  REQUIRE(cpu_block_bytes(200) == 256);
+  REQUIRE(cpu_block_bytes(256) == 256);
+  REQUIRE(cpu_block_bytes(257) == 320);  // 256 + 64
+  REQUIRE(cpu_block_bytes(1000) == 1024);
+  REQUIRE(cpu_block_bytes(1025) == 1280);
+  REQUIRE(cpu_block_bytes(3 << 20) == 3 << 20);  // 1.5 x 2 MiB
+  REQUIRE(cpu_block_bytes((3 << 20) + 1) == 7 << 19);  // 1.75 x 2 MiB
+  for (size_t size = 1; size < (size_t(1) << 22); size = size * 5 / 4 + 7) {
+    INFO(size << " bytes");
+    const size_t block = cpu_block_bytes(size);
+    REQUIRE(block >= size);
+    REQUIRE(block % 64 == 0);
+    REQUIRE(block <= std::max<size_t>(size * 5 / 4 + 64, 256));  // at most a quarter more
+  }
+}
+
+TEST_CASE("CPU allocator: sizes that keep growing reuse their class's blocks", "[allocator]") {
+  if (!fast_paths_enabled()) return;
+  // What generation without the cache asks for: a tensor a step, each a row of 128 floats longer
+  // than the last (64 KiB to 1 MiB), freed before the next. With exact sizes every one stayed
+  // idle, up to the cache's 1 GiB limit; with classes, one block a class.
+  cpu_empty_cache();
+  const CpuCacheStats before = cpu_cache_stats();
+  int64_t steps = 0;
+  for (size_t size = 64 << 10; size <= (1 << 20); size += 512, ++steps) {
+    void* block = allocate_block(size);
+    free_block(block, size);
+  }
+  const CpuCacheStats after = cpu_cache_stats();
+  REQUIRE(after.idle_blocks <= 17);  // four classes an octave over four octaves, and 1 MiB
+  REQUIRE(after.hits - before.hits >= steps - 17);
+  cpu_empty_cache();
+}
+
 TEST_CASE("CPU allocator: a token's small tensors come back from the cache", "[allocator]") {
   if (!fast_paths_enabled()) return;
   // Incremental decoding allocates rows like these for every token: [1, 128] activations (512
@@ -74,6 +117,23 @@ TEST_CASE("CPU allocator: a token's small tensors come back from the cache", "[a
   REQUIRE(cpu_cache_stats().idle_blocks == 1);
   cpu_empty_cache();
 }
+
+#if defined(TG_ASAN_BUILD)
+TEST_CASE("CPU allocator under AddressSanitizer: bytes past a request and idle blocks are poisoned",
+          "[allocator]") {
+  cpu_empty_cache();
+  char* block = static_cast<char*>(allocate_block(300));  // a block of 320 bytes
+  REQUIRE(__asan_region_is_poisoned(block, 300) == nullptr);
+  REQUIRE(__asan_address_is_poisoned(block + 304));  // the first whole 8-byte granule past 300
+  REQUIRE(__asan_address_is_poisoned(block + 319));
+  free_block(block, 300);
+  if (fast_paths_enabled()) REQUIRE(__asan_address_is_poisoned(block));  // idle in the cache
+  char* again = static_cast<char*>(allocate_block(310));  // the same class: usable to 310 now
+  REQUIRE(__asan_region_is_poisoned(again, 310) == nullptr);
+  free_block(again, 310);
+  cpu_empty_cache();
+}
+#endif
 
 TEST_CASE("CPU allocator: small blocks and FastPathsOff bypass the cache", "[allocator]") {
   cpu_empty_cache();
