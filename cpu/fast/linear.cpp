@@ -5,10 +5,13 @@
 // projection), and by the time the second starts, the first has pushed the start of G out of
 // L2. Here each thread takes a contiguous share of G's rows and walks it in blocks small enough
 // that a block of G, x and dx stays in L2 while the block's three results are computed: G is read
-// from memory once. The price: each thread past the first sums its share of dW and db into a
-// buffer of its own ((threads - 1) x (N K + N) entries, from the allocator, so the peak counts
-// it), and the buffers are added at the end. So dW's sums run in another order than one product
-// over all rows, and depend on the thread count (within rounding).
+// from memory once. That holds while dW (N x K) stays in L2 too, for every block adds into it:
+// past kBlockBytes of dW (a 768-wide layer) each block would stream dW through memory again, half
+// the products' speed at 3072 x 768, so then a thread's share is one block. The price: each
+// thread past the first sums its share of dW and db into a buffer of its own ((threads - 1) x
+// (N K + N) entries, from the allocator, so the peak counts it), and the buffers are added at the
+// end. So dW's sums run in another order than one product over all rows, and depend on the thread
+// count (within rounding).
 //
 // A row of G that is zero adds nothing to dW or db, and its row of dx is zero: so a block goes
 // in runs, zero rows (dx's rows set to 0) and rows with a gradient (the products). Positions a
@@ -47,7 +50,10 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
   const int64_t threads = parallel ? std::min<int64_t>(num_threads(), (m + 15) / 16) : 1;
   const int64_t share = ((m + threads - 1) / threads + 15) / 16 * 16;  // rows a thread
   const int64_t row_bytes = (n + 2 * k) * static_cast<int64_t>(sizeof(T));
-  const int64_t block = std::max<int64_t>(16, kBlockBytes / row_bytes / 16 * 16);
+  // dW stays in L2 between blocks only while it is small: past kBlockBytes, every block would
+  // stream all of dW through memory again, so the share goes in one block (three products).
+  const bool dw_fits = n * k * static_cast<int64_t>(sizeof(T)) <= kBlockBytes;
+  const int64_t block = dw_fits ? std::max<int64_t>(16, kBlockBytes / row_bytes / 16 * 16) : share;
   const int64_t partial = n * k + n;  // one thread's dW and db
   const size_t scratch_bytes = static_cast<size_t>((threads - 1) * partial) * sizeof(T);
   T* scratch = scratch_bytes > 0 ? static_cast<T*>(kernels.allocate(scratch_bytes)) : nullptr;

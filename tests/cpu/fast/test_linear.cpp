@@ -1,5 +1,5 @@
 // The one-pass linear backward (cpu/fast/linear.cpp) against sums in double: dx = G W, dW = G^T x,
-// db = the column sums of G, for shapes that give each thread several row blocks or none, rows
+// db = the column sums of G, for shapes that give each thread several row blocks, one or none, rows
 // not a multiple of 16, every subset of the three outputs, and G with zero rows (isolated rows
 // with a gradient, runs, none); at 1, 2 and 3 threads, f32 and f64. A zero row of G leaves an
 // infinite row of x out of dW.
@@ -102,8 +102,10 @@ TEST_CASE("linear backward in one pass: dx, dW and db against double sums", "[li
   // Rows of 700 floats of G, x and dx (20 + 340 + 340: 2.8 KB): blocks of 176 rows, so 1000 rows
   // give each of 2 or 3 threads several blocks and a short last one (a narrow G keeps the double
   // sums of the reference cheap, which matters under the sanitizers); 7 rows give threads past
-  // the first none; 40 x 384 x 128 is timeseries' projection on few rows.
-  for (const Shapes& s : {Shapes{1000, 20, 340}, Shapes{7, 5, 3}, Shapes{40, 384, 128}, Shapes{1, 1, 1}}) {
+  // the first none; 40 x 384 x 128 is timeseries' projection on few rows; a dW of 384 x 400 (600
+  // KB in f32) is past the kernel's 512 KB, so each thread's rows go in one block.
+  for (const Shapes& s : {Shapes{1000, 20, 340}, Shapes{7, 5, 3}, Shapes{40, 384, 128}, Shapes{1, 1, 1},
+                          Shapes{50, 384, 400}}) {
     for (DType dtype : {DType::f32, DType::f64}) {
       check_kernel(s, dtype, true, true, true);
     }
@@ -114,6 +116,7 @@ TEST_CASE("linear backward in one pass: dx, dW and db against double sums", "[li
   for (ZeroRows pattern : {ZeroRows::all_but_every_64th, ZeroRows::runs, ZeroRows::all}) {
     for (DType dtype : {DType::f32, DType::f64}) check_kernel({1000, 20, 340}, dtype, true, true, true, pattern);
     check_kernel({64, 20, 10}, DType::f32, true, true, true, pattern);
+    check_kernel({100, 384, 400}, DType::f32, true, true, true, pattern);  // one block a thread
   }
   // The kernel declines what it does not compute; the op then multiplies (ops/matmul.cpp).
   const Tensor g = ones({4, 3}, DType::f16, kCPU), x = ones({4, 2}, DType::f16, kCPU);
