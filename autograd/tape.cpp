@@ -294,10 +294,21 @@ TapeObserver* set_tape_observer(TapeObserver* new_observer) {
 
 TapeObserver* tape_observer() { return observer; }
 
-bool any_requires_grad(const std::vector<Tensor>& inputs) {
+namespace {
+
+bool any_requires_grad(const Tensor* first, const Tensor* last) {
   if (!grad_mode) return false;
-  return std::any_of(inputs.begin(), inputs.end(),
-                     [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  return std::any_of(first, last, [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
+}  // namespace
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  return any_requires_grad(inputs.data(), inputs.data() + inputs.size());
+}
+
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  return any_requires_grad(inputs.begin(), inputs.end());
 }
 
 // Called by every differentiable op right after computing `output`. The node it builds is owned

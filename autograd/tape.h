@@ -7,9 +7,11 @@
 // A tensor owns the node that produced it (grad_fn); the tape only remembers the order, so a
 // graph nobody can reach any more is freed with its last tensor, as in PyTorch.
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/tensor.h"
@@ -75,11 +77,22 @@ class EnableGrad {  // RAII: records again, even inside NoGrad
 
 // True when an op on these inputs must be recorded.
 bool any_requires_grad(const std::vector<Tensor>& inputs);
+bool any_requires_grad(std::initializer_list<Tensor> inputs);
 
 // Records `output` as produced by `op` from `inputs` when grad mode is on and an input requires
 // grad. `saved` are detached and kept for `backward`.
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward);
+// The same, as ops call it, with braced lists: when nothing is recorded (no_grad, or no input
+// requires grad) it returns before building the node's vectors or its std::function, which
+// would be three heap blocks an op for nothing.
+template <typename Backward>
+void record(const char* op, std::initializer_list<Tensor> inputs, Tensor& output,
+            std::initializer_list<Tensor> saved, Backward&& backward) {
+  if (!any_requires_grad(inputs)) return;
+  record(op, std::vector<Tensor>(inputs), output, std::vector<Tensor>(saved),
+         BackwardFn(std::forward<Backward>(backward)));
+}
 
 // Reverse-mode sweep from `root`. Without `grad`, root must be a scalar (grad = 1).
 //

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
@@ -37,9 +38,11 @@ int64_t numel(const Shape& shape) {
 // The product of the sizes, with a 0 counted as 1, bounds the element count and every
 // contiguous stride (and every stride a view derives from them), so that checking it here keeps
 // all later stride arithmetic inside int64, also for a shape with no elements such as [0, 2^62, 4].
+void throw_rank_error(size_t rank) {
+  throw Error("a shape of " + std::to_string(rank) + " dims: a tensor has at most " + std::to_string(kMaxRank));
+}
+
 void check_shape(const Shape& shape, const char* op) {
-  TG_CHECK(shape.size() <= kMaxRank, "op '", op, "': ", shape.size(), " dims is more than the ",
-           kMaxRank, " a tensor may have");
   int64_t span = 1;
   for (int64_t extent : shape) {
     TG_CHECK(extent >= 0, "op '", op, "': negative size in shape ", shape_str(shape));

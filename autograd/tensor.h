@@ -10,14 +10,11 @@
 
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/shape.h"
 #include "tapegrad/autograd/storage.h"
 
 namespace tg {
 
-using Shape = std::vector<int64_t>;
-// The most dims a tensor may have. Every shape that makes a tensor (or a view of one) is checked
-// against it, so that a shape read from a file cannot make per-dim work unbounded.
-inline constexpr size_t kMaxRank = 16;
 struct Node;
 
 struct TensorImpl {
@@ -127,8 +124,8 @@ std::mutex& grad_lock(const TensorImpl& impl);
 
 // Shapes and strides.
 int64_t numel(const Shape& shape);
-// tg::Error naming `op` unless the shape has at most kMaxRank dims, none negative, and an element
-// count that fits in an int64.
+// tg::Error naming `op` unless the shape has no negative dim and an element count that fits in an
+// int64 (that it has at most kMaxRank dims, Shape itself makes sure).
 void check_shape(const Shape& shape, const char* op);
 Shape contiguous_strides(const Shape& shape);
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);  // -1 -> ndim-1, checked

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cpu/features.h"
@@ -22,8 +23,11 @@ constexpr size_t kAlignment = 64;  // one cache line; aligned_alloc wants a mult
 
 struct BlockCache {
   std::mutex mutex;
-  std::multimap<size_t, void*> idle;  // block bytes (cpu_block_bytes) -> block
+  // block bytes (cpu_block_bytes) -> the idle blocks of that size, the last freed last. A vector a
+  // size keeps its capacity when emptied, so that taking and returning blocks allocates nothing.
+  std::map<size_t, std::vector<void*>> idle;
   size_t idle_bytes = 0;
+  int64_t idle_blocks = 0;
   int64_t hits = 0;
 };
 
@@ -90,10 +94,11 @@ void* allocate_block(size_t nbytes) {
     BlockCache& blocks = cache();
     std::lock_guard lock(blocks.mutex);
     const auto same_size = blocks.idle.find(size);
-    if (same_size != blocks.idle.end()) {
-      void* ptr = same_size->second;
-      blocks.idle.erase(same_size);
+    if (same_size != blocks.idle.end() && !same_size->second.empty()) {
+      void* ptr = same_size->second.back();  // the last freed: the likeliest still in cache
+      same_size->second.pop_back();
       blocks.idle_bytes -= size;
+      --blocks.idle_blocks;
       ++blocks.hits;
       return hand_out(ptr, nbytes, size);
     }
@@ -114,8 +119,9 @@ void free_block(void* ptr, size_t nbytes) {  // (nbytes was allocated: at most k
     std::lock_guard lock(blocks.mutex);
     if (blocks.idle_bytes + size <= kCpuCacheLimit) {
       poison(ptr, size);
-      blocks.idle.emplace(size, ptr);
+      blocks.idle[size].push_back(ptr);
       blocks.idle_bytes += size;
+      ++blocks.idle_blocks;
       return;
     }
   }
@@ -126,19 +132,21 @@ void free_block(void* ptr, size_t nbytes) {  // (nbytes was allocated: at most k
 CpuCacheStats cpu_cache_stats() {
   BlockCache& blocks = cache();
   std::lock_guard lock(blocks.mutex);
-  return {static_cast<int64_t>(blocks.idle_bytes), static_cast<int64_t>(blocks.idle.size()),
-          blocks.hits};
+  return {static_cast<int64_t>(blocks.idle_bytes), blocks.idle_blocks, blocks.hits};
 }
 
 void cpu_empty_cache() {
   BlockCache& blocks = cache();
   std::lock_guard lock(blocks.mutex);
-  for (const auto& [size, ptr] : blocks.idle) {
-    unpoison(ptr, size);
-    std::free(ptr);
+  for (const auto& [size, ptrs] : blocks.idle) {
+    for (void* ptr : ptrs) {
+      unpoison(ptr, size);
+      std::free(ptr);
+    }
   }
   blocks.idle.clear();
   blocks.idle_bytes = 0;
+  blocks.idle_blocks = 0;
 }
 
 }  // namespace tg::cpu
