@@ -3,11 +3,10 @@
 // push_back, insert, erase, ==), and it converts to and from one, but it keeps its at most
 // kMaxRank entries inline: making a tensor, or a view of one, allocates its shape and strides
 // nowhere. With std::vector every view took three heap blocks (the impl, its shape, its strides)
-// and every shape copy one more, which was about 1,500 mallocs a generated token, a fifth of its
+// and every shape copy one more, which was about 1,500 mallocs a generated token, a sixth of its
 // time at a 512-position context (docs/design-notes.md).
 //
-// A shape of more than kMaxRank dims is a tg::Error here, the same bound check_shape
-// (autograd/tensor.h) puts on every tensor.
+// A shape of more than kMaxRank dims is a tg::Error here, so no tensor can have one.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -18,8 +17,8 @@
 
 namespace tg {
 
-// The most dims a tensor may have. Every shape that makes a tensor (or a view of one) is checked
-// against it, so that a shape read from a file cannot make per-dim work unbounded.
+// The most dims a tensor may have, so that a shape read from a file cannot make per-dim work
+// unbounded.
 inline constexpr size_t kMaxRank = 16;
 
 [[noreturn]] void throw_rank_error(size_t rank);  // "a shape of 17 dims: a tensor has at most 16"
@@ -48,15 +47,12 @@ class Shape {
   Shape(std::initializer_list<int64_t> dims) : Shape(dims.begin(), dims.end()) {}
   explicit Shape(size_t count, int64_t value = 0) { resize(count, value); }
   template <std::input_iterator It>
-  Shape(It first, It last) {
-    for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
-  }
+  Shape(It first, It last) { assign(first, last); }
   Shape(const std::vector<int64_t>& dims) : Shape(dims.begin(), dims.end()) {}  // NOLINT: implicit
   operator std::vector<int64_t>() const { return {begin(), end()}; }            // NOLINT: implicit
 
   size_t size() const { return rank_; }
   bool empty() const { return rank_ == 0; }
-  static constexpr size_t max_size() { return kMaxRank; }
   int64_t* data() { return dims_.data(); }
   const int64_t* data() const { return dims_.data(); }
   int64_t& operator[](size_t i) { return dims_[i]; }
@@ -88,20 +84,14 @@ class Shape {
     for (size_t i = rank_; i < count; ++i) dims_[i] = value;
     rank_ = count;
   }
-  void reserve(size_t) {}  // the storage is inline
   template <std::input_iterator It>
   void assign(It first, It last) {
     clear();
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
   }
-  iterator insert(const_iterator position, int64_t dim) {
-    const size_t at = static_cast<size_t>(position - begin());
-    push_back(dim);                                   // one more entry (checked) ...
-    std::rotate(begin() + at, end() - 1, end());      // ... moved to its place
-    return begin() + at;
-  }
+  iterator insert(const_iterator position, int64_t dim) { return insert(position, &dim, &dim + 1); }
   template <std::input_iterator It>
-  iterator insert(const_iterator position, It first, It last) {
+  iterator insert(const_iterator position, It first, It last) {  // appended (checked), then rotated
     const size_t at = static_cast<size_t>(position - begin()), old_rank = rank_;
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
     std::rotate(begin() + at, begin() + old_rank, end());

@@ -35,13 +35,13 @@ int64_t numel(const Shape& shape) {
   return count;
 }
 
-// The product of the sizes, with a 0 counted as 1, bounds the element count and every
-// contiguous stride (and every stride a view derives from them), so that checking it here keeps
-// all later stride arithmetic inside int64, also for a shape with no elements such as [0, 2^62, 4].
 void throw_rank_error(size_t rank) {
   throw Error("a shape of " + std::to_string(rank) + " dims: a tensor has at most " + std::to_string(kMaxRank));
 }
 
+// The product of the sizes, with a 0 counted as 1, bounds the element count and every
+// contiguous stride (and every stride a view derives from them), so that checking it here keeps
+// all later stride arithmetic inside int64, also for a shape with no elements such as [0, 2^62, 4].
 void check_shape(const Shape& shape, const char* op) {
   int64_t span = 1;
   for (int64_t extent : shape) {

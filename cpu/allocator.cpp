@@ -27,7 +27,6 @@ struct BlockCache {
   // size keeps its capacity when emptied, so that taking and returning blocks allocates nothing.
   std::map<size_t, std::vector<void*>> idle;
   size_t idle_bytes = 0;
-  int64_t idle_blocks = 0;
   int64_t hits = 0;
 };
 
@@ -98,7 +97,6 @@ void* allocate_block(size_t nbytes) {
       void* ptr = same_size->second.back();  // the last freed: the likeliest still in cache
       same_size->second.pop_back();
       blocks.idle_bytes -= size;
-      --blocks.idle_blocks;
       ++blocks.hits;
       return hand_out(ptr, nbytes, size);
     }
@@ -121,7 +119,6 @@ void free_block(void* ptr, size_t nbytes) {  // (nbytes was allocated: at most k
       poison(ptr, size);
       blocks.idle[size].push_back(ptr);
       blocks.idle_bytes += size;
-      ++blocks.idle_blocks;
       return;
     }
   }
@@ -132,7 +129,9 @@ void free_block(void* ptr, size_t nbytes) {  // (nbytes was allocated: at most k
 CpuCacheStats cpu_cache_stats() {
   BlockCache& blocks = cache();
   std::lock_guard lock(blocks.mutex);
-  return {static_cast<int64_t>(blocks.idle_bytes), blocks.idle_blocks, blocks.hits};
+  int64_t idle_blocks = 0;
+  for (const auto& [size, ptrs] : blocks.idle) idle_blocks += static_cast<int64_t>(ptrs.size());
+  return {static_cast<int64_t>(blocks.idle_bytes), idle_blocks, blocks.hits};
 }
 
 void cpu_empty_cache() {
@@ -146,7 +145,6 @@ void cpu_empty_cache() {
   }
   blocks.idle.clear();
   blocks.idle_bytes = 0;
-  blocks.idle_blocks = 0;
 }
 
 }  // namespace tg::cpu

@@ -50,8 +50,7 @@ void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_
   const int64_t threads = parallel ? std::min<int64_t>(num_threads(), (m + 15) / 16) : 1;
   const int64_t share = ((m + threads - 1) / threads + 15) / 16 * 16;  // rows a thread
   const int64_t row_bytes = (n + 2 * k) * static_cast<int64_t>(sizeof(T));
-  // dW stays in L2 between blocks only while it is small: past kBlockBytes, every block would
-  // stream all of dW through memory again, so the share goes in one block (three products).
+  // Blocks only while dW stays in L2 too (above); else the share is one block, the products.
   const bool dw_fits = n * k * static_cast<int64_t>(sizeof(T)) <= kBlockBytes;
   const int64_t block = dw_fits ? std::max<int64_t>(16, kBlockBytes / row_bytes / 16 * 16) : share;
   const int64_t partial = n * k + n;  // one thread's dW and db
