@@ -34,75 +34,111 @@ namespace {
 // A block of rows: G's, x's and dx's rows together at most this many bytes (half of a 1 MB L2).
 constexpr int64_t kBlockBytes = 512 << 10;
 
+// The operands, as pointers: dx, dW and db are null where not asked for (w is read for dx only).
 template <typename T>
-void linear_backward_rows(const Tensor& g_t, const Tensor& x_t, const Tensor& w_t,
-                          const Tensor& dx_t, const Tensor& dw_t, const Tensor& db_t,
-                          CpuKernels& kernels) {
-  const int64_t m = g_t.size(0), n = g_t.size(1), k = x_t.size(1);
-  const T* g = g_t.data_as<T>();
-  const T* x = x_t.data_as<T>();
-  const T* w = dx_t.defined() ? w_t.data_as<T>() : nullptr;  // read for dx only
-  T* dx = dx_t.defined() ? dx_t.data_as<T>() : nullptr;
-  T* dw = dw_t.defined() ? dw_t.data_as<T>() : nullptr;
-  T* db = db_t.defined() ? db_t.data_as<T>() : nullptr;
-  const double flops = 2.0 * static_cast<double>(m) * n * k * ((dx ? 1 : 0) + (dw ? 1 : 0));
+struct Operands {
+  int64_t m, n, k;  // G is m x n, x is m x k, W is n x k
+  const T* g;
+  const T* x;
+  const T* w;
+  T* dx;
+  T* dw;
+  T* db;
+};
+
+// How G's rows are cut: `threads` pieces of `share` rows (a multiple of 16; the last may be
+// shorter), each walked in blocks of `block` rows.
+struct RowPlan {
+  int64_t threads, share, block;
+};
+
+template <typename T>
+RowPlan plan_rows(const Operands<T>& a) {
+  const double flops =
+      2.0 * static_cast<double>(a.m) * a.n * a.k * ((a.dx ? 1 : 0) + (a.dw ? 1 : 0));
   const bool parallel = num_threads() > 1 && flops > kParallelFlops && !in_parallel_region();
-  const int64_t threads = parallel ? std::min<int64_t>(num_threads(), (m + 15) / 16) : 1;
-  const int64_t share = ((m + threads - 1) / threads + 15) / 16 * 16;  // rows a thread
-  const int64_t row_bytes = (n + 2 * k) * static_cast<int64_t>(sizeof(T));
+  const int64_t threads = parallel ? std::min<int64_t>(num_threads(), (a.m + 15) / 16) : 1;
+  const int64_t share = ((a.m + threads - 1) / threads + 15) / 16 * 16;
+  const int64_t row_bytes = (a.n + 2 * a.k) * static_cast<int64_t>(sizeof(T));
   // Blocks only while dW stays in L2 too (above); else the share is one block, the products.
-  const bool dw_fits = n * k * static_cast<int64_t>(sizeof(T)) <= kBlockBytes;
-  const int64_t block = dw_fits ? std::max<int64_t>(16, kBlockBytes / row_bytes / 16 * 16) : share;
-  const int64_t partial = n * k + n;  // one thread's dW and db
-  const size_t scratch_bytes = static_cast<size_t>((threads - 1) * partial) * sizeof(T);
+  const bool dw_fits = a.n * a.k * static_cast<int64_t>(sizeof(T)) <= kBlockBytes;
+  const int64_t block =
+      dw_fits ? std::max<int64_t>(16, kBlockBytes / row_bytes / 16 * 16) : share;
+  return {threads, share, block};
+}
+
+// Rows r0 .. r1 of G, none of them zero: their rows of dx, and their terms added to dw and db
+// (a piece's own dW and db, or null).
+template <typename T>
+void add_rows(const Operands<T>& a, int64_t r0, int64_t r1, T* dw, T* db) {
+  const int64_t n = a.n, k = a.k;
+  const T* g_rows = a.g + r0 * n;
+  if (a.dx) {
+    blas_gemm(false, false, r1 - r0, k, n, T(1), g_rows, n, a.w, k, T(0), a.dx + r0 * k, k);
+  }
+  if (dw) blas_gemm(true, false, n, k, r1 - r0, T(1), g_rows, n, a.x + r0 * k, k, T(1), dw, k);
+  if (!db) return;
+  for (int64_t r = 0; r < r1 - r0; ++r) {
+    for (int64_t j = 0; j < n; ++j) db[j] += g_rows[r * n + j];
+  }
+}
+
+// Rows b0 .. b1 of G in runs: zero rows (dx's rows set to 0), then rows with a gradient.
+template <typename T>
+void add_block(const Operands<T>& a, int64_t b0, int64_t b1, T* dw, T* db) {
+  const int64_t n = a.n, k = a.k;
+  for (int64_t r = b0; r < b1;) {
+    int64_t run = r;
+    while (run < b1 && all_zero(a.g + run * n, n)) ++run;
+    if (a.dx) std::fill(a.dx + r * k, a.dx + run * k, T(0));
+    r = run;
+    while (run < b1 && !all_zero(a.g + run * n, n)) ++run;
+    if (run > r) add_rows(a, r, run, dw, db);
+    r = run;
+  }
+}
+
+// One piece, rows first .. past: dw and db (the piece's own, or null) start at 0 and get its
+// terms, a block at a time.
+template <typename T>
+void add_piece(const Operands<T>& a, int64_t first, int64_t past, int64_t block, T* dw, T* db) {
+  if (dw) std::fill(dw, dw + a.n * a.k, T(0));
+  if (db) std::fill(db, db + a.n, T(0));
+  for (int64_t b0 = first; b0 < past; b0 += block) {
+    add_block(a, b0, std::min(past, b0 + block), dw, db);
+  }
+}
+
+template <typename T>
+void linear_backward_rows(const Operands<T>& a, CpuKernels& kernels) {
+  const RowPlan plan = plan_rows(a);
+  const int64_t partial = a.n * a.k + a.n;  // one piece's dW and db
+  const size_t scratch_bytes = static_cast<size_t>((plan.threads - 1) * partial) * sizeof(T);
   T* scratch = scratch_bytes > 0 ? static_cast<T*>(kernels.allocate(scratch_bytes)) : nullptr;
 
   // One piece a thread, each with its own partial dW and db (piece 0 writes dW and db): the
   // pieces are fixed by the thread count, whichever thread runs each.
-  parallel_for(threads, 1, [&](int64_t first_piece, int64_t past_piece) {
+  parallel_for(plan.threads, 1, [&](int64_t first_piece, int64_t past_piece) {
     for (int64_t t = first_piece; t < past_piece; ++t) {
-      T* my_dw = !dw ? nullptr : t == 0 ? dw : scratch + (t - 1) * partial;
-      T* my_db = !db ? nullptr : t == 0 ? db : scratch + (t - 1) * partial + n * k;
-      if (my_dw) std::fill(my_dw, my_dw + n * k, T(0));
-      if (my_db) std::fill(my_db, my_db + n, T(0));
-      const int64_t first = std::min(m, t * share), past = std::min(m, first + share);
-      // Rows r0 .. r1 of G, none of them zero: dx's rows, and their terms of dW and db
-      const auto add_rows = [&](int64_t r0, int64_t r1) {
-        const T* g_rows = g + r0 * n;
-        if (dx) blas_gemm(false, false, r1 - r0, k, n, T(1), g_rows, n, w, k, T(0), dx + r0 * k, k);
-        if (my_dw) {
-          blas_gemm(true, false, n, k, r1 - r0, T(1), g_rows, n, x + r0 * k, k, T(1), my_dw, k);
-        }
-        if (my_db) {
-          for (int64_t r = 0; r < r1 - r0; ++r) {
-            for (int64_t j = 0; j < n; ++j) my_db[j] += g_rows[r * n + j];
-          }
-        }
-      };
-      for (int64_t b0 = first; b0 < past; b0 += block) {
-        const int64_t b1 = std::min(past, b0 + block);
-        for (int64_t r = b0; r < b1;) {  // the block in runs: zero rows, then rows with a gradient
-          int64_t run = r;
-          while (run < b1 && all_zero(g + run * n, n)) ++run;
-          if (dx) std::fill(dx + r * k, dx + run * k, T(0));
-          r = run;
-          while (run < b1 && !all_zero(g + run * n, n)) ++run;
-          if (run > r) add_rows(r, run);
-          r = run;
-        }
-      }
+      T* own = t == 0 ? nullptr : scratch + (t - 1) * partial;
+      T* dw = !a.dw ? nullptr : t == 0 ? a.dw : own;
+      T* db = !a.db ? nullptr : t == 0 ? a.db : own + a.n * a.k;
+      const int64_t first = std::min(a.m, t * plan.share);
+      add_piece(a, first, std::min(a.m, first + plan.share), plan.block, dw, db);
     }
   });
-  // dW and db += the other threads' shares, in thread order
-  for (int64_t t = 1; t < threads; ++t) {
+  // dW and db += the other pieces', in piece order
+  const int64_t dw_size = a.n * a.k;
+  for (int64_t t = 1; t < plan.threads; ++t) {
     const T* other = scratch + (t - 1) * partial;
-    if (dw) {
-      in_pieces(n * k, n * k * static_cast<int64_t>(sizeof(T)), [&](int64_t first, int64_t past) {
-        for (int64_t i = first; i < past; ++i) dw[i] += other[i];
+    if (a.dw) {
+      const int64_t dw_bytes = dw_size * static_cast<int64_t>(sizeof(T));
+      in_pieces(dw_size, dw_bytes, [&](int64_t first, int64_t past) {
+        for (int64_t i = first; i < past; ++i) a.dw[i] += other[i];
       });
     }
-    if (db) {
-      for (int64_t j = 0; j < n; ++j) db[j] += other[n * k + j];
+    if (a.db) {
+      for (int64_t j = 0; j < a.n; ++j) a.db[j] += other[dw_size + j];
     }
   }
   if (scratch) kernels.deallocate(scratch, scratch_bytes);
@@ -115,7 +151,12 @@ bool CpuKernels::linear_backward(const Tensor& g, const Tensor& x, const Tensor&
   if (!fast_paths_enabled() || (g.dtype() != DType::f32 && g.dtype() != DType::f64)) return false;
   if (g.size(0) == 0 || g.size(1) == 0 || x.size(1) == 0) return false;  // the products' edge cases
   dispatch_floating(g.dtype(), "linear_backward", [&](auto tag) {
-    linear_backward_rows<decltype(tag)>(g, x, weight, dx, dw, db, *this);
+    using T = decltype(tag);
+    const auto data = [](const Tensor& t) { return t.defined() ? t.data_as<T>() : nullptr; };
+    const T* w = dx.defined() ? data(weight) : nullptr;  // read for dx only
+    const Operands<T> operands{g.size(0), g.size(1), x.size(1), data(g), data(x), w,
+                               data(dx), data(dw), data(db)};
+    linear_backward_rows(operands, *this);
   });
   return true;
 }
