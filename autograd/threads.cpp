@@ -71,7 +71,8 @@ std::optional<std::string> threads_cgroup_path(bool v2) {
   for (std::string line; std::getline(in, line);) {
     const size_t colon = line.find(':'), second = line.find(':', colon + 1);
     if (colon == std::string::npos || second == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(colon + 1, second - colon - 1) + ",";
+    std::string controllers = ",";  // ",name,name," (an append: GCC 12 warns on "," + a temporary)
+    controllers.append(line, colon + 1, second - colon - 1).append(",");
     const bool match = v2 ? line.compare(0, colon, "0") == 0 && controllers == ",,"
                           : controllers.find(",cpu,") != std::string::npos;
     if (match) return line.substr(second + 1);

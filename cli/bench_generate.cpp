@@ -74,8 +74,12 @@ Row measure(int64_t context, const GenerateBenchOptions& options) {
   std::mt19937_64 gen(7);
   std::vector<int64_t> prompt(kPromptTokens);
   for (int64_t& id : prompt) id = static_cast<int64_t>(gen() % kVocab);
-  Row row{context, std::max(kFewestNewTokens, context - kPromptTokens)};
-  nn::GenerationOptions generation{.tokens = row.new_tokens, .window = context};
+  Row row;
+  row.context = context;
+  row.new_tokens = std::max(kFewestNewTokens, context - kPromptTokens);
+  nn::GenerationOptions generation;
+  generation.tokens = row.new_tokens;
+  generation.window = context;
   generation.sampling.temperature = 0;  // greedy: the loop's own cost, no sampling
   row.cached = median_run(*model, prompt, generation, options.steps, options.warmup);
   if (context <= options.max_uncached) {
@@ -89,15 +93,15 @@ double tokens_per_s(const Row& row, const Run& run) { return row.new_tokens / (r
 
 void print_row(const Row& row, bool json) {
   const double cached = tokens_per_s(row, row.cached);
-  const std::optional<double> uncached =
-      row.uncached ? std::optional<double>(tokens_per_s(row, *row.uncached)) : std::nullopt;
+  std::optional<double> uncached;
+  if (row.uncached) uncached = tokens_per_s(row, *row.uncached);
   if (json) {
     nlohmann::json line = {{"workload", "generate"}, {"context", row.context},
                            {"prompt_tokens", kPromptTokens}, {"new_tokens", row.new_tokens},
                            {"tokens_per_s", cached}, {"ms", row.cached.ms},
                            {"peak_bytes", row.cached.peak_bytes},
                            {"threads", num_threads()}, {"device", device_name(default_device())}};
-    line["uncached_tokens_per_s"] = uncached ? nlohmann::json(*uncached) : nlohmann::json();
+    line["uncached_tokens_per_s"] = uncached ? nlohmann::json(uncached.value()) : nlohmann::json();
     line["uncached_peak_bytes"] =
         row.uncached ? nlohmann::json(row.uncached->peak_bytes) : nlohmann::json();
     std::cout << line.dump() << std::endl;

@@ -87,7 +87,8 @@ std::string html_json_weights(const AttentionPage& page) {
     else out += ",";
     out += "[";
     for (size_t key = 0; key < keys; ++key) {
-      out += (key ? "," : "") + html_json_number(page.weights[row * keys + key]);
+      if (key) out += ",";
+      out += html_json_number(page.weights[row * keys + key]);
     }
     out += "]";
   }
