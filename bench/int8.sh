@@ -29,14 +29,18 @@ paths="${PATHS:-native avx2}"
 command -v jq > /dev/null || { echo "int8.sh: needs jq" >&2; exit 2; }
 "$python" -c "import torch" 2>/dev/null || { echo "int8.sh: $python has no torch" >&2; exit 2; }
 "$torch2" -c "import torch" 2>/dev/null || { echo "int8.sh: $torch2 has no torch (run bench/run.sh once)" >&2; exit 2; }
+for path in $paths; do
+  case "$path" in native | avx2) ;; *) echo "int8.sh: unknown path '$path' (native, avx2)" >&2; exit 2 ;; esac
+done
 
 # The environment of a path, for tapegrad and for PyTorch.
-tapegrad_env() {
-  if [ "$1" = avx2 ]; then echo "TAPEGRAD_MAX_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell"; fi
-}
-torch_env() {
+set_path_env() {
+  tapegrad_env=()
+  torch_env=()
   if [ "$1" = avx2 ]; then
-    echo "FBGEMM_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 OPENBLAS_CORETYPE=Haswell"
+    tapegrad_env=(TAPEGRAD_MAX_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell)
+    torch_env=(FBGEMM_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2
+               OPENBLAS_CORETYPE=Haswell)
   fi
 }
 
@@ -49,12 +53,13 @@ keep() {
 for round in $(seq "$repeat"); do
   for workload in $workloads; do
     for path in $paths; do
+      set_path_env "$path"
       for threads in $threads_list; do
         common=(--workload "$workload" --int8 --threads "$threads" --steps "$steps" --json)
-        env $(tapegrad_env "$path") "$tapegrad" bench "${common[@]}" | keep tapegrad "$path"
-        env $(torch_env "$path") "$torch2" "$here/torch_ref.py" "${common[@]}" --attention sdpa |
+        env "${tapegrad_env[@]}" "$tapegrad" bench "${common[@]}" | keep tapegrad "$path"
+        env "${torch_env[@]}" "$torch2" "$here/torch_ref.py" "${common[@]}" --attention sdpa |
           keep torch2 "$path"
-        env $(torch_env "$path") "$python" "$here/torch_ref.py" "${common[@]}" | keep torch1 "$path"
+        env "${torch_env[@]}" "$python" "$here/torch_ref.py" "${common[@]}" | keep torch1 "$path"
       done
     done
   done
