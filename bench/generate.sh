@@ -13,19 +13,16 @@
 # PyTorch 2.x comes from bench/.venv (bench/run.sh creates it) or TORCH2_PYTHON.
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-tapegrad="${1:-$here/../build/tapegrad}"
-python="${PYTHON:-/usr/bin/python3}"
-torch2="${TORCH2_PYTHON:-$here/.venv/bin/python}"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/common.sh"
+
 repeat="${REPEAT:-3}"
 steps="${STEPS:-3}"
 threads_list="${THREADS:-1 2}"
 contexts="${CONTEXTS:-128 512 2048}"
 largest="$(echo "$contexts" | tr ' ' '\n' | sort -n | tail -1)"
 
-[ -x "$tapegrad" ] || { echo "generate.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
-command -v jq > /dev/null || { echo "generate.sh: needs jq" >&2; exit 2; }
-"$torch2" -c "import torch" 2>/dev/null || { echo "generate.sh: $torch2 has no torch (run bench/run.sh once)" >&2; exit 2; }
+check_programs generate.sh
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT

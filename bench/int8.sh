@@ -15,20 +15,16 @@
 # fused scaled_dot_product_attention (1.13 has none and writes attention out).
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-tapegrad="${1:-$here/../build/tapegrad}"
-python="${PYTHON:-/usr/bin/python3}"
-torch2="${TORCH2_PYTHON:-$here/.venv/bin/python}"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/common.sh"
+
 repeat="${REPEAT:-3}"
 steps="${STEPS:-20}"
 threads_list="${THREADS:-1}"
 workloads="${WORKLOADS:-textcls-mid charlm}"
 paths="${PATHS:-native avx2}"
 
-[ -x "$tapegrad" ] || { echo "int8.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
-command -v jq > /dev/null || { echo "int8.sh: needs jq" >&2; exit 2; }
-"$python" -c "import torch" 2>/dev/null || { echo "int8.sh: $python has no torch" >&2; exit 2; }
-"$torch2" -c "import torch" 2>/dev/null || { echo "int8.sh: $torch2 has no torch (run bench/run.sh once)" >&2; exit 2; }
+check_programs int8.sh
 for path in $paths; do
   case "$path" in native | avx2) ;; *) echo "int8.sh: unknown path '$path' (native, avx2)" >&2; exit 2 ;; esac
 done
