@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The busy-machine table (issue 29): each command alone, beside one and beside two busy processes
+# The busy-machine table: each command alone, beside one and beside two busy processes
 # (`yes > /dev/null`, started and killed here), at tapegrad's default thread count and at
 # --threads 1, with PyTorch 2.x beside the training workloads at its default and at 1 thread.
 # Prints one markdown table, a row per command and load, with the ratio default / 1 thread; the
 # bound the thread policy promises (autograd/threads.h) is a ratio of at most 1.3 on every row.
 #
 # The commands: `tapegrad bench` on every training workload (textcls-small, textcls-mid,
-# timeseries, attn-long: ms per step, the median of STEPS), the int8 inference of textcls-mid
+# timeseries, attn-long, charlm: ms per step, the median of STEPS), the int8 inference of textcls-mid
 # (`bench --int8`, the dynamic int8 forward's ms per batch), `tapegrad sample --tokens 300` from a
 # small char LM this script trains first (LM_STEPS steps of the README's recipe, in a temporary
 # directory), and `tapegrad gradcheck --filter attention` (both wall-clock ms).
@@ -32,7 +32,7 @@ lm_steps="${LM_STEPS:-100}"
 repeat="${REPEAT:-3}"
 loads="${LOADS:-0 1 2}"
 rows="${ROWS:-bench int8 sample gradcheck}"
-workloads="${WORKLOADS:-textcls-small textcls-mid timeseries attn-long}"
+workloads="${WORKLOADS:-textcls-small textcls-mid timeseries attn-long charlm}"
 
 [ -x "$tapegrad" ] || { echo "busy.sh: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
 command -v jq > /dev/null || { echo "busy.sh: needs jq" >&2; exit 2; }
@@ -117,10 +117,11 @@ gradcheck_ms() {  # threads
   wall_ms "$tapegrad" gradcheck --filter attention $(threads_flag "$1")
 }
 torch_ms() {  # workload threads (0: torch's default)
-  local n="$steps"
+  local n="$steps" attention=()
   [ "$1" = attn-long ] && n="$long_steps"
+  [ "$1" = charlm ] && attention=(--attention sdpa)  # as bench/run.sh: is_causal SDPA
   "$torch2" "$here/torch_ref.py" --workload "$1" --threads "$2" --steps "$n" --warmup "$warmup" \
-    --json | jq '.ms_per_step'
+    "${attention[@]}" --json | jq '.ms_per_step'
 }
 
 # One row: name, load, then tapegrad at the default and at 1 thread, torch 2.x likewise (or n/a).
