@@ -6,10 +6,10 @@
 # bound the thread policy promises (autograd/threads.h) is a ratio of at most 1.3 on every row.
 #
 # The commands: `tapegrad bench` on every training workload (textcls-small, textcls-mid,
-# timeseries, attn-long, charlm: ms per step, the median of STEPS), the int8 inference of textcls-mid
-# (`bench --int8`, the dynamic int8 forward's ms per batch), `tapegrad sample --tokens 300` from a
-# small char LM this script trains first (LM_STEPS steps of the README's recipe, in a temporary
-# directory), and `tapegrad gradcheck --filter attention` (both wall-clock ms).
+# timeseries, attn-long, charlm: ms per step, the median of STEPS), the int8 inference of
+# textcls-mid (`bench --int8`, the dynamic int8 forward's ms per batch), `tapegrad sample --tokens
+# 300` from a small char LM this script trains first (LM_STEPS steps of the README's recipe, in a
+# temporary directory), and `tapegrad gradcheck --filter attention` (both wall-clock ms).
 #
 #   bench/busy.sh [path/to/tapegrad]        (default: build/tapegrad)
 #   STEPS=10 LONG_STEPS=3 WARMUP=2 LM_STEPS=100 REPEAT=3 bench/busy.sh

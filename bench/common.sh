@@ -6,10 +6,12 @@ tapegrad="${1:-$here/../build/tapegrad}"
 python="${PYTHON:-/usr/bin/python3}"                   # PyTorch 1.13 (Debian's)
 torch2="${TORCH2_PYTHON:-$here/.venv/bin/python}"      # PyTorch 2.x (bench/run.sh creates the venv)
 
-# Exits with 2 and one line, naming the script ($1), when the binary, jq or either PyTorch is missing.
+# Exits with 2 and one line, naming the script ($1), when the binary, jq or either PyTorch is
+# missing.
 check_programs() {
   local script="$1"
-  [ -x "$tapegrad" ] || { echo "$script: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
+  [ -x "$tapegrad" ] ||
+    { echo "$script: no tapegrad binary at $tapegrad (build first)" >&2; exit 2; }
   command -v jq > /dev/null || { echo "$script: needs jq" >&2; exit 2; }
   "$python" -c "import torch" 2>/dev/null || { echo "$script: $python has no torch" >&2; exit 2; }
   "$torch2" -c "import torch" 2>/dev/null ||

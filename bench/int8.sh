@@ -26,7 +26,10 @@ paths="${PATHS:-native avx2}"
 
 check_programs int8.sh
 for path in $paths; do
-  case "$path" in native | avx2) ;; *) echo "int8.sh: unknown path '$path' (native, avx2)" >&2; exit 2 ;; esac
+  case "$path" in
+    native | avx2) ;;
+    *) echo "int8.sh: unknown path '$path' (native, avx2)" >&2; exit 2 ;;
+  esac
 done
 
 # The environment of a path, for tapegrad and for PyTorch.
@@ -44,7 +47,8 @@ results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 # One run's JSON lines, each tagged with the framework and the path.
 keep() {
-  jq -c --arg framework "$1" --arg path "$2" '. + {framework: $framework, path: $path}' >> "$results"
+  jq -c --arg framework "$1" --arg path "$2" '. + {framework: $framework, path: $path}' \
+    >> "$results"
 }
 for round in $(seq "$repeat"); do
   for workload in $workloads; do

@@ -14,7 +14,8 @@
 # the tests never need it). MKL and oneDNN run on torch's OpenMP pool, which set_num_threads
 # sizes, so 2.x runs once per thread count. On attn-long it also runs its fused attention,
 # F.scaled_dot_product_attention (SDPA), the counterpart of tapegrad's fused path; on charlm
-# (the character LM, causal) 2.x runs SDPA only: its fused causal attention is what a PyTorch user runs.
+# (the character LM, causal) 2.x runs SDPA only: its fused causal attention is what a PyTorch
+# user runs.
 #
 #   bench/run.sh [path/to/tapegrad]        (default: build/tapegrad)
 #   STEPS=20 LONG_STEPS=5 WARMUP=3 THREADS="1 2" REPEAT=1 PYTHON=/usr/bin/python3 bench/run.sh

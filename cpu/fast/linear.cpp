@@ -112,7 +112,7 @@ void add_piece(const Operands<T>& a, int64_t first, int64_t past, int64_t block,
 template <typename T>
 void linear_backward_rows(const Operands<T>& a, CpuKernels& kernels) {
   const RowPlan plan = plan_rows(a);
-  const int64_t partial = a.n * a.k + a.n;  // one piece's dW and db
+  const int64_t dw_size = a.n * a.k, partial = dw_size + a.n;  // one piece's dW and db
   const size_t scratch_bytes = static_cast<size_t>((plan.threads - 1) * partial) * sizeof(T);
   T* scratch = scratch_bytes > 0 ? static_cast<T*>(kernels.allocate(scratch_bytes)) : nullptr;
 
@@ -122,17 +122,16 @@ void linear_backward_rows(const Operands<T>& a, CpuKernels& kernels) {
     for (int64_t t = first_piece; t < past_piece; ++t) {
       T* own = t == 0 ? nullptr : scratch + (t - 1) * partial;
       T* dw = !a.dw ? nullptr : t == 0 ? a.dw : own;
-      T* db = !a.db ? nullptr : t == 0 ? a.db : own + a.n * a.k;
+      T* db = !a.db ? nullptr : t == 0 ? a.db : own + dw_size;
       const int64_t first = std::min(a.m, t * plan.share);
       add_piece(a, first, std::min(a.m, first + plan.share), plan.block, dw, db);
     }
   });
   // dW and db += the other pieces', in piece order
-  const int64_t dw_size = a.n * a.k;
+  const int64_t dw_bytes = dw_size * static_cast<int64_t>(sizeof(T));
   for (int64_t t = 1; t < plan.threads; ++t) {
     const T* other = scratch + (t - 1) * partial;
     if (a.dw) {
-      const int64_t dw_bytes = dw_size * static_cast<int64_t>(sizeof(T));
       in_pieces(dw_size, dw_bytes, [&](int64_t first, int64_t past) {
         for (int64_t i = first; i < past; ++i) a.dw[i] += other[i];
       });
