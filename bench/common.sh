@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by bench/generate.sh and bench/int8.sh: the programs they run, and the checks before a
-# run. The sourcing script's first argument, if any, is the tapegrad binary.
+# Sourced by bench/generate.sh, bench/int8.sh and bench/gemm_shapes.sh: the programs they run, the
+# checks before a run and the file their runs go to. The sourcing script's first argument, if any,
+# is the tapegrad binary.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tapegrad="${1:-$here/../build/tapegrad}"
 python="${PYTHON:-/usr/bin/python3}"                   # PyTorch 1.13 (Debian's)
@@ -16,4 +17,16 @@ check_programs() {
   "$python" -c "import torch" 2>/dev/null || { echo "$script: $python has no torch" >&2; exit 2; }
   "$torch2" -c "import torch" 2>/dev/null ||
     { echo "$script: $torch2 has no torch (run bench/run.sh once)" >&2; exit 2; }
+}
+
+# The runs' JSON lines, in a temporary file removed when the script exits.
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+
+# keep FRAMEWORK [FIELD VALUE]: a run's JSON lines (stdin) into $results, tagged with the framework
+# and, when given, FIELD set to VALUE.
+keep() {
+  jq -c --arg framework "$1" --arg field "${2:-}" --arg value "${3:-}" \
+    '. + {framework: $framework} + (if $field == "" then {} else {($field): $value} end)' \
+    >> "$results"
 }

@@ -24,17 +24,15 @@ largest="$(echo "$contexts" | tr ' ' '\n' | sort -n | tail -1)"
 
 check_programs generate.sh
 
-results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
 for round in $(seq "$repeat"); do
   for threads in $threads_list; do
     "$tapegrad" bench --workload generate --threads "$threads" --steps "$steps" --max-seq "$largest" --json |
-      jq -c '. + {framework: "tapegrad"}' >> "$results"
+      keep tapegrad
     for context in $contexts; do
       "$torch2" "$here/torch_ref.py" --workload generate --attention sdpa --threads "$threads" \
-        --steps "$steps" --warmup 1 --context "$context" --json | jq -c '. + {framework: "torch2"}' >> "$results"
+        --steps "$steps" --warmup 1 --context "$context" --json | keep torch2
       "$python" "$here/torch_ref.py" --workload generate --threads "$threads" --steps "$steps" \
-        --warmup 1 --context "$context" --json | jq -c '. + {framework: "torch1"}' >> "$results"
+        --warmup 1 --context "$context" --json | keep torch1
     done
   done
   echo "generate.sh: round $round of $repeat done" >&2

@@ -43,23 +43,16 @@ set_path_env() {
   fi
 }
 
-results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
-# One run's JSON lines, each tagged with the framework and the path.
-keep() {
-  jq -c --arg framework "$1" --arg path "$2" '. + {framework: $framework, path: $path}' \
-    >> "$results"
-}
 for round in $(seq "$repeat"); do
   for workload in $workloads; do
     for path in $paths; do
       set_path_env "$path"
       for threads in $threads_list; do
         common=(--workload "$workload" --int8 --threads "$threads" --steps "$steps" --json)
-        env "${tapegrad_env[@]}" "$tapegrad" bench "${common[@]}" | keep tapegrad "$path"
+        env "${tapegrad_env[@]}" "$tapegrad" bench "${common[@]}" | keep tapegrad path "$path"
         env "${torch_env[@]}" "$torch2" "$here/torch_ref.py" "${common[@]}" --attention sdpa |
-          keep torch2 "$path"
-        env "${torch_env[@]}" "$python" "$here/torch_ref.py" "${common[@]}" | keep torch1 "$path"
+          keep torch2 path "$path"
+        env "${torch_env[@]}" "$python" "$here/torch_ref.py" "${common[@]}" | keep torch1 path "$path"
       done
     done
   done

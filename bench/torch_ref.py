@@ -8,8 +8,8 @@ Each training step is forward + backward + Adam step + zero_grad(set_to_none=Tru
 Attention is written out by default (--attention explicit: softmax(Q K^T / sqrt(d), masked) V
 with separate q/k/v/o Linear layers). --attention sdpa calls F.scaled_dot_product_attention
 instead (torch 2.x only; 1.13 has no public one): torch's fused path, to compare with tapegrad's
-fused attention. The sgemm workload times one C = A B at n=1024 (--sgemm-n), the machine's GEMM
-peak as this torch's BLAS reaches it.
+fused attention. The sgemm workload times one C = A B, 1024 x 1024 x 1024 unless --shape MxKxN
+(as tapegrad bench's): the machine's GEMM peak, or a model's product, as this torch's BLAS runs it.
 
 Threads: torch.set_num_threads(N) sizes torch's OpenMP pool. Debian's torch calls OpenBLAS (the
 pthreads build), whose own pool defaults to every core, so "1 thread" would still run its GEMMs
@@ -36,6 +36,14 @@ import time
 WORKLOADS = ("textcls-small", "textcls-mid", "timeseries", "attn-long", "charlm", "sgemm", "generate")
 
 
+def gemm_shape(text):
+    """--shape MxKxN: three whole numbers from 1 to 65536 (tapegrad bench's limits)."""
+    sides = text.split("x")
+    if len(sides) != 3 or not all(s.isdigit() and 1 <= int(s) <= 65536 for s in sides):
+        raise argparse.ArgumentTypeError(f"must be MxKxN, each in [1, 65536], got '{text}'")
+    return tuple(int(s) for s in sides)
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", required=True, choices=WORKLOADS)
@@ -44,7 +52,8 @@ def parse_args():
                         help="OpenBLAS threads (default: as --threads; 0: OpenBLAS's own default)")
     parser.add_argument("--attention", choices=("explicit", "sdpa"), default="explicit",
                         help="attention as written out, or F.scaled_dot_product_attention (2.x)")
-    parser.add_argument("--sgemm-n", type=int, default=1024, help="matrix size of the sgemm workload")
+    parser.add_argument("--shape", type=gemm_shape, default=(1024, 1024, 1024),
+                        help="sgemm: MxKxN, the product C [M, N] = A [M, K] B [K, N]")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", action="store_true")
@@ -179,14 +188,14 @@ def mha_flops(batch, seq, hidden, causal):  # the same count as cli/bench.cpp
     return 4 * linear_flops(batch * seq, hidden, hidden) + 4 * batch * seq * seq * hidden * (0.5 if causal else 1.0)
 
 
-def make_workload(name, attention="explicit", sgemm_n=1024):
+def make_workload(name, attention="explicit", shape=(1024, 1024, 1024)):
     """(step function, tokens per step, FLOPs per step, tensors live between steps)"""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
-    if name == "sgemm":  # C = A B, n x n, f32: one GEMM as fast as this torch's BLAS runs it
-        n = sgemm_n
-        a, b, c = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen), torch.empty(n, n)
-        return (lambda: torch.mm(a, b, out=c)), n, 2 * n ** 3, [a, b, c], 0
+    if name == "sgemm":  # C = A B, f32: one GEMM as fast as this torch's BLAS runs it
+        m, k, n = shape
+        a, b, c = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen), torch.empty(m, n)
+        return (lambda: torch.mm(a, b, out=c)), 0, 2 * m * k * n, [a, b, c], 0
     if name in ("textcls-small", "textcls-mid"):
         vocab, dim, heads, batch, seq, classes = (
             (1000, 64, 4, 32, 32, 4) if name == "textcls-small" else (8000, 256, 8, 16, 128, 4))
@@ -450,7 +459,7 @@ def main(args):
         return generate_main(args)
     if args.int8:
         return int8_main(args)
-    step, tokens, flops, live, parameters = make_workload(args.workload, args.attention, args.sgemm_n)
+    step, tokens, flops, live, parameters = make_workload(args.workload, args.attention, args.shape)
     for _ in range(args.warmup):
         step()
     peak = step_peak_bytes(step, live)

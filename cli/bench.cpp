@@ -231,16 +231,21 @@ Workload char_lm() {
   return w;
 }
 
-// One f32 product C = A B of 1024 x 1024 matrices, no tape: the machine's GEMM peak as tapegrad
-// reaches it (OpenBLAS, split across the threads as every product is), the yardstick for the
-// training workloads' GFLOP/s.
-Workload sgemm() {
-  constexpr int64_t n = 1024;
-  const Tensor a = randn({n, n}), b = randn({n, n});
+// The sizes of the sgemm workload's product C [m, n] = A [m, k] B [k, n].
+struct GemmShape {
+  int64_t m = 1024, k = 1024, n = 1024;
+};
+
+// One f32 product C = A B, no tape: the machine's GEMM peak as tapegrad reaches it (OpenBLAS,
+// split across the threads as every product is). At 1024^3 (the default) it is the yardstick for
+// the training workloads' GFLOP/s; --shape times the shapes a model's products have.
+Workload sgemm(const GemmShape& shape) {
+  const Tensor a = randn({shape.m, shape.k}), b = randn({shape.k, shape.n});
   Workload w;
-  w.description = "C = A B, f32 1024 x 1024 x 1024, no autograd (the GEMM peak)";
+  w.description = "C = A B, f32 " + std::to_string(shape.m) + " x " + std::to_string(shape.k) +
+                  " x " + std::to_string(shape.n) + " (M x K x N), no autograd";
   w.tokens_per_step = 0;
-  w.flops_per_step = 2.0 * n * n * n;
+  w.flops_per_step = 2.0 * static_cast<double>(shape.m) * shape.k * shape.n;
   w.step = [=] {
     const NoGrad no_grad;
     const Tensor c = matmul(a, b);
@@ -249,14 +254,14 @@ Workload sgemm() {
   return w;
 }
 
-Workload make_workload(const std::string& name) {
+Workload make_workload(const std::string& name, const GemmShape& gemm_shape) {
   manual_seed(0);
   if (name == "textcls-small") return text_classifier(1000, 64, 4, 32, 32, 4);
   if (name == "textcls-mid") return text_classifier(8000, 256, 8, 16, 128, 4);
   if (name == "timeseries") return time_series();
   if (name == "attn-long") return long_attention();
   if (name == "charlm") return char_lm();
-  if (name == "sgemm") return sgemm();
+  if (name == "sgemm") return sgemm(gemm_shape);
   fail("unknown workload '", name, "' (known: ", kWorkloads, ")");
 }
 
@@ -292,11 +297,13 @@ constexpr int64_t kMaxBenchSteps = 100'000;  // a median of more says nothing ne
 // What the command line asked for: the option values, and which of them were given.
 struct BenchOptions {
   std::string workload, path = "fused", amp = "none", device = "cpu", trace_path, schedule_text;
+  std::string shape_text;  // --shape, parsed into gemm_shape
   int threads = 0, steps = 20, warmup = 3;
   int64_t max_seq = AttentionScalingOptions{}.max_seq;
   bool json = false, profile = false, tracing = false, plain_kernels = false, int8 = false;
   bool steps_given = false, warmup_given = false, max_seq_given = false, schedule_given = false;
   train::ProfileSchedule schedule;  // --profile-schedule, parsed
+  GemmShape gemm_shape;             // --shape, parsed (sgemm)
 };
 
 // The options, writing into `o` (and --tf32 into math_modes()).
@@ -312,13 +319,15 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&o.workload)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long | charlm (a training step of the "
-       "README's character LM: 2 layers, dim 128, context 128) | sgemm (one 1024^3 f32 GEMM: the "
-       "machine's GEMM peak) | attn-scaling (the fused attention op, full and local:256, and "
+       "README's character LM: 2 layers, dim 128, context 128) | sgemm (one f32 GEMM, 1024^3 "
+       "unless --shape: the machine's GEMM peak) | attn-scaling (the fused attention op, full and local:256, and "
        "reformer:32,2 (taped ops), causal, "
        "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "
        "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s) | generate "
        "(greedy generation from the charlm model, batch 1, with and without the KV cache, "
        "at contexts 128, 512, 2048: tokens/s and peak bytes)")
+      ("shape", po::value(&o.shape_text), "sgemm: MxKxN, the product C [M, N] = A [M, K] B [K, N] "
+                                           "(default 1024x1024x1024)")
       ("max-seq", po::value(&o.max_seq), "attn-scaling: the longest S (default 16384); generate: "
                                          "the longest context (default 2048)")
       ("threads", po::value(&o.threads)->default_value(o.threads), kThreadsHelp)
@@ -358,7 +367,8 @@ void print_help(const boost::program_options::options_description& options) {
                "  tapegrad bench --workload attn-long --device cuda\n"
                "  tapegrad bench --workload attn-scaling --max-seq 4096\n"
                "  tapegrad bench --workload generate --threads 1 --max-seq 512\n"
-               "  tapegrad bench --workload gemm-i8 --threads 1\n";
+               "  tapegrad bench --workload gemm-i8 --threads 1\n"
+               "  tapegrad bench --workload sgemm --threads 1 --shape 4096x128x512\n";
 }
 
 // Which switches and options were given.
@@ -372,6 +382,36 @@ void read_given(const boost::program_options::variables_map& vm, BenchOptions& o
   o.warmup_given = vm.count("warmup") > 0;
   o.max_seq_given = vm.count("max-seq") > 0;
   o.schedule_given = vm.count("profile-schedule") > 0;
+}
+
+constexpr int64_t kMaxGemmSide = 65536;             // each of M, K and N at most
+constexpr int64_t kMaxGemmElements = int64_t(1) << 30;  // in A, B and C together: 4 GiB of f32
+
+// --shape MxKxN: three whole numbers in [1, kMaxGemmSide] joined by 'x', whose three matrices
+// hold at most kMaxGemmElements.
+GemmShape parse_gemm_shape(const std::string& text) {
+  std::vector<int64_t> sides;
+  size_t start = 0;
+  bool well_formed = true;
+  while (well_formed && sides.size() < 4) {
+    const size_t end = std::min(text.find('x', start), text.size());
+    const std::string field = text.substr(start, end - start);
+    well_formed = !field.empty() && field.size() <= 6 &&
+                  field.find_first_not_of("0123456789") == std::string::npos;
+    if (well_formed) sides.push_back(std::stoll(field));
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  well_formed = well_formed && sides.size() == 3 &&
+                std::all_of(sides.begin(), sides.end(),
+                            [](int64_t side) { return side >= 1 && side <= kMaxGemmSide; });
+  TG_CHECK(well_formed, "--shape must be MxKxN, each of M, K and N in [1, ", kMaxGemmSide,
+           "] (e.g. 4096x128x512), got '", text, "'");
+  const GemmShape shape{sides[0], sides[1], sides[2]};
+  const int64_t elements = shape.m * shape.k + shape.k * shape.n + shape.m * shape.n;
+  TG_CHECK(elements <= kMaxGemmElements, "--shape ", text, ": A, B and C would hold ", elements,
+           " elements, over the limit of ", kMaxGemmElements, " (4 GiB of f32)");
+  return shape;
 }
 
 // The checks every workload shares, then the --profile-schedule and the trace's output path
@@ -391,6 +431,7 @@ void check_options(BenchOptions& o) {
   if (o.schedule_given) {
     o.schedule = train::parse_profile_schedule(o.schedule_text, "--profile-schedule");
   }
+  if (!o.shape_text.empty()) o.gemm_shape = parse_gemm_shape(o.shape_text);
   if (o.tracing) check_output_path(o.trace_path, "--profile-trace");  // before the work
 }
 
@@ -406,6 +447,7 @@ std::vector<train::FlagScope> bench_flag_scopes(const BenchOptions& o) {
   const bool on_cpu = parse_device(o.device) == kCPU;
   const std::vector<std::string> profilers = {"profile", "profile-trace", "profile-schedule"};
   return {{{"max-seq"}, o.workload == "attn-scaling" || o.workload == "generate", workload},
+          {{"shape"}, o.workload == "sgemm", workload},
           {{"int8"}, o.workload == "textcls-small" || o.workload == "textcls-mid" ||
                          o.workload == "charlm", workload},
           {{"path", "amp"}, model_step, workload},
@@ -614,7 +656,7 @@ void print_profile(const BenchOptions& o) {
 // A training workload (or sgemm), data-parallel under mpirun: warm-up and memory, the timed
 // steps, then rank 0's report.
 int bench_workload(const BenchOptions& o, Device device, Kernels& device_kernels) {
-  Workload w = make_workload(o.workload);
+  Workload w = make_workload(o.workload, o.gemm_shape);
   w.set_fused(o.path == "fused");
   train::BenchDataParallel data_parallel(w.params);  // active under mpirun with several processes
   w.precision->begin_step = data_parallel.step_beginner();

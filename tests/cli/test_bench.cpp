@@ -62,6 +62,28 @@ TEST_CASE("bench sgemm: GFLOP/s is 2 n^3 over the step time; --plain-kernels is 
   REQUIRE(report.at("peak_bytes") == 3 * (int64_t(4) << 20));
 }
 
+TEST_CASE("bench sgemm --shape: 2 M K N FLOPs, A, B and C at the peak; a bad shape is one line",
+          "[bench]") {
+  tg::testing::TempDir dir;
+  const auto result =
+      tg::testing::run_cli("bench --workload sgemm --shape 96x40x24 --steps 2 --warmup 1 --threads 1 --json", dir);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto report = nlohmann::json::parse(tg::testing::lines_of(result.out).back());
+  const double ms = report.at("ms_per_step").get<double>();
+  REQUIRE(report.at("gflops").get<double>() == Approx(2.0 * 96 * 40 * 24 / (ms / 1e3) / 1e9));
+  REQUIRE(report.at("peak_bytes") == 4 * (96 * 40 + 40 * 24 + 96 * 24));
+  for (const char* shape : {"0x1x1", "1x2", "1x1x1x1", "1x1x", "ax1x1", "+5x1x1", "65537x1x1",
+                            "9999999999x1x1", "60000x60000x1"}) {
+    INFO(shape);
+    tg::testing::require_one_line_error(
+        tg::testing::run_cli(std::string("bench --workload sgemm --steps 1 --shape ") + shape, dir),
+        "--shape");
+  }
+  tg::testing::require_one_line_error(
+      tg::testing::run_cli("bench --workload charlm --shape 8x8x8", dir), "--shape");
+}
+
 TEST_CASE("bench charlm: the README's character LM, its parameters and GEMM FLOPs", "[bench]") {
   const auto [output, code] = run_command(
       bin() + " bench --workload charlm --steps 1 --warmup 1 --threads 1 --json 2>/dev/null");
