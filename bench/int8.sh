@@ -52,7 +52,8 @@ for round in $(seq "$repeat"); do
         env "${tapegrad_env[@]}" "$tapegrad" bench "${common[@]}" | keep tapegrad path "$path"
         env "${torch_env[@]}" "$torch2" "$here/torch_ref.py" "${common[@]}" --attention sdpa |
           keep torch2 path "$path"
-        env "${torch_env[@]}" "$python" "$here/torch_ref.py" "${common[@]}" | keep torch1 path "$path"
+        env "${torch_env[@]}" "$python" "$here/torch_ref.py" "${common[@]}" |
+          keep torch1 path "$path"
       done
     done
   done

@@ -194,7 +194,8 @@ def make_workload(name, attention="explicit", shape=(1024, 1024, 1024)):
     gen = torch.Generator().manual_seed(1234)
     if name == "sgemm":  # C = A B, f32: one GEMM as fast as this torch's BLAS runs it
         m, k, n = shape
-        a, b, c = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen), torch.empty(m, n)
+        a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+        c = torch.empty(m, n)
         return (lambda: torch.mm(a, b, out=c)), 0, 2 * m * k * n, [a, b, c], 0
     if name in ("textcls-small", "textcls-mid"):
         vocab, dim, heads, batch, seq, classes = (

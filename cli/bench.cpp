@@ -320,8 +320,8 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
       ("workload", po::value(&o.workload)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long | charlm (a training step of the "
        "README's character LM: 2 layers, dim 128, context 128) | sgemm (one f32 GEMM, 1024^3 "
-       "unless --shape: the machine's GEMM peak) | attn-scaling (the fused attention op, full and local:256, and "
-       "reformer:32,2 (taped ops), causal, "
+       "unless --shape: the machine's GEMM peak) | attn-scaling (the fused attention op, full "
+       "and local:256, and reformer:32,2 (taped ops), causal, "
        "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "
        "against f32 on the same shapes, fast paths and plain loops: ms, GOP/s) | generate "
        "(greedy generation from the charlm model, batch 1, with and without the KV cache, "
