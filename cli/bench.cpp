@@ -12,6 +12,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
@@ -30,6 +31,7 @@
 #include "tapegrad/cli/options.h"
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/io/file_io.h"
+#include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/models.h"
@@ -387,26 +389,22 @@ void read_given(const boost::program_options::variables_map& vm, BenchOptions& o
 constexpr int64_t kMaxGemmSide = 65536;             // each of M, K and N at most
 constexpr int64_t kMaxGemmElements = int64_t(1) << 30;  // in A, B and C together: 4 GiB of f32
 
-// --shape MxKxN: three whole numbers in [1, kMaxGemmSide] joined by 'x', whose three matrices
-// hold at most kMaxGemmElements.
+// --shape MxKxN: three whole numbers in [1, kMaxGemmSide] joined by 'x' (each read strictly, as
+// io/strict_numbers.h reads every number a user types), whose three matrices hold at most
+// kMaxGemmElements.
 GemmShape parse_gemm_shape(const std::string& text) {
+  std::vector<std::string> fields;
+  std::istringstream in(text);
+  for (std::string field; std::getline(in, field, 'x');) fields.push_back(field);
+  if (!text.empty() && text.back() == 'x') fields.emplace_back();  // "1x1x" has an empty third
+  TG_CHECK(fields.size() == 3, "--shape must be MxKxN (e.g. 4096x128x512), got '", text, "'");
   std::vector<int64_t> sides;
-  size_t start = 0;
-  bool well_formed = true;
-  while (well_formed && sides.size() < 4) {
-    const size_t end = std::min(text.find('x', start), text.size());
-    const std::string field = text.substr(start, end - start);
-    well_formed = !field.empty() && field.size() <= 6 &&
-                  field.find_first_not_of("0123456789") == std::string::npos;
-    if (well_formed) sides.push_back(std::stoll(field));
-    if (end == text.size()) break;
-    start = end + 1;
+  for (const std::string& field : fields) {
+    const uint64_t side = train::parse_uint64(field, "--shape (MxKxN)");
+    TG_CHECK(side >= 1 && side <= kMaxGemmSide, "--shape ", text,
+             ": each of M, K and N must be in [1, ", kMaxGemmSide, "], got ", side);
+    sides.push_back(static_cast<int64_t>(side));
   }
-  well_formed = well_formed && sides.size() == 3 &&
-                std::all_of(sides.begin(), sides.end(),
-                            [](int64_t side) { return side >= 1 && side <= kMaxGemmSide; });
-  TG_CHECK(well_formed, "--shape must be MxKxN, each of M, K and N in [1, ", kMaxGemmSide,
-           "] (e.g. 4096x128x512), got '", text, "'");
   const GemmShape shape{sides[0], sides[1], sides[2]};
   const int64_t elements = shape.m * shape.k + shape.k * shape.n + shape.m * shape.n;
   TG_CHECK(elements <= kMaxGemmElements, "--shape ", text, ": A, B and C would hold ", elements,
