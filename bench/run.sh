@@ -141,7 +141,10 @@ defs='def r2: . * 100 | round / 100;
   def ms: if . == null then "n/a" else "\(.ms_per_step | r2)" end;
   def ratio($slow; $fast): if $slow == null or $fast == null then "n/a"
     else "\($slow.ms_per_step / $fast.ms_per_step | r2)x" end;
-  def peak: if . == null or .peak_bytes == null then "n/a" else "\(.peak_bytes)" end;'
+  def peak: if . == null or .peak_bytes == null then "n/a" else "\(.peak_bytes)" end;
+  def needed($tg; $t2; $top): if $t2 == null or $top == null then "n/a"
+    else ($tg.gflops * $tg.ms_per_step / ($t2.ms_per_step / 2)) as $rate
+      | "\($rate | round), \($rate / $top * 100 | round)%" end;'
 
 torch2_version="$(if [ -n "$torch2" ]; then "$torch2" -c "import torch; print(torch.__version__)" 2>/dev/null; else echo "skipped"; fi)"
 echo "PyTorch 1.13: $("$python" -c "import torch; print(torch.__version__)" 2>/dev/null) ($python, OpenBLAS);" \
@@ -158,16 +161,20 @@ echo "charlm: torch 2.x runs SDPA (is_causal=True); torch 1.13 the explicit path
 echo
 echo "Best thread count of each framework (torch 1.13: the faster of OpenBLAS pinned and unpinned):"
 echo
-echo "| workload | tapegrad best ms/step (threads) | PyTorch 1.13 best ms/step (threads) | PyTorch 2.x best ms/step (threads) | speed-up vs 2.x | tapegrad GFLOP/s, % of sgemm peak |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| workload | tapegrad best ms/step (threads) | PyTorch 1.13 best ms/step (threads) | PyTorch 2.x best ms/step (threads) | speed-up vs 2.x | tapegrad GFLOP/s, % of sgemm peak | GFLOP/s 2x needs, % of top peak |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 jq -r -s --slurpfile sg "$sgemm" "$defs"'. as $all | reduce (.[] | .name) as $n ([]; if index([$n]) then . else . + [$n] end) |
   .[] as $n | [$all[] | select(.name == $n)] | (min_by(.tg.ms_per_step)) as $t |
   ([.[] | .th, .tu] | min_by(.ms_per_step)) as $p |
   ([.[] | .t2 | select(. != null)] | min_by(.ms_per_step)) as $q |
   ([$sg[] | select(.threads == $t.tg.threads) | .tapegrad, .openblas, .mkl | select(. != null) | .gflops] | max) as $peak |
-  "| \($t.name) | \($t.tg | ms) (\($t.tg.threads)) | \($p | ms) (\($p.threads), OpenBLAS \($p.blas_threads)) | \($q | ms)\(if $q == null then "" else " (\($q.threads))" end) | \(ratio($q; $t.tg)) | \($t.tg.gflops * 10 | round / 10), \(if $peak == null then "n/a" else "\($t.tg.gflops / $peak * 100 | round)%" end) |"' "$results"
+  ([$sg[] | .tapegrad, .openblas, .mkl | select(. != null) | .gflops] | max) as $top |
+  "| \($t.name) | \($t.tg | ms) (\($t.tg.threads)) | \($p | ms) (\($p.threads), OpenBLAS \($p.blas_threads)) | \($q | ms)\(if $q == null then "" else " (\($q.threads))" end) | \(ratio($q; $t.tg)) | \($t.tg.gflops * 10 | round / 10), \(if $peak == null then "n/a" else "\($t.tg.gflops / $peak * 100 | round)%" end) | \(needed($t.tg; $q; $top)) |"' "$results"
 echo
-echo "attn-long: tapegrad fused vs torch 2.x SDPA (torch 1.13: explicit)."
+echo "attn-long: tapegrad fused vs torch 2.x SDPA (torch 1.13: explicit). The last column: the rate"
+echo "tapegrad's counted products would need for a step half as long as PyTorch 2.x's best, were"
+echo "the rest of the step free, against the run's fastest sgemm at any thread count. Above 100%,"
+echo "2x is out of reach of any f32 product on this machine."
 
 echo
 echo "sgemm, n=1024 (C = A B in f32: \`tapegrad bench --workload sgemm\`, torch.mm). \"sgemm peak\""

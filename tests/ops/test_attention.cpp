@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
@@ -323,6 +324,75 @@ TEST_CASE("packed self-attention on long sequences: gradients summed apart agree
     if (baseline) plain.emplace();
     require_packed_agrees(1, 600, 2, 32, Tensor(), true, 0.0, DType::f32);
     require_packed_agrees(2, 520, 3, 16, nn::padding_mask({520, 300}, 520), false, 0.0, DType::f32);
+  }
+}
+
+namespace {
+
+// The thread count for one scope, restored after it.
+struct ThreadsFor {
+  int before = num_threads();
+  explicit ThreadsFor(int threads) { set_num_threads(threads); }
+  ~ThreadsFor() { set_num_threads(before); }
+};
+
+// Cross-attention on heads split from projections (q [B, Sq, H d] and kv [B, Sk, 2 H d] viewed as
+// [B, H, S, d], each head's rows a projection's row apart) against the explicit path on
+// contiguous copies: output and the three gradients.
+void require_split_heads_agree(int64_t batch, int64_t sq, int64_t sk, int64_t heads,
+                               int64_t head_dim, const Tensor& mask, DType dtype) {
+  INFO("B " << batch << ", Sq " << sq << ", Sk " << sk << ", H " << heads << ", "
+            << dtype_name(dtype) << ", mask " << mask.defined());
+  manual_seed(12);
+  const Tensor q_values = uniform({batch, sq, heads * head_dim}, -1, 1, dtype);
+  const Tensor kv_values = uniform({batch, sk, 2 * heads * head_dim}, -1, 1, dtype);
+  const Tensor probe = uniform({batch, heads, sq, head_dim}, -1, 1, dtype);
+  const auto heads_of = [&](const Tensor& q, const Tensor& kv) {
+    const Tensor split_kv = kv.view({batch, sk, 2, heads, head_dim});
+    return std::array<Tensor, 3>{q.view({batch, sq, heads, head_dim}).transpose(1, 2),
+                                 split_kv.narrow(2, 0, 1).squeeze(2).transpose(1, 2),
+                                 split_kv.narrow(2, 1, 1).squeeze(2).transpose(1, 2)};
+  };
+  Tensor q_leaf = q_values.detach().contiguous().requires_grad_();
+  Tensor kv_leaf = kv_values.detach().contiguous().requires_grad_();
+  const auto [q, k, v] = heads_of(q_leaf, kv_leaf);
+  const Tensor fused = scaled_dot_product_attention(q, k, v, mask);
+  sum(fused * probe).backward();
+
+  Tensor q_ref = q_values.detach().contiguous().requires_grad_();
+  Tensor kv_ref = kv_values.detach().contiguous().requires_grad_();
+  const auto [q2, k2, v2] = heads_of(q_ref, kv_ref);
+  const Tensor expected =
+      nn::explicit_attention(q2.contiguous(), k2.contiguous(), v2.contiguous(), mask, false, 0.0)
+          .first;
+  sum(expected * probe).backward();
+
+  const double tolerance = dtype == DType::f64 ? 1e-10 : 1e-5;
+  require_close(fused.to_host_f64(), expected.to_host_f64(), tolerance);
+  require_close(q_leaf.grad().to_host_f64(), q_ref.grad().to_host_f64(), tolerance);
+  require_close(kv_leaf.grad().to_host_f64(), kv_ref.grad().to_host_f64(), tolerance);
+}
+
+}  // namespace
+
+// The CPU forward copies one batch element's heads, position by position, where they were split
+// from a projection and the batch has at least two elements a thread (cpu/fast/attention.cpp,
+// "Heads split from a projection"): every option, at one thread and at four. (A batch of one keeps
+// a unit a head: the tests above.)
+TEST_CASE("attention on heads split from a projection: a unit a batch element agrees",
+          "[attention][packed]") {
+  for (int threads : {1, 4}) {
+    INFO("threads " << threads);
+    const ThreadsFor scope(threads);
+    for (DType dtype : {DType::f64, DType::f32}) {
+      require_packed_agrees(8, 70, 3, 8, Tensor(), true, 0.0, dtype);  // two query tiles
+      require_packed_agrees(5, 9, 2, 5, nn::padding_mask({9, 4, 6, 1, 8}, 9), false, 0.0, dtype);
+      require_packed_agrees(4, 7, 2, 3, nn::padding_mask({7, 5, 2, 6}, 7), true, 0.3, dtype);
+      require_packed_agrees(6, 40, 2, 4, Tensor(), true, 0.0, dtype,
+                            {.kind = SparsityKind::local, .window = 9}, /*alibi=*/true);
+      require_split_heads_agree(6, 7, 11, 3, 8, Tensor(), dtype);  // Sk > Sq
+      require_split_heads_agree(5, 13, 6, 2, 4, nn::padding_mask({6, 3, 5, 1, 4}, 6), dtype);
+    }
   }
 }
 
