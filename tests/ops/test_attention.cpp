@@ -375,7 +375,7 @@ void require_split_heads_agree(int64_t batch, int64_t sq, int64_t sk, int64_t he
 
 }  // namespace
 
-// The CPU forward copies one batch element's heads, position by position, where they were split
+// The CPU kernel copies one batch element's heads, position by position, where they were split
 // from a projection and the batch has at least two elements a thread (cpu/fast/attention.cpp,
 // "Heads split from a projection"): every option, at one thread and at four. (A batch of one keeps
 // a unit a head: the tests above.)
