@@ -872,6 +872,7 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
   // only ones when the attention runs on the calling thread alone.
   const double flops = batch * attention_item_flops(p, false);
   const int64_t threads = unit_threads(flops);
+  if (unpack_heads<T>(p, threads)) return forward_on_copies<T>(p, out_tensor, lse_tensor, flops);
   const int64_t parts = std::clamp<int64_t>((4 * threads + batch - 1) / batch, 1, tiles);
   const auto unit = [&](int64_t work) {
     const int64_t n = work / parts, part = work % parts;
@@ -884,7 +885,6 @@ void forward(const AttentionProblem& p, const Tensor& out_tensor, const Tensor& 
   const auto rows_of = [&](int64_t n) {
     return ForwardRows<T>(p, out_tensor, lse_tensor, n, sq);
   };
-  if (unpack_heads<T>(p, threads)) return forward_on_copies<T>(p, out_tensor, lse_tensor, flops);
   for_each_unit(batch * parts, flops, [&](int64_t work, int64_t next_work) {
     if (next_work >= 0) {
       const Unit next = unit(next_work);
