@@ -271,6 +271,9 @@ struct Kernels {
   // this backend's product is faster on 7-bit activations (the CPU's AVX2 kernel,
   // cpu/fast/quantize.h).
   virtual int int8_activation_levels() { return 127; }
+  // The levels Linear::quantize rounds a weight to: 127, or 63 where this backend's product is
+  // faster on 7-bit weights too (the CPU's AVX2 kernel). A weight of either runs on every backend.
+  virtual int int8_weight_levels() { return 127; }
   // acc [m, n] i32 = a [m, k] i8 times b [n, k]^T i8 (b: a Linear's weight [out, in]), exact:
   // k <= kMaxInt8Depth keeps every sum of products of +-127 inside i32.
   virtual void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) = 0;

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/kernels.h"
@@ -65,6 +66,8 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
     const Tensor w_t = w.transpose(0, 1);
     const QuantizedRows wq = quantize_rows(w), xq = quantize_rows(x);
     const QuantizedRows xq7 = quantize_rows(x, 0, cpu::int8::kAvx2ActivationLevels);  // AVX2's
+    const QuantizedRows wq7 = quantize_rows(w, 0, cpu::int8::kAvx2WeightLevels);
+    const QuantizedRows w_linear = quantize_weight(w);  // what a quantized Linear holds here
     const Tensor acc = empty({s.m, s.n}, DType::i32);
     const double ops = 2.0 * s.m * s.n * s.k;
     // One row; GOP/s and the speedup from the medians (a busy machine shows in the minimum).
@@ -90,14 +93,17 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
     if (cpu::fast_paths_enabled()) {
       for (auto isa : {cpu::int8::Isa::avx512_vnni, cpu::int8::Isa::avx2}) {
         if (!cpu::int8::isa_supported(isa)) continue;
-        for (const QuantizedRows* a : {&xq, &xq7}) {  // AVX2: full-range a (vpmaddwd), 7-bit a
+        // AVX2: full-range a (vpmaddwd), 7-bit a, 7-bit a and b (two groups a vpmaddwd)
+        const std::pair<const QuantizedRows*, const QuantizedRows*> operands[] = {
+            {&xq, &wq}, {&xq7, &wq}, {&xq7, &wq7}};
+        for (const auto& [a, b] : operands) {
           if (a == &xq7 && isa != cpu::int8::Isa::avx2) continue;
           const Timing t = time_runs([&] {
-            cpu::int8::gemm(a->values.data_as<int8_t>(), wq.values.data_as<int8_t>(),
+            cpu::int8::gemm(a->values.data_as<int8_t>(), b->values.data_as<int8_t>(),
                             acc.data_as<int32_t>(), s.m, s.n, s.k, isa);
           }, options);
           const std::string name = std::string("int8 gemm_i8, ") + cpu::int8::isa_name(isa);
-          report(a == &xq7 ? name + " 7-bit a" : name, t, f32_ms);
+          report(a == &xq ? name : b == &wq ? name + " 7-bit a" : name + " 7-bit a, b", t, f32_ms);
         }
       }
     }
@@ -112,14 +118,14 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
     const double f32_linear_ms = f32_linear.median_ms;
     report("f32 linear (x W^T + b)", f32_linear, f32_linear_ms);
     report("quantized_linear (fast paths)",
-           time_runs([&] { const Tensor y = quantized_linear(x, wq, bias); }, options), f32_linear_ms);
+           time_runs([&] { const Tensor y = quantized_linear(x, w_linear, bias); }, options), f32_linear_ms);
     {
       const cpu::FastPathsOff plain;
       GemmI8BenchOptions fewer = options;
       fewer.steps = std::min(options.steps, 3);
       fewer.warmup = std::min(options.warmup, 1);
       report("quantized_linear (plain loops)",
-             time_runs([&] { const Tensor y = quantized_linear(x, wq, bias); }, fewer), f32_linear_ms);
+             time_runs([&] { const Tensor y = quantized_linear(x, w_linear, bias); }, fewer), f32_linear_ms);
     }
   }
   return 0;

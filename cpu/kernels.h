@@ -206,6 +206,7 @@ class CpuKernels final : public Kernels {
   void quantize_rows(const Tensor& x, double fixed_scale, int levels, const Tensor& q,
                      const Tensor& scale) override;
   int int8_activation_levels() override;
+  int int8_weight_levels() override;
   void gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) override;
   void quantized_product(const Tensor& a, const Tensor& b, const Tensor& row_scale,
                          const Tensor& col_scale, const Tensor& bias, const Tensor& out) override;

@@ -67,6 +67,12 @@ int CpuKernels::int8_activation_levels() {
   return int8::selected_path() == int8::Path::avx2 ? int8::kAvx2ActivationLevels : 127;
 }
 
+// 63 on the AVX2 path too, whose product on 7-bit activations takes a third fewer multiplies
+// when the weight is 7-bit as well (cpu/fast/quantize_kernels.h).
+int CpuKernels::int8_weight_levels() {
+  return int8::selected_path() == int8::Path::avx2 ? int8::kAvx2WeightLevels : 127;
+}
+
 void CpuKernels::gemm_i8(const Tensor& a, const Tensor& b, const Tensor& acc) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   const int8_t* lhs = a.data_as<int8_t>();

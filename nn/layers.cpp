@@ -42,7 +42,7 @@ void Linear::quantize(QuantMode mode, double fixed_input_scale) {
            "Linear::quantize: a static input scale must be a normal f32, in [2^-126, 3.4e38], got ",
            fixed_input_scale);
   NoGrad no_grad;
-  const QuantizedRows q = quantize_rows(weight.detach());
+  const QuantizedRows q = quantize_weight(weight.detach());
   const Tensor f32_bias = bias.defined() ? bias.detach().to(DType::f32) : Tensor();
   unregister_parameter("weight");
   if (bias.defined()) unregister_parameter("bias");

@@ -51,6 +51,11 @@ QuantizedRows quantize_rows(const Tensor& x, double fixed_scale, int levels) {
   return q;
 }
 
+QuantizedRows quantize_weight(const Tensor& weight) {
+  TG_CHECK(weight.defined(), "op 'quantize_weight': the weight is undefined");
+  return quantize_rows(weight, 0, kernels(weight.device()).int8_weight_levels());
+}
+
 Tensor dequantize_rows(const QuantizedRows& q) {
   TG_CHECK(q.values.defined() && q.values.dim() == 2 && q.values.dtype() == DType::i8 &&
                q.scales.defined() && q.scales.dtype() == DType::f32 && q.scales.dim() == 1 &&

@@ -119,11 +119,24 @@ void quantize_a_rows(const ProductInput& input, int64_t first, int64_t rows, int
   }
 }
 
-// B packed in one kernel's layout (TB values in `values`), with its correction.
+// Whether every value of `a` is in [-64, 63]: A where the 7-bit AVX2 kernel is exact, and B where
+// it takes two groups a vpmaddwd (cpu/fast/quantize_kernels.h).
+bool fits_seven_bits(const int8_t* a, int64_t count) {
+  int8_t lowest = 0, highest = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    lowest = a[i] < lowest ? a[i] : lowest;
+    highest = a[i] > highest ? a[i] : highest;
+  }
+  return lowest >= -64 && highest <= 63;
+}
+
+// B packed in one kernel's layout (TB values in `values`), with its correction, and whether all
+// of B is 7-bit.
 template <typename TB>
 struct PackedB {
   std::vector<TB> values;
   std::vector<int32_t> correction;
+  bool seven_bit = false;
 };
 
 // All of B [n, k] packed (pack_b_panel), the panels split over the threads when `split`.
@@ -136,6 +149,7 @@ std::shared_ptr<const PackedB<TB>> pack_int8_b(const int8_t* b, int64_t n, int64
   auto packed = std::make_shared<PackedB<TB>>();
   packed->values.resize(panels * panel_size);      // zeros: the padding stays so
   packed->correction.resize(panels * kWidth);      // zeros
+  packed->seven_bit = fits_seven_bits(b, n * k);
   parallel_for(panels, split ? 1 : panels, [&](int64_t first_panel, int64_t past_panel) {
     for (int64_t panel = first_panel; panel < past_panel; ++panel) {
       pack_b_panel<TB, kWidth, kDepth, kCorrection>(b, n, k, groups, panel,
@@ -197,7 +211,7 @@ std::shared_ptr<const PackedB<TB>> packed_weight(const BOwner* owner, const int8
 // The product in two loops on the pool: the threads pack B's panels (and its correction), or
 // find them packed (output.owner), then take C's rows in chunks of kChunkRows, each packing its
 // chunk of A (TA: convert(A(i, p)), or x's rows quantized) into a buffer of its own and calling
-// multiply(packed chunk, rows, where the chunk's rows go (ProductRows), packed B, correction).
+// multiply(packed chunk, rows, where the chunk's rows go (ProductRows), packed B (PackedB)).
 template <typename TA, typename TB, int kWidth, int kDepth, int32_t kCorrection, typename Convert,
           typename Multiply>
 void packed_product(const ProductInput& input, const int8_t* b, const ProductOutput& output,
@@ -211,8 +225,6 @@ void packed_product(const ProductInput& input, const int8_t* b, const ProductOut
   const int64_t grain = grain_for(static_cast<double>(kChunkRows) * n * k, kParallelInt8Work);
   const auto packed_b =
       packed_weight<TB, kWidth, kDepth, kCorrection>(output.owner, b, n, k, chunks > grain);
-  const TB* b_packed = packed_b->values.data();
-  const int32_t* correction = packed_b->correction.data();
   parallel_for(chunks, grain, [&](int64_t first_chunk, int64_t past_chunk) {
     std::vector<TA> a_packed(kChunkRows * groups * kDepth);
     for (int64_t chunk = first_chunk; chunk < past_chunk; ++chunk) {
@@ -223,7 +235,7 @@ void packed_product(const ProductInput& input, const int8_t* b, const ProductOut
       } else if constexpr (std::is_same_v<TA, uint8_t>) {
         quantize_a_rows<kDepth, kCorrection>(input, first, rows, k, groups, a_packed.data());
       }
-      multiply(a_packed.data(), rows, rows_from(output, first, n), b_packed, correction);
+      multiply(a_packed.data(), rows, rows_from(output, first, n), *packed_b);
     }
   });
 }
@@ -235,32 +247,24 @@ void gemm_vnni(const ProductInput& a, const int8_t* b, const ProductOutput& c, i
   const auto plus_128 = [](int8_t v) { return static_cast<uint8_t>(v + 128); };
   packed_product<uint8_t, int8_t, kVnniWidth, kVnniDepth, 128>(
       a, b, c, m, n, k, plus_128,
-      [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest, const int8_t* b_packed,
-          const int32_t* correction) {
-        gemm_rows_vnni(rows_a, rows, b_packed, correction, n, groups, dest);
+      [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest,
+          const PackedB<int8_t>& packed) {
+        gemm_rows_vnni(rows_a, rows, packed.values.data(), packed.correction.data(), n, groups, dest);
       });
 }
 
-// Whether every A(i, p) is in [-64, 63], where the 7-bit AVX2 kernel is exact.
-bool fits_seven_bits(const int8_t* a, int64_t count) {
-  int8_t lowest = 0, highest = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    lowest = a[i] < lowest ? a[i] : lowest;
-    highest = a[i] > highest ? a[i] : highest;
-  }
-  return lowest >= -64 && highest <= 63;
-}
-
-// AVX2 on 7-bit A: A + 64 as u8, B as s8, and the correction 64 sum_p B(j, p).
+// AVX2 on 7-bit A: A + 64 as u8, B as s8, and the correction 64 sum_p B(j, p); two groups a
+// vpmaddwd where B is 7-bit too.
 void gemm_avx2_bytes(const ProductInput& a, const int8_t* b, const ProductOutput& c, int64_t m,
                      int64_t n, int64_t k) {
   const int64_t groups = (k + kAvx2BytesDepth - 1) / kAvx2BytesDepth;
   const auto plus_64 = [](int8_t v) { return static_cast<uint8_t>(v + 64); };
   packed_product<uint8_t, int8_t, kAvx2BytesWidth, kAvx2BytesDepth, 64>(
       a, b, c, m, n, k, plus_64,
-      [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest, const int8_t* b_packed,
-          const int32_t* correction) {
-        gemm_rows_avx2_bytes(rows_a, rows, b_packed, correction, n, groups, dest);
+      [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest,
+          const PackedB<int8_t>& packed) {
+        gemm_rows_avx2_bytes(rows_a, rows, packed.values.data(), packed.correction.data(), n,
+                             groups, packed.seven_bit, dest);
       });
 }
 
@@ -271,8 +275,9 @@ void gemm_avx2(const ProductInput& a, const int8_t* b, const ProductOutput& c, i
   const auto widen = [](int8_t v) { return static_cast<int16_t>(v); };
   packed_product<int16_t, int16_t, kAvx2Width, kAvx2Depth, 0>(
       a, b, c, m, n, k, widen,
-      [&](const int16_t* rows_a, int64_t rows, const ProductRows& dest, const int16_t* b_packed,
-          const int32_t*) {
+      [&](const int16_t* rows_a, int64_t rows, const ProductRows& dest,
+          const PackedB<int16_t>& packed) {
+        const int16_t* b_packed = packed.values.data();
         if (!dest.out) return gemm_rows_avx2(rows_a, rows, b_packed, n, groups, dest.c, dest.ldc);
         std::vector<int32_t> sums(rows * n);  // this kernel stores i32 only: rescaled from here
         gemm_rows_avx2(rows_a, rows, b_packed, n, groups, sums.data(), n);
@@ -329,7 +334,7 @@ PathScope::~PathScope() { path_override.store(previous_); }
 const char* path_description(Path path) {
   switch (path) {
     case Path::avx512_vnni: return "AVX-512 VNNI vpdpbusd";
-    case Path::avx2: return "AVX2 vpmaddubsw/vpmaddwd on 7-bit activations";
+    case Path::avx2: return "AVX2 vpmaddubsw/vpmaddwd on 7-bit activations and weights";
     case Path::plain: break;
   }
   return "plain loops (the reference)";

@@ -51,6 +51,9 @@ class PathScope {
 // The activation levels of the AVX2 path (CpuKernels::int8_activation_levels): 7 bits, [-63, 63],
 // so that its vpmaddubsw product is exact (cpu/fast/quantize_kernels.h); the others take 127.
 inline constexpr int kAvx2ActivationLevels = 63;
+// The weight levels of the AVX2 path (CpuKernels::int8_weight_levels): 7 bits too, so that its
+// product adds two groups' vpmaddubsw sums before one vpmaddwd (cpu/fast/quantize_kernels.h).
+inline constexpr int kAvx2WeightLevels = 63;
 
 // B's owner, to keep B packed between products: the storage that holds it (compared by identity,
 // never by address) and that storage's version. A Linear's weight is packed at its first product

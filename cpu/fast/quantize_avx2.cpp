@@ -113,7 +113,6 @@ inline void dot4_accumulate_avx2(__m256i& acc, __m256i a_u8, __m256i b_s8, __m25
       : "x"(a_u8), "x"(b_s8), "x"(ones));
 }
 
-// One block of the 7-bit product: rows x vectors of C over the whole depth, less the correction.
 // Row i's 8 sums of C, less the correction, at column `column` of dest (ProductRows): i32, or
 // rescaled to f32 as dequantize_row_avx2 does (col and shift loaded once per vector).
 // Only a vector that may stick out past column n is stored masked (vpmaskmov stores are slow on
@@ -132,35 +131,12 @@ inline void store_sums(const ProductRows& dest, int64_t i, int64_t column, __m25
   _mm256_storeu_ps(to, scaled);
 }
 
+// Row i's sums of a block, less the correction, stored (store_sums) at dest's rows row0 + i,
+// columns col0 + 8 v. Inlined, so that the accumulators stay in registers.
 template <int kBlockRows, int kBlockVectors>
-void block_bytes(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
-                 int64_t groups, const int32_t* correction, const ProductRows& dest, int64_t row0,
-                 int64_t col0, __m256i last) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc[kBlockRows][kBlockVectors];
-#pragma GCC unroll 5
-  for (int i = 0; i < kBlockRows; ++i) {
-#pragma GCC unroll 2
-    for (int v = 0; v < kBlockVectors; ++v) acc[i][v] = _mm256_setzero_si256();
-  }
-  for (int64_t g = 0; g < groups; ++g) {
-    __m256i b_vec[kBlockVectors];
-#pragma GCC unroll 2
-    for (int v = 0; v < kBlockVectors; ++v) {
-      b_vec[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-          b + v * panel_stride + g * (kAvx2BytesDepth * kAvx2BytesWidth)));
-    }
-#pragma GCC unroll 5
-    for (int i = 0; i < kBlockRows; ++i) {
-      int word;  // row i's 4 bytes of this group, in every lane
-      __builtin_memcpy(&word, a + i * lda + g * kAvx2BytesDepth, sizeof word);
-      const __m256i a_vec = _mm256_set1_epi32(word);
-#pragma GCC unroll 2
-      for (int v = 0; v < kBlockVectors; ++v) {
-        dot4_accumulate_avx2(acc[i][v], a_vec, b_vec[v], ones);
-      }
-    }
-  }
+__attribute__((always_inline)) inline void store_block(
+    const __m256i (&acc)[kBlockRows][kBlockVectors], const int32_t* correction,
+    const ProductRows& dest, int64_t row0, int64_t col0, __m256i last) {
 #pragma GCC unroll 2
   for (int v = 0; v < kBlockVectors; ++v) {
     const __m256i correct = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
@@ -178,14 +154,129 @@ void block_bytes(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_s
   }
 }
 
+// Row i's 4 bytes of group g, in every lane.
+inline __m256i broadcast_group(const uint8_t* a, int64_t lda, int i, int64_t g) {
+  int word;
+  __builtin_memcpy(&word, a + i * lda + g * kAvx2BytesDepth, sizeof word);
+  return _mm256_set1_epi32(word);
+}
+
+// Vector v of B's group g (8 columns x 4 p).
+inline __m256i load_group(const int8_t* b, int64_t panel_stride, int v, int64_t g) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+      b + v * panel_stride + g * (kAvx2BytesDepth * kAvx2BytesWidth)));
+}
+
+// One block of the 7-bit product: rows x vectors of C over the whole depth, less the correction.
+template <int kBlockRows, int kBlockVectors>
+void block_bytes(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
+                 int64_t groups, const int32_t* correction, const ProductRows& dest, int64_t row0,
+                 int64_t col0, __m256i last) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[kBlockRows][kBlockVectors];
+#pragma GCC unroll 5
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) acc[i][v] = _mm256_setzero_si256();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i b_vec[kBlockVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) b_vec[v] = load_group(b, panel_stride, v, g);
+#pragma GCC unroll 5
+    for (int i = 0; i < kBlockRows; ++i) {
+      const __m256i a_vec = broadcast_group(a, lda, i, g);
+#pragma GCC unroll 2
+      for (int v = 0; v < kBlockVectors; ++v) {
+        dot4_accumulate_avx2(acc[i][v], a_vec, b_vec[v], ones);
+      }
+    }
+  }
+  store_block(acc, correction, dest, row0, col0, last);
+}
+
+// The 7-bit x 7-bit product's largest block: 8 accumulators, 2 groups of 2 vectors of B, the two
+// groups' broadcasts and two products in the 16 registers (the vector of ones is read from memory).
+constexpr int kPairRows = 4, kPairVectors = 2;
+
+// acc += the eight u8 x s8 products of each i32 lane over two groups, with one vpmaddwd where
+// dot4_accumulate_avx2 takes two: a vpmaddubsw a group, their i16 sums added with vpaddw, then
+// vpmaddwd by `ones` and vpaddd. Exact on 7-bit B (cpu/fast/quantize_kernels.h): each vpmaddubsw
+// sum is within 127 * 64 * 2 = 16256 of 0, so two of them are within 32512 and fit an i16.
+inline void dot8_accumulate_avx2(__m256i& acc, __m256i a0, __m256i a1, __m256i b0, __m256i b1,
+                                 const __m256i& ones) {
+  __m256i pairs0, pairs1;
+  asm("vpmaddubsw %5, %3, %1\n\tvpmaddubsw %6, %4, %2\n\tvpaddw %2, %1, %1\n\t"
+      "vpmaddwd %7, %1, %1\n\tvpaddd %1, %0, %0"
+      : "+x"(acc), "=&x"(pairs0), "=&x"(pairs1)
+      : "x"(a0), "x"(a1), "x"(b0), "x"(b1), "m"(ones));
+}
+
+// One block of the 7-bit x 7-bit product: groups two at a time (dot8_accumulate_avx2), an odd
+// last one alone (dot4_accumulate_avx2). Stored as block_bytes stores.
+template <int kBlockRows, int kBlockVectors>
+void block_pairs(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_stride,
+                 int64_t groups, const int32_t* correction, const ProductRows& dest, int64_t row0,
+                 int64_t col0, __m256i last) {
+  alignas(32) static const int16_t ones_i16[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const __m256i& ones = *reinterpret_cast<const __m256i*>(ones_i16);
+  __m256i acc[kBlockRows][kBlockVectors];
+#pragma GCC unroll 4
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) acc[i][v] = _mm256_setzero_si256();
+  }
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    __m256i b_first[kBlockVectors], b_second[kBlockVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) {
+      b_first[v] = load_group(b, panel_stride, v, g);
+      b_second[v] = load_group(b, panel_stride, v, g + 1);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < kBlockRows; ++i) {
+      const __m256i a_first = broadcast_group(a, lda, i, g);
+      const __m256i a_second = broadcast_group(a, lda, i, g + 1);
+#pragma GCC unroll 2
+      for (int v = 0; v < kBlockVectors; ++v) {
+        dot8_accumulate_avx2(acc[i][v], a_first, a_second, b_first[v], b_second[v], ones);
+      }
+    }
+  }
+  if (g < groups) {
+#pragma GCC unroll 4
+    for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+      for (int v = 0; v < kBlockVectors; ++v) {
+        dot4_accumulate_avx2(acc[i][v], broadcast_group(a, lda, i, g), load_group(b, panel_stride, v, g),
+                             ones);
+      }
+    }
+  }
+  store_block(acc, correction, dest, row0, col0, last);
+}
+
 using BytesBlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, int64_t,
                               const int32_t*, const ProductRows&, int64_t, int64_t, __m256i);
 
-// block_bytes<rows, vectors> for rows in 1..5 and vectors in 1..2, picked at run time.
+// block_bytes<rows, vectors> for rows in 1..5 and block_pairs<rows, vectors> for rows in 1..4,
+// vectors in 1..2, picked at run time.
 template <int kBlockRows>
 constexpr BytesBlockFn kRowOfBytesBlocks[kBytesVectors] = {&block_bytes<kBlockRows, 1>,
                                                            &block_bytes<kBlockRows, 2>};
-BytesBlockFn pick_bytes_block(int64_t rows, int64_t vectors) {
+template <int kBlockRows>
+constexpr BytesBlockFn kRowOfPairBlocks[kPairVectors] = {&block_pairs<kBlockRows, 1>,
+                                                         &block_pairs<kBlockRows, 2>};
+BytesBlockFn pick_bytes_block(int64_t rows, int64_t vectors, bool seven_bit_b) {
+  if (seven_bit_b) {
+    switch (rows) {
+      case 1: return kRowOfPairBlocks<1>[vectors - 1];
+      case 2: return kRowOfPairBlocks<2>[vectors - 1];
+      case 3: return kRowOfPairBlocks<3>[vectors - 1];
+      default: return kRowOfPairBlocks<4>[vectors - 1];
+    }
+  }
   switch (rows) {
     case 1: return kRowOfBytesBlocks<1>[vectors - 1];
     case 2: return kRowOfBytesBlocks<2>[vectors - 1];
@@ -242,8 +333,10 @@ void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n,
 }
 
 void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
-                          const int32_t* correction, int64_t n, int64_t groups,
+                          const int32_t* correction, int64_t n, int64_t groups, bool seven_bit_b,
                           const ProductRows& dest) {
+  static_assert(kPairVectors == kBytesVectors, "both kernels step over the panels alike");
+  const int64_t rows_a_block = seven_bit_b ? kPairRows : kBytesRows;
   const int64_t panels = (n + kAvx2BytesWidth - 1) / kAvx2BytesWidth;
   const int64_t panel_stride = groups * kAvx2BytesDepth * kAvx2BytesWidth;  // bytes of B a panel
   const int64_t lda = groups * kAvx2BytesDepth;
@@ -252,9 +345,9 @@ void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
     const int64_t vectors = panels - p0 < kBytesVectors ? panels - p0 : kBytesVectors;
     const __m256i last = lanes_below(p0 + vectors == panels ? tail : kAvx2BytesWidth);
     const int8_t* b_block = b + p0 * panel_stride;
-    for (int64_t i0 = 0; i0 < rows; i0 += kBytesRows) {
-      const int64_t block_rows = rows - i0 < kBytesRows ? rows - i0 : kBytesRows;
-      pick_bytes_block(block_rows, vectors)(a + i0 * lda, lda, b_block, panel_stride, groups,
+    for (int64_t i0 = 0; i0 < rows; i0 += rows_a_block) {
+      const int64_t block_rows = rows - i0 < rows_a_block ? rows - i0 : rows_a_block;
+      pick_bytes_block(block_rows, vectors, seven_bit_b)(a + i0 * lda, lda, b_block, panel_stride, groups,
                                             correction + p0 * kAvx2BytesWidth, dest, i0,
                                             p0 * kAvx2BytesWidth, last);
     }
@@ -334,7 +427,7 @@ void gemm_rows_avx2(const int16_t*, int64_t, const int16_t*, int64_t, int64_t, i
   fail("gemm_rows_avx2: not an x86-64 build");
 }
 void gemm_rows_avx2_bytes(const uint8_t*, int64_t, const int8_t*, const int32_t*, int64_t, int64_t,
-                          const ProductRows&) {
+                          bool, const ProductRows&) {
   fail("gemm_rows_avx2_bytes: not an x86-64 build");
 }
 float quantize_row_avx2(const float*, int64_t, bool, float, float, uint8_t, uint8_t*) {

@@ -56,9 +56,13 @@ void gemm_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b, int64_t n,
 // full-range A, 255 (-128) 2 would). vpmaddwd by 1 adds the i16 lanes in pairs into i32: four
 // products a lane, the layout of the VNNI kernel (depth 4), 8 columns a panel. The + 64 is taken
 // back at the store: correction[j] = 64 sum_p B(j, p), as the VNNI kernel's.
+// seven_bit_b: every B(j, p) is in [-64, 63] too (a Linear's weight quantized to 63 levels,
+// Kernels::int8_weight_levels). Then each vpmaddubsw sum is within 127 (-64) 2 = -16256 of 0, two
+// groups' sums are added in i16 (vpaddw, within 32512: exact) before one vpmaddwd, and the
+// product takes three multiplies per eight products a lane where it took four. Same layouts.
 inline constexpr int kAvx2BytesDepth = 4, kAvx2BytesWidth = 8;
 void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
-                          const int32_t* correction, int64_t n, int64_t groups,
+                          const int32_t* correction, int64_t n, int64_t groups, bool seven_bit_b,
                           const ProductRows& dest);
 
 // One row of CpuKernels::quantize_rows (cpu/quantize.cpp), bit for bit: the row's own scale

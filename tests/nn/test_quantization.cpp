@@ -7,6 +7,7 @@
 #include <map>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/models.h"
@@ -242,7 +243,8 @@ TEST_CASE("quantize: denormal and mixed weights give a loadable state, within ha
   // Each Linear's rows, in turn: as drawn (normal), times 2^-140 (every entry denormal: the
   // scale max/127 underflowed to 0, which check_quantized_state refuses), times 2^-118 (entries
   // about 2^-120, some normal and some denormal, max/127 denormal). Every scale must be a normal
-  // f32 and every weight come back within half its row's step.
+  // f32 and every weight come back within half its row's step (on the device's weight levels).
+  const int levels = kernels(kCPU).int8_weight_levels();
   const nn::ModelConfig config{.dim = 8, .heads = 2, .layers = 1};
   const nn::ModelStateShapes f32 = nn::TextClassifier::state_shapes(20, 3, config);
   const Tensor tokens = from_indices({1, 2, 3, 4, 5, 6}, {2, 3});
@@ -279,7 +281,7 @@ TEST_CASE("quantize: denormal and mixed weights give a loadable state, within ha
         const double row_max = max_abs(w, o * in, (o + 1) * in);
         INFO("row " << o << ", max |w| " << row_max << ", scale " << scales[o]);
         REQUIRE(scales[o] >= 0x1p-126);  // a normal f32: never 0, never denormal
-        REQUIRE(scales[o] <= std::max(row_max / 127 * (1 + 1e-6), 0x1p-126));
+        REQUIRE(scales[o] <= std::max(row_max / levels * (1 + 1e-6), 0x1p-126));
         for (int64_t i = 0; i < in; ++i) {  // + the f32 rounding of q s, <= 2^-24 127 s
           REQUIRE(std::abs(back[o * in + i] - w[o * in + i]) <= scales[o] * (0.5 + 8e-6));
         }

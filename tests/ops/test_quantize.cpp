@@ -132,6 +132,23 @@ TEST_CASE("quantized_linear is the f32 product of the dequantized operands", "[q
   }
 }
 
+TEST_CASE("quantize_weight: on the levels the device's product asks for, by hand", "[quantize]") {
+  // rows: max 2 and max 0.5. On 127 levels: scale 2/127, 0.75 -> 47.625 -> 48; on 63 (the CPU's
+  // AVX2 path, 7-bit weights): scale 2/63, 0.75 -> 23.625 -> 24, -2 -> -63, 0.25 -> 7.875 -> 8
+  const Tensor w = from_values({0.75, -2, 0.25, 0.5, -0.125, 0}, {2, 3});
+  const int levels = kernels(kCPU).int8_weight_levels();
+  REQUIRE((levels == 127 || levels == 63));
+  const QuantizedRows q = quantize_weight(w);
+  REQUIRE(q.scales.to_host_f64() ==
+          std::vector<double>{double(2.0f / float(levels)), double(0.5f / float(levels))});
+  if (levels == 63) {
+    REQUIRE(q.values.to_host_i64() == std::vector<int64_t>{24, -63, 8, 63, -16, 0});
+  } else {
+    REQUIRE(q.values.to_host_i64() == std::vector<int64_t>{48, -127, 16, 127, -32, 0});
+  }
+  REQUIRE_THROWS_AS(quantize_weight(Tensor()), Error);
+}
+
 TEST_CASE("quantized_linear with no input features is the bias in every row", "[quantize]") {
   const Tensor bias = full({3}, 0.25);  // in = 0: every product is an empty sum
   for (double input_scale : {0.0, 0.01}) {

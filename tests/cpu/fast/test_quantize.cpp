@@ -3,7 +3,8 @@
 // (AVX-512 VNNI, AVX2) on odd shapes (m, n, k from 1 to ~300: k not a multiple of the kernels'
 // 4 or 2, n not a multiple of their 16- or 8-column panels, m not of their 6-row blocks) with the
 // extremes -128 and 127 on both sides, up to the longest depth; the AVX2 path's vpmaddubsw kernel
-// on 7-bit A with its saturation worst cases, and its fallback; quantize_rows (8 and 7 bits) with
+// on 7-bit A with its saturation worst cases, and its fallback; on 7-bit A and B (two groups a
+// vpmaddwd) with its i16 worst cases, and its fallback; quantize_rows (8 and 7 bits) with
 // NaN, infinities, ties and zero rows; dequantize_product; quantized_linear end to end (on the AVX2
 // path by hand); quantized_linear's rows quantized straight into the product's layout, against
 // quantize_rows + quantized_product; TAPEGRAD_INT8_KERNEL's parsing. At 1, 2 and 3 threads.
@@ -171,6 +172,43 @@ TEST_CASE("int8 gemm, 7-bit kernel: vpmaddubsw's worst cases do not saturate",
   }
 }
 
+TEST_CASE("int8 gemm on 7-bit activations and 7-bit weights (two groups a vpmaddwd) equals the "
+          "plain loop", "[quantize][int8_gemm]") {
+  std::mt19937_64 gen(10);
+  std::vector<std::array<int64_t, 3>> shapes = {  // m, n, k: blocks of 4 rows, 16 columns, 8 p
+      {1, 1, 1},   {1, 1, 4},    {2, 3, 5},     {4, 16, 8},   {5, 17, 12},  {3, 9, 13},
+      {7, 15, 63}, {60, 64, 64}, {61, 65, 257}, {16, 4, 256}, {97, 256, 128}, {1, 300, 299}};
+  std::uniform_int_distribution<int64_t> size(1, 300);
+  for (int i = 0; i < 12; ++i) shapes.push_back({size(gen), size(gen), size(gen)});
+  for (const auto& [m, n, k] : shapes) {
+    const Tensor a = random_i7(m, k, gen), b = random_i7(n, k, gen);
+    at_thread_counts([&] { check_gemm(a, b); });
+  }
+}
+
+TEST_CASE("int8 gemm, 7-bit weights: the i16 sum of two groups does not overflow, and an 8-bit "
+          "weight falls back", "[quantize][int8_gemm]") {
+  // a + 64 = 127 against b = -64 on all eight bytes of two groups: 127 (-64) 8 = -65024 in i32,
+  // -32512 in each i16 sum of two pairs (|.| <= 32767); and 63, 0 on the other side. k = 299:
+  // an odd number of groups, the last one alone. Then one weight outside 7 bits (64 or -65): that
+  // B takes the one-group kernel, still exact.
+  for (int8_t av : {int8_t{63}, int8_t{-64}}) {
+    for (int8_t bv : {int8_t{-64}, int8_t{63}}) {
+      INFO("a " << int(av) << ", b " << int(bv));
+      const Tensor a = filled_i8(61, 299, av), b = filled_i8(37, 299, bv);
+      at_thread_counts([&] { check_gemm(a, b); });
+      REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * bv * 299);
+    }
+  }
+  std::mt19937_64 gen(11);
+  for (int8_t outside : {int8_t{64}, int8_t{-65}}) {
+    INFO("one B value " << int(outside));
+    const Tensor a = random_i7(23, 131, gen), b = random_i7(19, 131, gen);
+    b.data_as<int8_t>()[18 * 131 + 130] = outside;  // the very last
+    check_gemm(a, b);
+  }
+}
+
 TEST_CASE("int8 gemm fast paths: the extremes on both sides", "[quantize][int8_gemm]") {
   for (int8_t av : {int8_t{-128}, int8_t{127}}) {
     for (int8_t bv : {int8_t{-128}, int8_t{127}}) {
@@ -190,8 +228,10 @@ TEST_CASE("int8 gemm fast paths are exact at the longest depth", "[quantize][int
     check_gemm(a, b);
     REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * 127 * k);
   }
-  // 7-bit A (the vpmaddubsw kernel): its sums of (a + 64) b wrap too (127 128 k > 2^31)
-  for (const auto& [av, bv] : {std::pair<int8_t, int8_t>{63, -128}, {-64, 127}, {63, 127}}) {
+  // 7-bit A (the vpmaddubsw kernel): its sums of (a + 64) b wrap too (127 128 k > 2^31); with
+  // 7-bit B as well, two groups a vpmaddwd
+  for (const auto& [av, bv] : {std::pair<int8_t, int8_t>{63, -128}, {-64, 127}, {63, 127},
+                               {63, -64}, {-64, 63}, {63, 63}}) {
     INFO("a " << int(av) << ", b " << int(bv));
     const Tensor a = filled_i8(2, k, av), b = filled_i8(3, k, bv);
     check_gemm(a, b);
@@ -321,10 +361,17 @@ TEST_CASE("int8 path: TAPEGRAD_INT8_KERNEL's values, and bad ones named", "[quan
     const cpu::int8::PathScope plain(Path::plain);
     REQUIRE(cpu::int8::selected_path() == Path::plain);
     REQUIRE(kernels(kCPU).int8_activation_levels() == 127);
+    REQUIRE(kernels(kCPU).int8_weight_levels() == 127);
   }
   if (cpu::cpu_has_avx2_fma()) {
     const cpu::int8::PathScope avx2(Path::avx2);
     REQUIRE(kernels(kCPU).int8_activation_levels() == 63);
+    REQUIRE(kernels(kCPU).int8_weight_levels() == 63);
+  }
+  if (cpu::cpu_has_avx512_vnni()) {
+    const cpu::int8::PathScope vnni(Path::avx512_vnni);
+    REQUIRE(kernels(kCPU).int8_activation_levels() == 127);
+    REQUIRE(kernels(kCPU).int8_weight_levels() == 127);
   }
 }
 
