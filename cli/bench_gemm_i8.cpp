@@ -117,15 +117,14 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
     const Timing f32_linear = time_runs([&] { const Tensor y = linear(x, w, bias); }, options);
     const double f32_linear_ms = f32_linear.median_ms;
     report("f32 linear (x W^T + b)", f32_linear, f32_linear_ms);
-    report("quantized_linear (fast paths)",
-           time_runs([&] { const Tensor y = quantized_linear(x, w_linear, bias); }, options), f32_linear_ms);
+    const auto int8_linear = [&] { const Tensor y = quantized_linear(x, w_linear, bias); };
+    report("quantized_linear (fast paths)", time_runs(int8_linear, options), f32_linear_ms);
     {
       const cpu::FastPathsOff plain;
       GemmI8BenchOptions fewer = options;
       fewer.steps = std::min(options.steps, 3);
       fewer.warmup = std::min(options.warmup, 1);
-      report("quantized_linear (plain loops)",
-             time_runs([&] { const Tensor y = quantized_linear(x, w_linear, bias); }, fewer), f32_linear_ms);
+      report("quantized_linear (plain loops)", time_runs(int8_linear, fewer), f32_linear_ms);
     }
   }
   return 0;

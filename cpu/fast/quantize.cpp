@@ -249,7 +249,8 @@ void gemm_vnni(const ProductInput& a, const int8_t* b, const ProductOutput& c, i
       a, b, c, m, n, k, plus_128,
       [&](const uint8_t* rows_a, int64_t rows, const ProductRows& dest,
           const PackedB<int8_t>& packed) {
-        gemm_rows_vnni(rows_a, rows, packed.values.data(), packed.correction.data(), n, groups, dest);
+        gemm_rows_vnni(rows_a, rows, packed.values.data(), packed.correction.data(), n, groups,
+                       dest);
       });
 }
 

@@ -139,7 +139,8 @@ __attribute__((always_inline)) inline void store_block(
     const ProductRows& dest, int64_t row0, int64_t col0, __m256i last) {
 #pragma GCC unroll 2
   for (int v = 0; v < kBlockVectors; ++v) {
-    const __m256i correct = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
+    const __m256i correct =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
     const bool masked = v == kBlockVectors - 1;
     const __m256i lanes = masked ? last : _mm256_set1_epi32(-1);
     const int64_t column = col0 + v * kAvx2BytesWidth;
@@ -249,8 +250,8 @@ void block_pairs(const uint8_t* a, int64_t lda, const int8_t* b, int64_t panel_s
     for (int i = 0; i < kBlockRows; ++i) {
 #pragma GCC unroll 2
       for (int v = 0; v < kBlockVectors; ++v) {
-        dot4_accumulate_avx2(acc[i][v], broadcast_group(a, lda, i, g), load_group(b, panel_stride, v, g),
-                             ones);
+        dot4_accumulate_avx2(acc[i][v], broadcast_group(a, lda, i, g),
+                             load_group(b, panel_stride, v, g), ones);
       }
     }
   }
@@ -347,9 +348,9 @@ void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
     const int8_t* b_block = b + p0 * panel_stride;
     for (int64_t i0 = 0; i0 < rows; i0 += rows_a_block) {
       const int64_t block_rows = rows - i0 < rows_a_block ? rows - i0 : rows_a_block;
-      pick_bytes_block(block_rows, vectors, seven_bit_b)(a + i0 * lda, lda, b_block, panel_stride, groups,
-                                            correction + p0 * kAvx2BytesWidth, dest, i0,
-                                            p0 * kAvx2BytesWidth, last);
+      const BytesBlockFn block = pick_bytes_block(block_rows, vectors, seven_bit_b);
+      block(a + i0 * lda, lda, b_block, panel_stride, groups, correction + p0 * kAvx2BytesWidth,
+            dest, i0, p0 * kAvx2BytesWidth, last);
     }
   }
 }
