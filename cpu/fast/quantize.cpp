@@ -3,6 +3,7 @@
 #include "tapegrad/cpu/fast/quantize.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -26,8 +27,20 @@ constexpr int64_t kChunkRows = 60;
 // The work thresholds (the thread policy: autograd/threads.h): products of at most this many
 // multiply-adds run on the calling thread (waking a thread costs microseconds), and so do row
 // loops over at most kParallelInt8Elements elements in all, as in the plain cpu/quantize.cpp.
-constexpr int64_t kParallelInt8Work = int64_t{1} << 20;
+constexpr int64_t kParallelInt8Work = int64_t{4} << 20;
 constexpr int64_t kParallelInt8Elements = int64_t{1} << 14;
+
+// A product's f32 output of at least this many bytes is streamed to memory (ProductRows::
+// stream_out): one that large leaves the cache before the next op reads it anyway, and writing it
+// through the cache first reads every line in (measured in bench/RESULTS.md).
+constexpr int64_t kStreamOutBytes = int64_t{4} << 20;
+
+// Whether the f32 output out [m, n] is streamed: large, and every row's lines whole (out 64-byte
+// aligned, n a multiple of 16).
+bool streams_output(const float* out, int64_t m, int64_t n) {
+  return m * n * static_cast<int64_t>(sizeof(float)) >= kStreamOutBytes && n % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(out) % 64 == 0;
+}
 
 // Where a product's rows of C go: into c [m, n] (gemm), or, when c is null, rescaled into out
 // [m, n] f32 (quantized_product, quantized_linear) as they leave the kernel's registers
@@ -40,6 +53,7 @@ struct ProductOutput {
   const float* col_scale = nullptr;
   const float* bias = nullptr;  // may be null
   float* out = nullptr;
+  bool stream_out = false;  // ProductRows::stream_out (streams_output)
 };
 
 // Where a product's A comes from: i8 rows `a` [m, k] (gemm, quantized_product), or, when a is
@@ -67,6 +81,7 @@ ProductRows rows_from(const ProductOutput& output, int64_t first, int64_t n) {
     rows.shift = output.bias;
     rows.out = output.out + first * n;
     rows.ldo = n;
+    rows.stream_out = output.stream_out;
   }
   return rows;
 }
@@ -367,7 +382,7 @@ void quantized_product(const int8_t* a, const int8_t* b, int64_t m, int64_t n, i
                        const float* row_scale, const float* col_scale, const float* bias,
                        float* out, const BOwner* owner) {
   const ProductOutput rescaled{.owner = owner, .row_scale = row_scale, .col_scale = col_scale,
-                               .bias = bias, .out = out};
+                               .bias = bias, .out = out, .stream_out = streams_output(out, m, n)};
   run_product(ProductInput{.a = a}, b, rescaled, m, n, k, isa);
 }
 
@@ -384,7 +399,7 @@ void quantized_linear(const float* x, const int8_t* b, int64_t m, int64_t n, int
                           .fixed_scale = static_cast<float>(fixed_scale),
                           .levels = static_cast<float>(levels), .row_scale = row_scale};
   const ProductOutput rescaled{.owner = owner, .row_scale = row_scale, .col_scale = col_scale,
-                               .bias = bias, .out = out};
+                               .bias = bias, .out = out, .stream_out = streams_output(out, m, n)};
   run_product(rows, b, rescaled, m, n, k, isa);
 }
 

@@ -114,43 +114,53 @@ inline void dot4_accumulate_avx2(__m256i& acc, __m256i a_u8, __m256i b_s8, __m25
 }
 
 // Row i's 8 sums of C, less the correction, at column `column` of dest (ProductRows): i32, or
-// rescaled to f32 as dequantize_row_avx2 does (col and shift loaded once per vector).
-// Only a vector that may stick out past column n is stored masked (vpmaskmov stores are slow on
-// some CPUs).
+// rescaled to f32 as dequantize_row_avx2 does (col and shift loaded once per vector), with a
+// non-temporal store when `stream`. Only a vector that may stick out past column n is stored
+// masked (vpmaskmov stores are slow on some CPUs).
 inline void store_sums(const ProductRows& dest, int64_t i, int64_t column, __m256i sums,
-                       __m256 col, __m256 shift, bool masked, __m256i lanes) {
+                       __m256 col, __m256 shift, bool masked, __m256i lanes, bool stream) {
   if (dest.out == nullptr) {
     int32_t* to = dest.c + i * dest.ldc + column;
     if (masked) return _mm256_maskstore_epi32(reinterpret_cast<int*>(to), lanes, sums);
     return _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), sums);
   }
-  __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(dest.row_scale[i])), col);
+  const __m256 row = _mm256_set1_ps(dest.row_scale[i]);
+  __m256 scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), row), col);
   if (dest.shift) scaled = _mm256_add_ps(scaled, shift);  // (no + 0: it would turn -0 into +0)
   float* to = dest.out + i * dest.ldo + column;
+  if (stream) return _mm256_stream_ps(to, scaled);
   if (masked) return _mm256_maskstore_ps(to, lanes, scaled);
   _mm256_storeu_ps(to, scaled);
 }
 
 // Row i's sums of a block, less the correction, stored (store_sums) at dest's rows row0 + i,
-// columns col0 + 8 v. Inlined, so that the accumulators stay in registers.
+// columns col0 + 8 v, a row at a time. A block of two whole vectors is a whole line of each row
+// (col0 is a multiple of 16), streamed where dest.stream_out. Inlined, so that the accumulators
+// stay in registers.
 template <int kBlockRows, int kBlockVectors>
 __attribute__((always_inline)) inline void store_block(
     const __m256i (&acc)[kBlockRows][kBlockVectors], const int32_t* correction,
     const ProductRows& dest, int64_t row0, int64_t col0, __m256i last) {
+  const bool whole_lines =
+      kBlockVectors == 2 && _mm256_movemask_ps(_mm256_castsi256_ps(last)) == 0xFF;
+  const bool stream = dest.stream_out && whole_lines;
+  __m256i correct[kBlockVectors], lanes[kBlockVectors];
+  __m256 col[kBlockVectors], shift[kBlockVectors];
 #pragma GCC unroll 2
   for (int v = 0; v < kBlockVectors; ++v) {
-    const __m256i correct =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
-    const bool masked = v == kBlockVectors - 1;
-    const __m256i lanes = masked ? last : _mm256_set1_epi32(-1);
+    correct[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(correction + v * 8));
+    lanes[v] = v == kBlockVectors - 1 ? last : _mm256_set1_epi32(-1);
     const int64_t column = col0 + v * kAvx2BytesWidth;
-    __m256 col = _mm256_setzero_ps(), shift = _mm256_setzero_ps();
-    if (dest.out) col = _mm256_maskload_ps(dest.col_scale + column, lanes);
-    if (dest.shift) shift = _mm256_maskload_ps(dest.shift + column, lanes);
+    col[v] = dest.out ? _mm256_maskload_ps(dest.col_scale + column, lanes[v]) : _mm256_setzero_ps();
+    shift[v] = dest.shift ? _mm256_maskload_ps(dest.shift + column, lanes[v]) : _mm256_setzero_ps();
+  }
 #pragma GCC unroll 5
-    for (int i = 0; i < kBlockRows; ++i) {
-      store_sums(dest, row0 + i, column, _mm256_sub_epi32(acc[i][v], correct), col, shift, masked,
-                 lanes);
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kBlockVectors; ++v) {
+      const __m256i sums = _mm256_sub_epi32(acc[i][v], correct[v]);
+      store_sums(dest, row0 + i, col0 + v * kAvx2BytesWidth, sums, col[v], shift[v],
+                 v == kBlockVectors - 1, lanes[v], stream);
     }
   }
 }
@@ -353,6 +363,7 @@ void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
             dest, i0, p0 * kAvx2BytesWidth, last);
     }
   }
+  if (dest.stream_out) _mm_sfence();  // the streamed lines reach memory before the rows are read
 }
 
 float quantize_row_avx2(const float* row, int64_t cols, bool per_row, float fixed_scale,

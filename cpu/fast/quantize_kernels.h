@@ -25,6 +25,10 @@ namespace tg::cpu::int8 {
 // rescale while the sums are in registers, with no i32 row in memory. (No default member
 // initializers: the type stays trivial, with no inline constructor that the AVX-512 file could
 // emit for the baseline's callers; an aggregate initializer zeroes the members it leaves out.)
+// stream_out: write out's rows with non-temporal stores (vmovntps), a whole 64-byte line at a
+// time, which skips reading each line into the cache before it is written over (the caller sets
+// it only where out is 64-byte aligned and ldo a multiple of 16, cpu/fast/quantize.cpp says when);
+// the AVX2 7-bit kernel takes it, the others store as usual.
 struct ProductRows {
   int32_t* c;
   int64_t ldc;
@@ -33,6 +37,7 @@ struct ProductRows {
   const float* shift;
   float* out;
   int64_t ldo;
+  bool stream_out;
 };
 
 // AVX-512 VNNI: A as u8 (A + 128, i.e. the byte with its top bit flipped), B as s8; one vpdpbusd

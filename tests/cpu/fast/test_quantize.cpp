@@ -501,6 +501,53 @@ TEST_CASE("quantized_linear (rows quantized into the product's layout) equals qu
   }
 }
 
+TEST_CASE("int8 products with a large f32 output (streamed past the cache) equal the plain loops",
+          "[quantize][int8_gemm]") {
+  // Outputs of 4 MiB and more, in whole 64-byte lines, are written with non-temporal stores
+  // (cpu/fast/quantize.cpp, streams_output): 1031 x 1024 f32 is 4.03 MiB; 1031 x 1032 is as
+  // large but its rows are not whole lines, and takes the usual stores. 7-bit and 8-bit weights
+  // (the two AVX2 blocks), with and without a bias, at 1, 2 and 3 threads.
+  std::mt19937_64 gen(19);
+  manual_seed(19);
+  const int64_t m = 1031, k = 9;
+  const Tensor x = awkward_rows(m, k), a = random_i7(m, k, gen);
+  for (int64_t n : {int64_t{1024}, int64_t{1032}}) {
+    const Tensor cols = uniform({n}, 0, 1e-2), bias = uniform({n}, -1, 1);
+    const Tensor row_scales = uniform({m}, 0, 1e-2);
+    for (const Tensor& w : {random_i7(n, k, gen), random_i8(n, k, gen)}) {
+      for (const Tensor& shift : {bias, Tensor()}) {
+        INFO("n " << n << (shift.defined() ? ", bias" : ""));
+        const Tensor expected_linear = empty({m, n}, DType::f32, kCPU);
+        const Tensor expected_product = empty({m, n}, DType::f32, kCPU);
+        {
+          const cpu::FastPathsOff plain;
+          const int levels = cpu::int8::kAvx2ActivationLevels;
+          kernels(kCPU).quantized_linear(x, 0, levels, w, cols, shift, expected_linear);
+          kernels(kCPU).quantized_product(a, w, row_scales, cols, shift, expected_product);
+        }
+        const float* shift_data = shift.defined() ? shift.data_as<float>() : nullptr;
+        for (cpu::int8::Isa isa : supported_isas()) {
+          INFO(cpu::int8::isa_name(isa));
+          at_thread_counts([&] {
+            const Tensor linear = empty({m, n}, DType::f32, kCPU);
+            const Tensor product = empty({m, n}, DType::f32, kCPU);
+            const Tensor scales = empty({m}, DType::f32, kCPU);
+            cpu::int8::quantized_linear(x.data_as<float>(), w.data_as<int8_t>(), m, n, k, isa, 0,
+                                        cpu::int8::kAvx2ActivationLevels, cols.data_as<float>(),
+                                        shift_data, scales.data_as<float>(),
+                                        linear.data_as<float>());
+            cpu::int8::quantized_product(a.data_as<int8_t>(), w.data_as<int8_t>(), m, n, k, isa,
+                                         row_scales.data_as<float>(), cols.data_as<float>(),
+                                         shift_data, product.data_as<float>());
+            REQUIRE(same_bytes(linear, expected_linear));
+            REQUIRE(same_bytes(product, expected_product));
+          });
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("int8 weights stay packed between products, and are packed again after a write",
           "[quantize][int8_gemm]") {
   std::mt19937_64 gen(16);
