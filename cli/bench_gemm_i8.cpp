@@ -96,7 +96,9 @@ int bench_gemm_i8(const GemmI8BenchOptions& options) {
         // AVX2: full-range a (vpmaddwd), 7-bit a, 7-bit a and b (two groups a vpmaddwd)
         const std::pair<const QuantizedRows*, const QuantizedRows*> operands[] = {
             {&xq, &wq}, {&xq7, &wq}, {&xq7, &wq7}};
-        for (const auto& [a, b] : operands) {
+        for (const auto& pair : operands) {
+          const QuantizedRows* a = pair.first;  // (not a structured binding: the lambda takes it)
+          const QuantizedRows* b = pair.second;
           if (a == &xq7 && isa != cpu::int8::Isa::avx2) continue;
           const Timing t = time_runs([&] {
             cpu::int8::gemm(a->values.data_as<int8_t>(), b->values.data_as<int8_t>(),

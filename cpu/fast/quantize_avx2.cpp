@@ -347,7 +347,7 @@ void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
                           const int32_t* correction, int64_t n, int64_t groups, bool seven_bit_b,
                           const ProductRows& dest) {
   static_assert(kPairVectors == kBytesVectors, "both kernels step over the panels alike");
-  const int64_t rows_a_block = seven_bit_b ? kPairRows : kBytesRows;
+  const int64_t rows_per_block = seven_bit_b ? kPairRows : kBytesRows;
   const int64_t panels = (n + kAvx2BytesWidth - 1) / kAvx2BytesWidth;
   const int64_t panel_stride = groups * kAvx2BytesDepth * kAvx2BytesWidth;  // bytes of B a panel
   const int64_t lda = groups * kAvx2BytesDepth;
@@ -356,8 +356,8 @@ void gemm_rows_avx2_bytes(const uint8_t* a, int64_t rows, const int8_t* b,
     const int64_t vectors = panels - p0 < kBytesVectors ? panels - p0 : kBytesVectors;
     const __m256i last = lanes_below(p0 + vectors == panels ? tail : kAvx2BytesWidth);
     const int8_t* b_block = b + p0 * panel_stride;
-    for (int64_t i0 = 0; i0 < rows; i0 += rows_a_block) {
-      const int64_t block_rows = rows - i0 < rows_a_block ? rows - i0 : rows_a_block;
+    for (int64_t i0 = 0; i0 < rows; i0 += rows_per_block) {
+      const int64_t block_rows = rows - i0 < rows_per_block ? rows - i0 : rows_per_block;
       const BytesBlockFn block = pick_bytes_block(block_rows, vectors, seven_bit_b);
       block(a + i0 * lda, lda, b_block, panel_stride, groups, correction + p0 * kAvx2BytesWidth,
             dest, i0, p0 * kAvx2BytesWidth, last);
