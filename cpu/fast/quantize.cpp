@@ -3,8 +3,8 @@
 #include "tapegrad/cpu/fast/quantize.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -27,7 +27,7 @@ constexpr int64_t kChunkRows = 60;
 // The work thresholds (the thread policy: autograd/threads.h): products of at most this many
 // multiply-adds run on the calling thread (waking a thread costs microseconds), and so do row
 // loops over at most kParallelInt8Elements elements in all, as in the plain cpu/quantize.cpp.
-constexpr int64_t kParallelInt8Work = int64_t{4} << 20;
+constexpr int64_t kParallelInt8Work = int64_t{1} << 20;
 constexpr int64_t kParallelInt8Elements = int64_t{1} << 14;
 
 // A product's f32 output of at least this many bytes is streamed to memory (ProductRows::
