@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <utility>
@@ -102,6 +103,20 @@ void check_gemm(const Tensor& a, const Tensor& b) {
   REQUIRE(same_bytes(chosen, expected));
 }
 
+// check_gemm on A [61, 299] filled with each of a_values against B [37, 299] filled with each of
+// b_values (k = 299: an odd number of 4-byte groups), at every thread count, and the plain loop's
+// sum against the one by hand.
+void check_filled(std::initializer_list<int8_t> a_values, std::initializer_list<int8_t> b_values) {
+  for (int8_t av : a_values) {
+    for (int8_t bv : b_values) {
+      INFO("a " << int(av) << ", b " << int(bv));
+      const Tensor a = filled_i8(61, 299, av), b = filled_i8(37, 299, bv);
+      at_thread_counts([&] { check_gemm(a, b); });
+      REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * bv * 299);
+    }
+  }
+}
+
 // f32 [rows >= 8, cols]: random rows of scales up to 100, and rows 0..7 made awkward: zeros; a
 // NaN; +inf last; -inf first; ties (x / scale at k + 1/2); all NaN; denormal; and a normal entry
 // whose / 127 is denormal beside denormals.
@@ -155,14 +170,7 @@ TEST_CASE("int8 gemm, 7-bit kernel: vpmaddubsw's worst cases do not saturate",
   // a + 64 = 127 against b = -128 on both bytes of a pair: 127 (-128) 2 = -32512, the i16
   // sums' extreme (|.| <= 32767); a = -64 (a + 64 = 0) against both extremes of b. And one value
   // just outside 7 bits (64, -65) in a long A: the product must fall back, still exact.
-  for (int8_t av : {int8_t{63}, int8_t{-64}}) {
-    for (int8_t bv : {int8_t{-128}, int8_t{127}}) {
-      INFO("a " << int(av) << ", b " << int(bv));
-      const Tensor a = filled_i8(61, 299, av), b = filled_i8(37, 299, bv);
-      at_thread_counts([&] { check_gemm(a, b); });
-      REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * bv * 299);
-    }
-  }
+  check_filled({63, -64}, {-128, 127});
   std::mt19937_64 gen(9);
   for (int8_t outside : {int8_t{64}, int8_t{-65}}) {
     INFO("one A value " << int(outside));
@@ -192,14 +200,7 @@ TEST_CASE("int8 gemm, 7-bit weights: the i16 sum of two groups does not overflow
   // -32512 in each i16 sum of two pairs (|.| <= 32767); and 63, 0 on the other side. k = 299:
   // an odd number of groups, the last one alone. Then one weight outside 7 bits (64 or -65): that
   // B takes the one-group kernel, still exact.
-  for (int8_t av : {int8_t{63}, int8_t{-64}}) {
-    for (int8_t bv : {int8_t{-64}, int8_t{63}}) {
-      INFO("a " << int(av) << ", b " << int(bv));
-      const Tensor a = filled_i8(61, 299, av), b = filled_i8(37, 299, bv);
-      at_thread_counts([&] { check_gemm(a, b); });
-      REQUIRE(reference_gemm(a, b).to_host_i64()[0] == int64_t{av} * bv * 299);
-    }
-  }
+  check_filled({63, -64}, {-64, 63});
   std::mt19937_64 gen(11);
   for (int8_t outside : {int8_t{64}, int8_t{-65}}) {
     INFO("one B value " << int(outside));
