@@ -69,7 +69,8 @@ void gelu_grad_f32_avx512(const float* x, float* out, int64_t n);
 void gelu_backward_f32_avx512(const float* g, const float* x, float* out, int64_t n);
 
 // The one call into BLAS (cpu/fast/blas.cpp): C = alpha op(A) op(B) + beta C for one row-major
-// matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h).
+// matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h); at
+// most 3 rows of C as a GEMV a row, which skips the GEMM's packing of op(B).
 void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc);

@@ -1,5 +1,6 @@
-// CPU kernels on OpenBLAS: the one BLAS wrapper (blas_gemm), batched GEMM (split over the thread
-// pool, see gemm_batch), and the row gather/scatter behind embeddings.
+// CPU kernels on OpenBLAS: the one BLAS wrapper (blas_gemm; a product of a few rows runs as GEMVs),
+// batched GEMM (split over the thread pool, see gemm_batch), and the row gather/scatter behind
+// embeddings.
 //
 // The plain twin of CpuKernels::gemm is reference::gemm (cpu/reference.cpp), the triple loop with
 // its sums in double; tests/cpu/test_reference.cpp compares them. What OpenBLAS buys is the
@@ -15,12 +16,55 @@
 
 namespace tg::cpu {
 
-// The only calls to cblas_sgemm / cblas_dgemm on the CPU: every GEMM (batched ops, attention
-// tiles, half precision) comes here, on one BLAS thread (autograd/threads.h).
+namespace {
+
+// A product of at most kGemvRows rows of C runs as that many matrix-vector products. OpenBLAS's
+// GEMM packs all of op(B) on every call, which a row or two of A cannot pay back: one row of
+// [1, 128] x [128, 512] took 23 us as a GEMM and 4.8 us as a GEMV (one Zen 3 thread), and a
+// decoded token's projections, MLP and head are such rows. At 4 rows the GEMM catches up (its
+// register tile holds 4 rows), and from 6 on it is ahead.
+constexpr int64_t kGemvRows = 3;
+
+void blas_gemv(bool transpose, int64_t rows, int64_t cols, float alpha, const float* a,
+               int64_t lda, const float* x, int64_t incx, float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, transpose ? CblasTrans : CblasNoTrans, rows, cols, alpha, a, lda, x,
+              incx, beta, y, 1);
+}
+
+void blas_gemv(bool transpose, int64_t rows, int64_t cols, double alpha, const double* a,
+               int64_t lda, const double* x, int64_t incx, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, transpose ? CblasTrans : CblasNoTrans, rows, cols, alpha, a, lda, x,
+              incx, beta, y, 1);
+}
+
+// C = alpha op(A) op(B) + beta C a row at a time: C's row r is alpha op(B)^T a_r + beta c_r, where
+// a_r is row r of op(A) (a column of A, lda apart, when A is transposed) and op(B)^T is B as
+// stored when B is transposed, else B^T. With beta 0 the row is zeroed first, so that whatever C
+// held (NaN too) is overwritten, as the GEMM overwrites it.
+template <typename T>
+void gemm_by_rows(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha,
+                  const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    const T* a_row = transpose_a ? a + r : a + r * lda;
+    const int64_t a_step = transpose_a ? lda : 1;
+    T* c_row = c + r * ldc;
+    if (beta == T(0)) std::fill_n(c_row, n, T(0));
+    if (transpose_b) blas_gemv(false, n, k, alpha, b, ldb, a_row, a_step, beta, c_row);
+    else blas_gemv(true, k, n, alpha, b, ldb, a_row, a_step, beta, c_row);
+  }
+}
+
+}  // namespace
+
+// The only calls into BLAS on the CPU: every GEMM (batched ops, attention tiles, half precision)
+// comes here, on one BLAS thread (autograd/threads.h).
 void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc) {
   pin_blas_to_one_thread();
+  if (m <= kGemvRows && n > 0 && k > 0) {
+    return gemm_by_rows(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
               transpose_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -29,6 +73,9 @@ void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t
                const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
                int64_t ldc) {
   pin_blas_to_one_thread();
+  if (m <= kGemvRows && n > 0 && k > 0) {
+    return gemm_by_rows(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
               transpose_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

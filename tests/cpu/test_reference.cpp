@@ -54,6 +54,16 @@ Tensor abs_of(const Tensor& t) {
   return from_values(values, t.shape(), t.dtype(), kCPU);
 }
 
+// t with NaN in the first `columns` entries of every row (a product's C, its spare columns kept).
+Tensor nan_in_columns(const Tensor& t, int64_t columns) {
+  std::vector<double> values = t.to_host_f64();
+  const int64_t width = t.size(t.dim() - 1);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (static_cast<int64_t>(i) % width < columns) values[i] = std::nan("");
+  }
+  return from_values(values, t.shape(), t.dtype(), kCPU);
+}
+
 // at_thread_counts (tests/support/thread_counts.h) covers the thread pool's paths: GEMM split by
 // rows, columns or items; attention over tiles and items.
 // |fast - ref| <= tolerance[i] element by element; equal infinities pass.
@@ -84,26 +94,28 @@ void require_within_of_max(const Tensor& fast, const Tensor& ref, double relativ
 struct GemmCase {
   int64_t items, m, n, k;
   bool transpose_a, transpose_b, shared_b;  // shared_b: every item uses the same B (a broadcast weight)
+  double beta = 0.5;  // 0: C starts as NaN, which the product must overwrite (BLAS never reads it)
 };
 
 void check_gemm(const GemmCase& c, DType dtype) {
   INFO("items " << c.items << ", m " << c.m << ", n " << c.n << ", k " << c.k << ", ta "
-                << c.transpose_a << ", tb " << c.transpose_b << ", shared B " << c.shared_b << ", "
-                << dtype_name(dtype));
+                << c.transpose_a << ", tb " << c.transpose_b << ", shared B " << c.shared_b
+                << ", beta " << c.beta << ", " << dtype_name(dtype));
   // Stored op(A) is m x k (k x m when transposed), with 3 spare columns: lda > the row length.
   const int64_t a_rows = c.transpose_a ? c.k : c.m, a_cols = (c.transpose_a ? c.m : c.k) + 3;
   const int64_t b_rows = c.transpose_b ? c.n : c.k, b_cols = (c.transpose_b ? c.k : c.n) + 1;
   const int64_t b_items = c.shared_b ? 1 : c.items, ldc = c.n + 2;
   const Tensor a = random({c.items, a_rows, a_cols}, dtype);
   const Tensor b = random({b_items, b_rows, b_cols}, dtype);
-  const Tensor c0 = random({c.items, c.m, ldc}, dtype);
+  const Tensor c0 = c.beta == 0 ? nan_in_columns(random({c.items, c.m, ldc}, dtype), c.n)
+                                : random({c.items, c.m, ldc}, dtype);
 
   GemmBatch g;
   g.dtype = dtype;
   g.transpose_a = c.transpose_a;
   g.transpose_b = c.transpose_b;
   g.m = c.m, g.n = c.n, g.k = c.k, g.lda = a_cols, g.ldb = b_cols, g.ldc = ldc;
-  g.alpha = -0.75, g.beta = 0.5;
+  g.alpha = -0.75, g.beta = c.beta;
   for (int64_t i = 0; i < c.items; ++i) {
     g.a_offsets.push_back(i * a_rows * a_cols);
     g.b_offsets.push_back(c.shared_b ? 0 : i * b_rows * b_cols);
@@ -114,7 +126,7 @@ void check_gemm(const GemmCase& c, DType dtype) {
     const bool bound = how == Run::bound;
     GemmBatch call = g;
     const Tensor a_in = bound ? abs_of(a) : a, b_in = bound ? abs_of(b) : b;
-    const Tensor result = bound ? abs_of(c0) : c0.clone();
+    const Tensor result = !bound ? c0.clone() : c.beta == 0 ? zeros_like(c0) : abs_of(c0);
     call.a = a_in.data();
     call.b = b_in.data();
     call.c = result.data();
@@ -433,6 +445,16 @@ TEST_CASE("GEMM on OpenBLAS matches the reference triple loop", "[cpu-reference]
       {1, 41, 515, 97, false, false, false},  // parallel, blocks of columns (n > m)
       {1, 41, 515, 97, false, true, false},   //   columns of a transposed B
       {5, 67, 45, 131, false, true, true},    // parallel over items >= threads, a shared B
+      // up to 3 rows: a GEMV a row (cpu/fast/blas.cpp), each layout of A and B
+      {1, 1, 515, 129, false, true, false},   //   a decoded token's projection, x W^T
+      {1, 1, 70, 300, false, false, false},
+      {2, 2, 33, 17, true, false, false},     //   rows of op(A) that are columns of A
+      {1, 3, 40, 9, true, true, false},
+      {3, 3, 129, 64, false, true, true},     //   items sharing a B
+      {1, 1, 300, 50, false, true, false, 0}, //   beta 0: C's NaN overwritten
+      {1, 2, 7, 5, true, false, false, 0},
+      {1, 4, 30, 20, false, true, false, 0},  //   4 rows: the GEMM again
+      {1, 2, 9, 0, false, true, false},       //   depth 0: C = beta C
   };
   for (const GemmCase& c : cases) {
     check_gemm(c, DType::f32);
