@@ -102,7 +102,8 @@ TEST_CASE("reduce: sum over each dim with and without keepdim", "[reduce][sum]")
 TEST_CASE("reduce: a bias gradient's sum over rows, its columns split among threads", "[reduce][sum]") {
   // [n, inner] summed over dim 0 (outer 1): the threads take blocks of columns. Each column's sum
   // runs over the rows in order, so it equals the plain loop's f32 sum bit for bit at any count.
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{4096, 128}, {700, 37}, {300, 15}, {5, 1}}) {
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4096, 128}, {700, 37}, {300, 15}, {5, 1}}) {
+    const int64_t rows = shape.first, cols = shape.second;  // (the lambda below captures them)
     std::vector<double> values(rows * cols);
     for (size_t e = 0; e < values.size(); ++e) values[e] = std::sin(0.37 * static_cast<double>(e)) * 3.0;
     const Tensor x = from_values(values, {rows, cols}, DType::f32);

@@ -413,8 +413,9 @@ TEST_CASE("quantized_product (the product and rescale fused) equals gemm_i8 + de
           "[quantize][int8_gemm]") {
   std::mt19937_64 gen(15);
   manual_seed(15);
-  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+  for (const auto& shape : std::vector<std::array<int64_t, 3>>{
            {1, 1, 1}, {7, 9, 5}, {61, 33, 65}, {130, 17, 257}, {241, 256, 128}}) {
+    const int64_t m = shape[0], n = shape[1], k = shape[2];  // (a lambda below captures them)
     for (bool seven_bits : {true, false}) {
       INFO("m " << m << ", n " << n << ", k " << k
                 << (seven_bits ? ", 7-bit a" : ", full-range a"));
@@ -453,12 +454,15 @@ TEST_CASE("quantized_linear (rows quantized into the product's layout) equals qu
           "quantized_product", "[quantize][int8_gemm]") {
   std::mt19937_64 gen(17);
   manual_seed(17);
-  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+  for (const auto& shape : std::vector<std::array<int64_t, 3>>{
            {8, 1, 1}, {9, 9, 5}, {61, 33, 65}, {130, 17, 257}, {241, 256, 128}, {64, 40, 512}}) {
+    const int64_t m = shape[0], n = shape[1], k = shape[2];  // (a lambda below captures them)
     const Tensor x = awkward_rows(m, k), w = random_i8(n, k, gen);
     const Tensor cols = uniform({n}, 0, 1e-2), bias = uniform({n}, -1, 1);
-    for (const auto& [fixed, levels] : std::vector<std::pair<double, int>>{
+    for (const auto& scale_and_levels : std::vector<std::pair<double, int>>{
              {0.0, 127}, {0.0, 63}, {0.02, 127}, {0.02, 63}, {0.0, 1}}) {
+      const double fixed = scale_and_levels.first;
+      const int levels = scale_and_levels.second;
       for (const Tensor& shift : {bias, Tensor()}) {
         INFO("m " << m << ", n " << n << ", k " << k << ", fixed scale " << fixed << ", levels "
                   << levels << (shift.defined() ? ", bias" : ""));
