@@ -44,9 +44,9 @@ void blas_gemv(bool transpose, int64_t rows, int64_t cols, double alpha, const d
 template <typename T>
 void gemm_by_rows(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha,
                   const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const int64_t a_step = transpose_a ? lda : 1;  // between one row's entries of op(A)
   for (int64_t r = 0; r < m; ++r) {
     const T* a_row = transpose_a ? a + r : a + r * lda;
-    const int64_t a_step = transpose_a ? lda : 1;
     T* c_row = c + r * ldc;
     if (beta == T(0)) std::fill_n(c_row, n, T(0));
     if (transpose_b) blas_gemv(false, n, k, alpha, b, ldb, a_row, a_step, beta, c_row);
