@@ -15,6 +15,7 @@
 #include "tapegrad/autograd/tape_graph.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/run_command.h"
+#include "tests/support/skip.h"
 #include "tests/support/temp_files.h"
 
 using namespace tg;
@@ -181,10 +182,8 @@ TEST_CASE("write_tape_dot escapes names; format_bytes", "[tape][tape_graph]") {
 
 TEST_CASE("write_tape_dot: Graphviz reads the output (where dot is installed)",
           "[tape][tape_graph]") {
-  if (std::system("command -v dot > /dev/null 2>&1") != 0) {
-    WARN("Graphviz's dot is not installed: skipped");
-    return;
-  }
+  const bool has_dot = std::system("command -v dot > /dev/null 2>&1") == 0;
+  if (tg::testing::skip_unless(has_dot, "Graphviz's dot is not installed")) return;
   TapeGraphFixture f;
   tg::testing::TempDir dir;
   {

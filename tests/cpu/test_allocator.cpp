@@ -14,6 +14,7 @@
 #include "tapegrad/cpu/allocator.h"
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/skip.h"
 
 #if defined(TG_ASAN_BUILD)
 #include <sanitizer/asan_interface.h>
@@ -23,7 +24,8 @@ using namespace tg;
 using namespace tg::cpu;
 
 TEST_CASE("CPU allocator: a freed large block is reused for the same size", "[allocator]") {
-  if (!fast_paths_enabled()) return;  // (the cache is off where the fast paths are)
+  // (The cache is off where the fast paths are.)
+  if (tg::testing::skip_unless(fast_paths_enabled(), "this CPU has no AVX2 + FMA: no cache")) return;
   cpu_empty_cache();
   const size_t size = 3 * kCpuCachedMinBytes + 8;  // rounded up to its size class inside
   void* first = allocate_block(size);
@@ -86,7 +88,7 @@ TEST_CASE("CPU allocator: size classes, 2^e times 1, 1.25, 1.5 or 1.75 from 256 
 }
 
 TEST_CASE("CPU allocator: sizes that keep growing reuse their class's blocks", "[allocator]") {
-  if (!fast_paths_enabled()) return;
+  if (tg::testing::skip_unless(fast_paths_enabled(), "this CPU has no AVX2 + FMA: no cache")) return;
   // What generation without the cache asks for: a tensor a step, each a row of 128 floats longer
   // than the last (64 KiB to 1 MiB), freed before the next. With exact sizes every one stayed
   // idle, up to the cache's 1 GiB limit; with classes, one block a class.
@@ -104,7 +106,7 @@ TEST_CASE("CPU allocator: sizes that keep growing reuse their class's blocks", "
 }
 
 TEST_CASE("CPU allocator: a token's small tensors come back from the cache", "[allocator]") {
-  if (!fast_paths_enabled()) return;
+  if (tg::testing::skip_unless(fast_paths_enabled(), "this CPU has no AVX2 + FMA: no cache")) return;
   // Incremental decoding allocates rows like these for every token: [1, 128] activations (512
   // bytes) and a head's [1, 1, 32] output (128 bytes, under kCpuCachedMinBytes: malloc's).
   cpu_empty_cache();

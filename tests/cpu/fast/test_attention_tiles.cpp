@@ -27,6 +27,7 @@
 #include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/fast/simd.h"
 #include "tapegrad/cpu/features.h"
+#include "tests/support/skip.h"
 
 using namespace tg::cpu;
 
@@ -134,10 +135,7 @@ void check_fused_products(int64_t m, int64_t n, int64_t k, Width width = Width::
 }  // namespace
 
 TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision triple loop", "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) {
-    WARN("this CPU has no AVX2 + FMA: the AVX2 kernels are not tested here");
-    return;
-  }
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   // every remainder of 6-row blocks, and 6 + 1, 6 + 2 rows (run as 4 + 3, 4 + 4) after none or more
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 32, 33}) {
     for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33}) {
@@ -155,7 +153,7 @@ TEST_CASE("attention tile products: the AVX2 kernel matches a double-precision t
 
 TEST_CASE("attention tile products with the backward's next step: 2^(alpha A B - shift) and P (A B - dot)",
           "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) return;  // said by the products' test
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   for (int64_t m : {1, 2, 5, 6, 7, 8, 13, 14}) {
     for (int64_t n : {1, 7, 8, 9, 16, 17, 31}) {
       for (int64_t k : {1, 16, 17}) check_fused_products(m, n, k);
@@ -165,10 +163,7 @@ TEST_CASE("attention tile products with the backward's next step: 2^(alpha A B -
 }
 
 TEST_CASE("attention tile products on AVX-512 match a double-precision triple loop", "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx512f()) {
-    WARN("this CPU has no AVX-512 F: the AVX-512 products are not tested here");
-    return;
-  }
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx512f(), "this CPU has no AVX-512 F")) return;
   // every remainder of 8-row blocks, 8 + 1 and 8 + 2 rows (run as 5 + 4, 5 + 5), and every kind of
   // last vector: none, a whole one, partial after 0 or 1 whole
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 16, 17, 18, 33}) {
@@ -218,7 +213,7 @@ void check_key_dots(int64_t m, int64_t cols, int64_t k) {
 }
 
 TEST_CASE("attention key dots (a few query rows against keys in place) match double", "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) return;  // said by the products' test
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   // blocks of eight keys and 1..7 left over, head widths in whole chunks of eight and with a tail
   for (int64_t m : {1, 2, 4}) {
     for (int64_t cols : {1, 7, 8, 9, 16, 23, 128}) {
@@ -229,7 +224,7 @@ TEST_CASE("attention key dots (a few query rows against keys in place) match dou
 }
 
 TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) return;  // said by the products' test
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   for (int64_t rows : {1, 3, 8, 9, 16, 17, 32, 33, 64}) {
     for (int64_t cols : {1, 7, 8, 15, 16, 17, 32, 33}) {
       INFO("rows " << rows << ", cols " << cols);
@@ -246,15 +241,18 @@ TEST_CASE("attention tile transposes: every 8 x 8 block remainder", "[attention]
   }
 }
 
-TEST_CASE("attention tile rows: exp2 and max on AVX2 and on SSE2", "[attention][tiles]") {
-  struct Rows {
-    float (*exp2_shifted_row)(float*, int64_t, float);
-    float (*row_max)(const float*, int64_t);
-  };
-  std::vector<Rows> implementations = {{tg::cpu::simd::exp2_shifted_row, tg::cpu::simd::row_max_of}};
-  if (tg::cpu::cpu_has_avx2_fma()) implementations.push_back({tiles::exp2_shifted_row_avx2, tiles::row_max_avx2});
+namespace {
+
+// A row pass pair: SSE2 (cpu/fast/simd.h) or AVX2 (tiles::*_avx2).
+struct Rows {
+  float (*exp2_shifted_row)(float*, int64_t, float);
+  float (*row_max)(const float*, int64_t);
+};
+
+// exp2 of a row and its max against double: accuracy, edges, every row length to 40.
+void check_rows(const Rows& impl) {
   const float inf = std::numeric_limits<float>::infinity();
-  for (const Rows& impl : implementations) {
+  {
     // Accuracy over [-126, 127] in steps of 2^-10, as the SSE2 exp2 in tests/cpu/fast/test_simd.cpp.
     std::vector<float> x;
     for (double t = -126.0; t <= 127.0; t += 0x1.0p-10) x.push_back(static_cast<float>(t));
@@ -310,6 +308,17 @@ TEST_CASE("attention tile rows: exp2 and max on AVX2 and on SSE2", "[attention][
     std::vector<float> masked(9, -inf);  // a fully masked row: max -inf
     REQUIRE(impl.row_max(masked.data(), 9) == -inf);
   }
+}
+
+}  // namespace
+
+TEST_CASE("attention tile rows: exp2 and max on SSE2", "[attention][tiles]") {
+  check_rows({tg::cpu::simd::exp2_shifted_row, tg::cpu::simd::row_max_of});
+}
+
+TEST_CASE("attention tile rows: exp2 and max on AVX2", "[attention][tiles]") {
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
+  check_rows({tiles::exp2_shifted_row_avx2, tiles::row_max_avx2});
 }
 
 namespace {
@@ -379,15 +388,19 @@ void check_online_softmax(const char* name, OnlineSoftmaxStep step) {
 
 }  // namespace
 
-TEST_CASE("attention tile rows: the online softmax step on AVX2 and AVX-512 against double",
-          "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) return;  // the SSE2 path runs it a row at a time, in the kernel
+// (The SSE2 path runs the step a row at a time, in the kernel: tests/cpu/test_reference.cpp.)
+TEST_CASE("attention tile rows: the online softmax step on AVX2 against double", "[attention][tiles]") {
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   check_online_softmax("AVX2", tiles::online_softmax_avx2);
-  if (tg::cpu::cpu_has_avx512f()) check_online_softmax("AVX-512", tiles::online_softmax_avx512);
+}
+
+TEST_CASE("attention tile rows: the online softmax step on AVX-512 against double", "[attention][tiles]") {
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx512f(), "this CPU has no AVX-512 F")) return;
+  check_online_softmax("AVX-512", tiles::online_softmax_avx512);
 }
 
 TEST_CASE("attention tile rows: the backward's exp and softmax gradient passes on AVX2", "[attention][tiles]") {
-  if (!tg::cpu::cpu_has_avx2_fma()) return;
+  if (tg::testing::skip_unless(tg::cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   const float inf = std::numeric_limits<float>::infinity();
   std::mt19937 gen(13);
   std::uniform_real_distribution<float> dist(-4, 4);

@@ -20,6 +20,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/tapegrad.h"
+#include "tests/support/skip.h"
 #include "tests/support/thread_counts.h"
 
 using namespace tg;
@@ -98,7 +99,8 @@ void check_kernel(const Shapes& s, DType dtype, bool want_dx, bool want_dw, bool
 }  // namespace
 
 TEST_CASE("linear backward in one pass: dx, dW and db against double sums", "[linear][cpu]") {
-  if (!cpu::fast_paths_enabled()) return;  // the kernel is a fast path: without AVX2 the op composes
+  // The kernel is a fast path: without AVX2 the op composes.
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   // Rows of 700 floats of G, x and dx (20 + 340 + 340: 2.8 KB): blocks of 176 rows, so 1000 rows
   // give each of 2 or 3 threads several blocks and a short last one (a narrow G keeps the double
   // sums of the reference cheap, which matters under the sanitizers); 7 rows give threads past
@@ -128,7 +130,7 @@ TEST_CASE("linear backward in one pass: dx, dW and db against double sums", "[li
 }
 
 TEST_CASE("linear backward in one pass: a row of G that is zero leaves x's row out of dW", "[linear][cpu]") {
-  if (!cpu::fast_paths_enabled()) return;
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   // Row 5 of x is infinite and its gradient zero: dW and db are those of the other rows, dx's row
   // 5 is 0 (the products would give 0 * inf = NaN in dW). A NaN in a row with a gradient stays.
   std::vector<double> g_values(8 * 3, 0.5), x_values(8 * 2, 1.0);

@@ -11,6 +11,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/skip.h"
 
 using namespace tg;
 
@@ -51,10 +52,7 @@ void require_close(const Tensor& fast, const Tensor& plain, double relative, dou
 }  // namespace
 
 TEST_CASE("Adam f32: the AVX2 path agrees with the plain loop", "[optim][simd]") {
-  if (!cpu::cpu_has_avx2_fma()) {
-    WARN("this CPU has no AVX2 + FMA: only the plain loop exists here");
-    return;
-  }
+  if (tg::testing::skip_unless(cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   std::mt19937 gen(7);
   AdamStep adam;  // step 3 of Adam(lr 1e-2, betas 0.9, 0.999), L2 weight decay 0.1
   adam.step_size = 1e-2 / (1 - std::pow(0.9, 3));
