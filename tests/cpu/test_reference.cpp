@@ -472,6 +472,14 @@ TEST_CASE("softmax_dim matches the reference softmax over rows", "[cpu-reference
   }
 }
 
+// The same rows with the fast paths off: f32 rows on std::exp, the path of a CPU without AVX2.
+TEST_CASE("softmax_dim with the fast paths off matches the reference softmax over rows",
+          "[cpu-reference][softmax]") {
+  manual_seed(23);
+  const cpu::FastPathsOff plain;
+  for (int64_t n : {1, 7, 8, 9, 17, 1000}) check_softmax({4, n, 1}, DType::f32);
+}
+
 TEST_CASE("fused attention matches the reference: one tile, no mask", "[cpu-reference][attention]") {
   manual_seed(23);
   for (DType dtype : {DType::f32, DType::f64}) check_attention({2, 5, 7, 3, 4}, dtype);

@@ -5,6 +5,7 @@
 // are compared with the reference softmax in tests/cpu/test_reference.cpp.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
 #include "tapegrad/ops/ops.h"
+#include "tests/support/skip.h"
 
 using namespace tg;
 
@@ -89,8 +91,44 @@ void require_grad_within(const std::vector<double>& inputs, const std::vector<do
 
 }  // namespace
 
+// The plain loops (cpu/elementwise.cpp, apply_unary), the path of a CPU without AVX2 + FMA, taken
+// here by a FastPathsOff scope: against the formulas in double, on every CPU.
+TEST_CASE("GELU and exp f32: the plain loops against the double formulas", "[gelu][simd]") {
+  std::vector<double> inputs;
+  for (int i = -20 * 64; i <= 20 * 64; ++i) inputs.push_back(i / 64.0);
+  for (double x : {1e-30, -1e-30, 1e-7, -1e-7, 0.0, -0.7517916, 9.3, -9.3}) inputs.push_back(x);
+  const std::vector<double> gelu = run_unary(UnaryOp::gelu, inputs, true);
+  const std::vector<double> grad = run_unary(UnaryOp::gelu_grad, inputs, true);
+  const std::vector<double> exp = run_unary(UnaryOp::exp, inputs, true);
+  double worst_gelu = 0, worst_grad = 0, worst_exp = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const double x = static_cast<float>(inputs[i]);
+    INFO("x = " << x << ": gelu " << gelu[i] << ", gelu' " << grad[i] << ", exp " << exp[i]);
+    // Phi as 0.5 (1 + erf(x / sqrt 2)) in f32: erf within an ulp, and the sum with 1 rounded, an
+    // absolute error of 1.8e-7 in 1 + erf (what the fast kernels' erfc avoids in the left tail);
+    // so |x| 1.2e-7 absolute in gelu, beside 1e-6 of it relative.
+    const double x_pdf = x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    const double gelu_bound = 1e-6 * std::abs(gelu_double(x)) + 1.2e-7 * std::abs(x) + 1e-37;
+    worst_gelu = std::max(worst_gelu, std::abs(gelu[i] - gelu_double(x)) / gelu_bound);
+    // gelu' = Phi + x phi: Phi's 1.2e-7 absolute, and exp(-x^2 / 2) of a rounded x^2 / 2
+    // (relative 6e-8 of it), so x^2 / 2 times that in phi.
+    const double grad_bound =
+        1.2e-7 + 1e-6 * (gelu_cdf_double(x) + std::abs(x_pdf) * (1 + 0.5 * x * x)) + 1e-37;
+    worst_grad = std::max(worst_grad, std::abs(grad[i] - gelu_grad_double(x)) / grad_bound);
+    // std::exp in f32: within an ulp (2^-23 relative); 0 and +inf past the float range.
+    const double exact_exp = std::exp(x);
+    if (exact_exp < 0x1.0p-126 || exact_exp > 0x1.fffffep127) continue;
+    worst_exp = std::max(worst_exp, std::abs(exp[i] - exact_exp) / (0x1.0p-23 * exact_exp));
+  }
+  INFO("worst error / bound: gelu " << worst_gelu << ", gelu' " << worst_grad << ", exp "
+                                    << worst_exp);
+  REQUIRE(worst_gelu <= 1.0);
+  REQUIRE(worst_grad <= 1.0);
+  REQUIRE(worst_exp <= 1.0);
+}
+
 TEST_CASE("GELU f32: the AVX2 path is within 1e-6 relative of the double formula", "[gelu][simd]") {
-  if (!cpu::fast_paths_enabled()) return;  // no AVX2 + FMA: the plain loop is all there is
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   const std::vector<double> inputs = gelu_inputs();
   std::vector<double> gelu_ref;
   for (double x : inputs) gelu_ref.push_back(gelu_double(static_cast<float>(x)));
@@ -105,7 +143,7 @@ TEST_CASE("GELU f32: the AVX2 kernels called directly, within 1e-6 of the double
   // The other cases reach the GELU kernels through CpuKernels, which takes the AVX-512 ones
   // (cpu/fast/elementwise_avx512.cpp, tests/cpu/fast/test_elementwise_avx512.cpp) on a CPU with
   // AVX-512 F: this one keeps the AVX2 kernels' accuracy tested on such a CPU too.
-  if (!cpu::cpu_has_avx2_fma()) return;
+  if (tg::testing::skip_unless(cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   const std::vector<double> inputs = gelu_inputs();
   std::vector<float> x;
   std::vector<double> gelu_ref;
@@ -130,7 +168,7 @@ TEST_CASE("GELU f32: the AVX2 kernels called directly, within 1e-6 of the double
 
 TEST_CASE("GELU f32: the AVX2 path agrees with the plain loop, every tail length and threads",
           "[gelu][simd]") {
-  if (!cpu::fast_paths_enabled()) return;  // no AVX2 + FMA: the plain loop is all there is
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   // Lengths 1..17 (the 8-lane loop and its tails), and one large enough to split across threads.
   for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 100003}) {
     INFO("n = " << n);
@@ -145,7 +183,7 @@ TEST_CASE("GELU f32: the AVX2 path agrees with the plain loop, every tail length
 }
 
 TEST_CASE("GELU f32: the AVX2 path's special values match the plain loop", "[gelu][simd]") {
-  if (!cpu::fast_paths_enabled()) return;  // no AVX2 + FMA: the plain loop is all there is
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   const double inf = std::numeric_limits<double>::infinity();
   const std::vector<double> inputs = {inf, -inf, std::nan(""), 0.0, -30.0, 30.0, -200.0};
   for (UnaryOp op : {UnaryOp::gelu, UnaryOp::gelu_grad}) {
@@ -163,7 +201,7 @@ TEST_CASE("GELU f32: the AVX2 path's special values match the plain loop", "[gel
 }
 
 TEST_CASE("exp f32: the AVX2 path is within 2 ulp of exp in double, and its edges", "[gelu][simd]") {
-  if (!cpu::fast_paths_enabled()) return;  // no AVX2 + FMA: the plain loop is all there is
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   // Every 1/256 over the normal range of results, and the ends of it.
   std::vector<double> inputs;
   for (int i = -87 * 256; i <= 88 * 256; ++i) inputs.push_back(i / 256.0);
@@ -198,7 +236,8 @@ TEST_CASE("exp f32: the AVX2 path is within 2 ulp of exp in double, and its edge
 }
 
 TEST_CASE("GELU backward in one pass: g gelu'(x) as the op's mul by gelu_grad", "[gelu][simd]") {
-  if (!cpu::fast_paths_enabled()) return;  // no AVX2 + FMA: the op multiplies
+  // Without AVX2 + FMA the op multiplies.
+  if (tg::testing::skip_unless(cpu::fast_paths_enabled(), "this CPU has no AVX2 + FMA")) return;
   // The op's gradient through the kernel against the same op under FastPathsOff (the plain
   // gelu_grad loop, then mul): within the fast derivative's 1e-6, and every tail length.
   for (int64_t n : {1, 7, 9, 17, 100003}) {

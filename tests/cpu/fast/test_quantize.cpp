@@ -29,6 +29,7 @@
 #include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
 #include "tests/support/thread_counts.h"
+#include "tests/support/skip.h"
 
 using namespace tg;
 using tg::testing::at_thread_counts;
@@ -149,6 +150,46 @@ TEST_CASE("int8 gemm fast paths equal the plain loop on odd shapes", "[quantize]
     const Tensor a = random_i8(m, k, gen), b = random_i8(n, k, gen);
     at_thread_counts([&] { check_gemm(a, b); });
   }
+}
+
+// Each instruction set's kernels by name, on a CPU that has it (the cases above run every one
+// this CPU has, so a CPU without VNNI reports the VNNI case skipped rather than passing without
+// it): full-range A (AVX2: the widening kernel), 7-bit A (AVX2: vpmaddubsw), 7-bit A and B (AVX2:
+// two groups a vpmaddwd), and the choice CpuKernels makes when the path is forced to this one.
+void check_isa_explicitly(cpu::int8::Isa isa, cpu::int8::Path path) {
+  std::mt19937_64 gen(31);
+  const cpu::int8::PathScope forced(path);
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {7, 17, 9}, {13, 33, 65}, {61, 37, 299}, {97, 256, 256}}) {
+    INFO("m " << m << ", n " << n << ", k " << k);
+    for (const auto& [a, b] : {std::pair{random_i8(m, k, gen), random_i8(n, k, gen)},
+                               std::pair{random_i7(m, k, gen), random_i8(n, k, gen)},
+                               std::pair{random_i7(m, k, gen), random_i7(n, k, gen)}}) {
+      const Tensor expected = reference_gemm(a, b);
+      const Tensor got = empty({m, n}, DType::i32, kCPU), chosen = empty({m, n}, DType::i32, kCPU);
+      cpu::int8::gemm(a.data_as<int8_t>(), b.data_as<int8_t>(), got.data_as<int32_t>(), m, n, k, isa);
+      REQUIRE(same_bytes(got, expected));
+      kernels(kCPU).gemm_i8(a, b, chosen);
+      REQUIRE(same_bytes(chosen, expected));
+    }
+  }
+}
+
+TEST_CASE("int8 gemm on AVX2, by name and forced: the plain loop's bits", "[quantize][int8_gemm]") {
+  if (tg::testing::skip_unless(cpu::int8::isa_supported(cpu::int8::Isa::avx2),
+                               "this CPU has no AVX2 + FMA")) {
+    return;
+  }
+  check_isa_explicitly(cpu::int8::Isa::avx2, cpu::int8::Path::avx2);
+}
+
+TEST_CASE("int8 gemm on AVX-512 VNNI, by name and forced: the plain loop's bits",
+          "[quantize][int8_gemm]") {
+  if (tg::testing::skip_unless(cpu::int8::isa_supported(cpu::int8::Isa::avx512_vnni),
+                               "this CPU has no AVX-512 VNNI")) {
+    return;
+  }
+  check_isa_explicitly(cpu::int8::Isa::avx512_vnni, cpu::int8::Path::avx512_vnni);
 }
 
 TEST_CASE("int8 gemm fast paths on 7-bit activations (AVX2 vpmaddubsw) equal the plain loop",
@@ -378,7 +419,7 @@ TEST_CASE("int8 path: TAPEGRAD_INT8_KERNEL's values, and bad ones named", "[quan
 
 TEST_CASE("quantized_linear on the AVX2 path: 7-bit activations, by hand and as the plain loops",
           "[quantize][int8_gemm]") {
-  if (!cpu::cpu_has_avx2_fma()) return;
+  if (tg::testing::skip_unless(cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   const cpu::int8::PathScope avx2(cpu::int8::Path::avx2);
   manual_seed(14);
   const Tensor x = uniform({3, 7, 45}, -2, 2), bias = uniform({33}, -1, 1);
