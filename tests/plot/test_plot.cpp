@@ -46,7 +46,8 @@ struct Run {
 };
 
 // How the child is started: extra environment, and a file-size limit of 0 (every write to a
-// regular file fails with EFBIG, SIGXFSZ ignored) to make a save fail even when run as root.
+// regular file fails with EFBIG: tapegrad ignores SIGXFSZ) to make a save fail even when run as
+// root.
 struct Launch {
   std::map<std::string, std::string> env;
   bool no_file_writes = false;
@@ -79,7 +80,6 @@ Run tapegrad(const std::vector<std::string>& args, const Launch& launch = {}) {
     ::dup2(err_pipe[1], 2);
     ::close(out_pipe[0]), ::close(out_pipe[1]), ::close(err_pipe[0]), ::close(err_pipe[1]);
     if (launch.no_file_writes) {
-      ::signal(SIGXFSZ, SIG_IGN);
       const rlimit limit{0, 0};
       ::setrlimit(RLIMIT_FSIZE, &limit);
     }
