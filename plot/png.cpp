@@ -1,7 +1,6 @@
 #include "tapegrad/plot/png.h"
 
 #include <stb/stb_image_write.h>
-#include <stb/stb_truetype.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +10,31 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file_io.h"
+#include "tapegrad/plot/truetype_check.h"
 
-// libstb (Debian's libstb-dev) carries the compiled stb_image_write and stb_truetype, so this file
-// includes only their declarations (no STB_*_IMPLEMENTATION) and the library links -lstb.
+namespace tg::plot {
+// An stb_truetype assertion: a font that passed check_truetype_font but that stb_truetype still
+// cannot draw (a format it leaves unimplemented, an outline its rasterizer rejects).
+[[noreturn]] void stb_truetype_assertion_failed(const char* condition) {
+  fail("font '", font_path(), "' is damaged: stb_truetype cannot draw it (", condition, ")");
+}
+}  // namespace tg::plot
+
+// libstb (Debian's libstb-dev) carries the compiled stb_image_write, linked with -lstb. Its
+// stb_truetype, though, would abort the process on a failed assertion (assert()), so
+// stb_truetype is compiled here, into this file alone (STBTT_STATIC), with STBTT_assert throwing
+// the tg::Error above instead.
+#define STBTT_STATIC
+#define STB_TRUETYPE_IMPLEMENTATION
+#define STBTT_assert(condition) \
+  ((condition) ? static_cast<void>(0) : ::tg::plot::stb_truetype_assertion_failed(#condition))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <stb/stb_truetype.h>
+#pragma GCC diagnostic pop
 
 namespace tg::plot {
 
@@ -27,8 +48,15 @@ namespace {
 
 // ---- Font: DejaVu Sans through stb_truetype --------------------------------------------------
 
+// A TrueType font starts with its sfnt version (0x00010000 or 'true'), a collection with 'ttcf';
+// 'OTTO' (CFF outlines) stb_truetype reads without bounds checks at all, so it is not taken.
+bool is_truetype_signature(const std::string& bytes) {
+  const std::string_view start(bytes.data(), std::min<size_t>(bytes.size(), 4));
+  return start == std::string_view("\0\1\0\0", 4) || start == "true" || start == "ttcf";
+}
+
 struct Font {
-  std::vector<unsigned char> bytes;
+  std::vector<unsigned char> bytes;  // the file, then kTrueTypeReadSlack zero bytes
   stbtt_fontinfo info{};
 };
 
@@ -43,10 +71,18 @@ Font load_font() {
   } catch (const Error& error) {
     fail(error.what(), remedy);
   }
+  TG_CHECK(bytes.size() >= 1024 && is_truetype_signature(bytes), "font '", path,
+           "' is not a TrueType font", remedy);
   Font font;
   font.bytes.assign(bytes.begin(), bytes.end());
-  // stb_truetype trusts the font it is given; this only turns away files that are not fonts.
-  const int offset = font.bytes.size() < 1024 ? -1 : stbtt_GetFontOffsetForIndex(font.bytes.data(), 0);
+  font.bytes.resize(bytes.size() + kTrueTypeReadSlack, 0);
+  // stb_truetype trusts the font it is given: everything it follows is checked first.
+  try {
+    check_truetype_font(font.bytes, bytes.size(), path);
+  } catch (const Error& error) {
+    fail(error.what(), remedy);
+  }
+  const int offset = stbtt_GetFontOffsetForIndex(font.bytes.data(), 0);
   TG_CHECK(offset >= 0 && stbtt_InitFont(&font.info, font.bytes.data(), offset) != 0, "font '", path,
            "' is not a TrueType font", remedy);
   return font;
@@ -56,6 +92,14 @@ Font load_font() {
 const Font& font() {
   static const Font loaded = load_font();
   return loaded;
+}
+
+// The glyph a code point is drawn with. A damaged character map may name a glyph the font does
+// not have: that one is drawn as glyph 0, the font's "missing character" box, as an unmapped
+// code point is (stb_truetype would read its metrics past the hmtx table).
+int glyph_of(const Font& f, int point) {
+  const int glyph = stbtt_FindGlyphIndex(&f.info, point);
+  return glyph >= 0 && glyph < f.info.numGlyphs ? glyph : 0;
 }
 
 }  // namespace
@@ -82,6 +126,21 @@ std::vector<int> code_points(const std::string& text) {
 
 namespace {
 
+// The glyphs of a UTF-8 text, one a code point.
+std::vector<int> glyphs_of(const Font& f, const std::string& text) {
+  std::vector<int> glyphs;
+  for (const int point : code_points(text)) glyphs.push_back(glyph_of(f, point));
+  return glyphs;
+}
+
+// A glyph's bitmap is allocated at its box's size: a box of more than 64 em (a damaged glyph
+// header; real glyphs span an em or two) is refused rather than allocated.
+void check_glyph_box(int width, int height, double size) {
+  const double limit = 64 * size + 64;
+  TG_CHECK(width <= limit && height <= limit, "font '", font_path(), "' is damaged: a glyph is ",
+           width, "x", height, " pixels at text size ", size);
+}
+
 // A line of text as an 8-bit coverage bitmap. Column 1 is where the pen starts and row 0 is the
 // font's ascent, so the text's box [0, width] x [0, size] starts at bitmap pixel (1, 0).
 struct TextBitmap {
@@ -100,19 +159,20 @@ TextBitmap render_text(const std::string& text, double size) {
   bitmap.height = baseline + static_cast<int>(std::ceil(-descent * scale)) + 2;
   bitmap.alpha.assign(static_cast<size_t>(bitmap.width) * bitmap.height, 0);
 
-  const std::vector<int> points = code_points(text);
+  const std::vector<int> glyphs = glyphs_of(f, text);
   double pen = 1.0;
   std::vector<uint8_t> glyph;
-  for (size_t i = 0; i < points.size(); ++i) {
+  for (size_t i = 0; i < glyphs.size(); ++i) {
     const double shift = pen - std::floor(pen);
     int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
-    stbtt_GetCodepointBitmapBoxSubpixel(&f.info, points[i], scale, scale, static_cast<float>(shift),
-                                        0.0f, &x0, &y0, &x1, &y1);
+    stbtt_GetGlyphBitmapBoxSubpixel(&f.info, glyphs[i], scale, scale, static_cast<float>(shift),
+                                    0.0f, &x0, &y0, &x1, &y1);
     const int w = x1 - x0, h = y1 - y0;
+    check_glyph_box(w, h, size);
     if (w > 0 && h > 0) {
       glyph.assign(static_cast<size_t>(w) * h, 0);
-      stbtt_MakeCodepointBitmapSubpixel(&f.info, glyph.data(), w, h, w, scale, scale,
-                                        static_cast<float>(shift), 0.0f, points[i]);
+      stbtt_MakeGlyphBitmapSubpixel(&f.info, glyph.data(), w, h, w, scale, scale,
+                                    static_cast<float>(shift), 0.0f, glyphs[i]);
       const int left = static_cast<int>(std::floor(pen)) + x0, top = baseline + y0;
       for (int gy = 0; gy < h; ++gy) {
         for (int gx = 0; gx < w; ++gx) {
@@ -124,9 +184,9 @@ TextBitmap render_text(const std::string& text, double size) {
       }
     }
     int advance = 0, bearing = 0;
-    stbtt_GetCodepointHMetrics(&f.info, points[i], &advance, &bearing);
+    stbtt_GetGlyphHMetrics(&f.info, glyphs[i], &advance, &bearing);
     pen += advance * scale;
-    if (i + 1 < points.size()) pen += scale * stbtt_GetCodepointKernAdvance(&f.info, points[i], points[i + 1]);
+    if (i + 1 < glyphs.size()) pen += scale * stbtt_GetGlyphKernAdvance(&f.info, glyphs[i], glyphs[i + 1]);
   }
   return bitmap;
 }
@@ -237,13 +297,13 @@ void Canvas::dot(double x, double y, double radius, Rgb color) { line(x, y, x, y
 double Canvas::text_width(const std::string& text, double size) {
   const Font& f = font();
   const float scale = stbtt_ScaleForPixelHeight(&f.info, static_cast<float>(size));
-  const std::vector<int> points = code_points(text);
+  const std::vector<int> glyphs = glyphs_of(f, text);
   double width = 0;
-  for (size_t i = 0; i < points.size(); ++i) {
+  for (size_t i = 0; i < glyphs.size(); ++i) {
     int advance = 0, bearing = 0;
-    stbtt_GetCodepointHMetrics(&f.info, points[i], &advance, &bearing);
+    stbtt_GetGlyphHMetrics(&f.info, glyphs[i], &advance, &bearing);
     width += advance * scale;
-    if (i + 1 < points.size()) width += scale * stbtt_GetCodepointKernAdvance(&f.info, points[i], points[i + 1]);
+    if (i + 1 < glyphs.size()) width += scale * stbtt_GetGlyphKernAdvance(&f.info, glyphs[i], glyphs[i + 1]);
   }
   return width;
 }
