@@ -195,8 +195,10 @@ void save_quantized(const QuantizeOptions& o, const train::Checkpoint& checkpoin
   train::save_checkpoint(o.out, result);
 }
 
-// The summary: the quantized Linears, the calibration (static) and both files' sizes.
-void print_summary(const QuantizeOptions& o, QuantizedModel& q, int64_t batch) {
+// The summary: the quantized Linears, the calibration (static) and both files' sizes (an f32
+// checkpoint of `train --save` holds the optimizer state too; an `export` holds the weights alone).
+void print_summary(const QuantizeOptions& o, QuantizedModel& q, int64_t batch,
+                   bool f32_has_optimizer) {
   std::cout << q.summary.describe();
   if (o.is_static()) {
     std::cout << "calibration: " << std::min(o.calib_batches * batch, q.task->examples(true))
@@ -208,7 +210,8 @@ void print_summary(const QuantizeOptions& o, QuantizedModel& q, int64_t batch) {
     std::cout << "\n";
   }
   std::cout << "file: " << o.load << " " << file_bytes(o.load) << " bytes -> " << o.out << " "
-            << file_bytes(o.out) << " bytes (the f32 file also holds the optimizer state)\n";
+            << file_bytes(o.out) << " bytes"
+            << (f32_has_optimizer ? " (the f32 file also holds the optimizer state)" : "") << "\n";
 }
 
 }  // namespace
@@ -229,7 +232,7 @@ int quantize(const Args& args) {
   QuantizedModel q = o.is_static() ? quantize_static_model(o, checkpoint)
                                    : quantize_dynamic_model(checkpoint, state);
   save_quantized(o, checkpoint, trained_device, q.module());
-  print_summary(o, q, checkpoint.config.batch);
+  print_summary(o, q, checkpoint.config.batch, !checkpoint.optimizer.empty());
   return 0;
 }
 

@@ -170,10 +170,12 @@ void print_help(const po::options_description& all) {
 void finish_config(const po::variables_map& vm, const TextOptions& text, train::TrainConfig& c) {
   TG_CHECK(vm.count("resume") || (vm.count("task") && vm.count("data")),
            "--task and --data are required (or --resume)");
-  // A count typed as 0 would train nothing: an error, not "the default" (one epoch).
+  // A count typed as 0 would train nothing: an error, not "the default" (one epoch). Both ends
+  // are checked here, so that the range an error states is the one accepted ([1, ...]; the
+  // config's own check allows 0, which stands for "not given" there).
   for (const auto& [flag, count] : {std::pair{"steps", c.steps}, std::pair{"epochs", c.epochs}}) {
-    TG_CHECK(!vm.count(flag) || count >= 1, "--", flag, " must be in [1, ", train::Limits::steps,
-             "], got ", count);
+    TG_CHECK(!vm.count(flag) || (count >= 1 && count <= train::Limits::steps), "--", flag,
+             " must be in [1, ", train::Limits::steps, "], got ", count);
   }
   c.seed = train::parse_uint64(text.seed, "--seed");
   c.shuffle = vm.count("no-shuffle") == 0;

@@ -173,3 +173,36 @@ TEST_CASE("eval refuses a CSV whose columns are not the trained-on ones", "[cli]
                          "trained on [\"t\",\"value\"]");
   REQUIRE(run_cli("eval --load " + model + " --data " + dir.file("series.csv"), dir).exit_code == 0);
 }
+
+TEST_CASE("a count's error states the range it accepts", "[cli][reliability]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  const std::string train = "train --task charlm --context 8 --data " + dir.file("text.txt") + kTiny;
+  // 0 is refused (it would train nothing), so the range starts at 1 at both ends of it.
+  for (const char* flag : {"--steps", "--epochs"}) {
+    for (const char* value : {"0", "1099511627777"}) {
+      require_one_line_error(run_cli(train + " " + flag + " " + value, dir),
+                             std::string(flag) + " must be in [1, 1099511627776], got " + value);
+    }
+  }
+}
+
+TEST_CASE("quantize says the f32 file held optimizer state only when it did", "[cli][reliability]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  REQUIRE(run_cli("train --task charlm --context 8 --steps 2 --data " + dir.file("text.txt") + kTiny +
+                      " --save " + dir.file("trained.st"), dir).exit_code == 0);
+  REQUIRE(run_cli("export --load " + dir.file("trained.st") + " --out " + dir.file("weights.st"), dir)
+              .exit_code == 0);
+  const CliResult from_checkpoint =
+      run_cli("quantize --mode dynamic --load " + dir.file("trained.st") + " --out " + dir.file("q1.st"), dir);
+  REQUIRE(from_checkpoint.exit_code == 0);
+  CHECK_THAT(from_checkpoint.out, Catch::Contains("the f32 file also holds the optimizer state"));
+  // An export holds the weights alone.
+  const CliResult from_export =
+      run_cli("quantize --mode dynamic --load " + dir.file("weights.st") + " --out " + dir.file("q2.st"), dir);
+  INFO(from_export.out << from_export.err);
+  REQUIRE(from_export.exit_code == 0);
+  CHECK_THAT(from_export.out, Catch::Contains("file: " + dir.file("weights.st")));
+  CHECK(from_export.out.find("optimizer") == std::string::npos);
+}
