@@ -15,7 +15,16 @@ extern "C" char* openblas_get_corename(void);
 namespace tg::cli {
 namespace {
 
+// The message from the first run to the second: "<set OpenBLAS chose>@<pid>". exec keeps the
+// process id, so a value naming another process (one a user set, or one inherited from a parent
+// tapegrad) is no message to this one and is ignored.
 constexpr const char* kFallbackVariable = "TAPEGRAD_OPENBLAS_FALLBACK";
+
+// The set OpenBLAS had fallen back to, when this process is the second run; else "".
+std::string& fallen_back_to() {
+  static std::string set;
+  return set;
+}
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -55,13 +64,31 @@ std::string better_openblas_core(const std::string& loaded, CpuSimd simd) {
   return simd.avx512 ? "SkylakeX" : "Haswell";
 }
 
+namespace {
+
+// Reads the first run's message (kFallbackVariable) when it is addressed to this process, and
+// removes the variable either way, so that it reaches no child and a user's value changes nothing.
+void take_fallback_message() {
+  const char* message = std::getenv(kFallbackVariable);
+  if (message == nullptr) return;
+  const std::string text = message;
+  unsetenv(kFallbackVariable);
+  const size_t at = text.rfind('@');
+  if (at == std::string::npos || text.substr(at + 1) != std::to_string(getpid())) return;
+  if (variable_set("OPENBLAS_CORETYPE")) fallen_back_to() = text.substr(0, at);
+}
+
+}  // namespace
+
 void rerun_with_better_openblas_core(char** argv) {
-  if (variable_set("OPENBLAS_CORETYPE") || variable_set(kFallbackVariable)) return;
+  take_fallback_message();
+  // A set named by the user, or the one the first run chose for this one: it stays.
+  if (variable_set("OPENBLAS_CORETYPE")) return;
   const char* loaded = openblas_get_corename();
   const std::string better = better_openblas_core(loaded ? loaded : "", cpu_simd());
   if (better.empty()) return;
-  // The second run sees both variables set, so it never comes back here.
-  if (setenv(kFallbackVariable, loaded ? loaded : "unknown", 1) != 0 ||
+  const std::string message = std::string(loaded ? loaded : "unknown") + "@" + std::to_string(getpid());
+  if (setenv(kFallbackVariable, message.c_str(), 1) != 0 ||
       setenv("OPENBLAS_CORETYPE", better.c_str(), 1) != 0) {
     return;
   }
@@ -71,10 +98,13 @@ void rerun_with_better_openblas_core(char** argv) {
 }
 
 std::string openblas_core_note() {
-  const char* fallback = std::getenv(kFallbackVariable);
-  if (fallback == nullptr || *fallback == '\0' || !variable_set("OPENBLAS_CORETYPE")) return "";
-  return std::string("chosen by tapegrad: OpenBLAS did not recognise this CPU and fell back to ") +
-         fallback;
+  if (!fallen_back_to().empty()) {
+    return "chosen by tapegrad: OpenBLAS did not recognise this CPU and fell back to " +
+           fallen_back_to();
+  }
+  const char* named = std::getenv("OPENBLAS_CORETYPE");
+  return named != nullptr && *named != '\0' ? std::string("OPENBLAS_CORETYPE=") + named + " chose it"
+                                             : "";
 }
 
 }  // namespace tg::cli

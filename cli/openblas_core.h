@@ -22,13 +22,16 @@ CpuSimd cpu_simd();  // this CPU's
 std::string better_openblas_core(const std::string& loaded, CpuSimd simd);
 
 // Called at the start of main: when OPENBLAS_CORETYPE is unset and better_openblas_core finds a
-// better set, sets OPENBLAS_CORETYPE to it, TAPEGRAD_OPENBLAS_FALLBACK to the set OpenBLAS
-// chose, and replaces the process with /proc/self/exe and the same arguments. Returns only when
-// nothing is to be done or the exec failed (the run goes on with the set OpenBLAS chose).
+// better set, sets OPENBLAS_CORETYPE to it, TAPEGRAD_OPENBLAS_FALLBACK to "<the set OpenBLAS
+// chose>@<this process id>", and replaces the process with /proc/self/exe and the same
+// arguments. Returns only when nothing is to be done or the exec failed (the run goes on with
+// the set OpenBLAS chose). TAPEGRAD_OPENBLAS_FALLBACK is that message alone: the second run reads
+// it when it names its own process id (exec keeps it), and every run removes it from its
+// environment, so a value set by a user or inherited from another process changes nothing.
 void rerun_with_better_openblas_core(char** argv);
 
-// For `tapegrad info`: "" or a note saying which set OpenBLAS fell back to, and that tapegrad
-// chose this one.
+// For `tapegrad info`: which set OpenBLAS fell back to, when tapegrad chose another; or that the
+// user's OPENBLAS_CORETYPE chose it; or "".
 std::string openblas_core_note();
 
 }  // namespace tg::cli

@@ -60,3 +60,26 @@ TEST_CASE("tapegrad without OPENBLAS_CORETYPE runs an AVX2 kernel set where the 
   if (tg::cli::cpu_simd().avx2_fma) CHECK(kernel_set(named.out) == "Haswell");
   CHECK(named.out.find("chosen by tapegrad") == std::string::npos);
 }
+
+TEST_CASE("TAPEGRAD_OPENBLAS_FALLBACK set by hand changes nothing, and info says who chose the set",
+          "[cli][openblas]") {
+  TempDir dir;
+  const CliResult unset = run_cli("info", dir, "env -u OPENBLAS_CORETYPE -u TAPEGRAD_OPENBLAS_FALLBACK");
+  REQUIRE(unset.exit_code == 0);
+  // The variable is the first run's message to the second, never a switch: the same set runs,
+  // and a fallback is reported only when one happened, under its real name.
+  const CliResult forged = run_cli("info", dir, "env -u OPENBLAS_CORETYPE TAPEGRAD_OPENBLAS_FALLBACK=Forged");
+  INFO(forged.out << forged.err);
+  REQUIRE(forged.exit_code == 0);
+  CHECK(kernel_set(forged.out) == kernel_set(unset.out));
+  CHECK(forged.out.find("Forged") == std::string::npos);
+  CHECK((forged.out.find("chosen by tapegrad") != std::string::npos) ==
+        (unset.out.find("chosen by tapegrad") != std::string::npos));
+  // A set the user named, whatever the variable says: the user's choice, said so.
+  const CliResult named = run_cli("info", dir, "env TAPEGRAD_OPENBLAS_FALLBACK=Forged OPENBLAS_CORETYPE=Haswell");
+  INFO(named.out << named.err);
+  REQUIRE(named.exit_code == 0);
+  if (tg::cli::cpu_simd().avx2_fma) CHECK(kernel_set(named.out) == "Haswell");
+  CHECK(named.out.find("chosen by tapegrad") == std::string::npos);
+  CHECK_THAT(named.out, Catch::Contains("OPENBLAS_CORETYPE=Haswell chose it"));
+}
