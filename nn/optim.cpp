@@ -41,6 +41,34 @@ int64_t read_step(const char* optimizer, const std::string& name, const Tensor& 
   return static_cast<int64_t>(step);
 }
 
+// A parameter may change after its state is made: Module::to(f64) and to(device) convert it in
+// place, and load_state() may be given buffers saved for another dtype or device. The update
+// kernels read a parameter, its grad and its buffers side by side as one dtype, shape and layout,
+// so step() reconciles them first. The choice is torch.optim's: as its load_state_dict casts
+// state to its parameter's dtype and device, a buffer of the parameter's shape is converted (and
+// made contiguous on the parameter's device); a buffer of another shape cannot belong to this
+// parameter and is a tg::Error naming both. The i64 "step" count is a host scalar and stays as
+// it is.
+void check_state_shapes(const char* optimizer, size_t index, const Tensor& param,
+                        const std::map<std::string, Tensor>& state) {
+  for (const auto& [buffer, tensor] : state) {
+    TG_CHECK(buffer == "step" || tensor.shape() == param.shape(), optimizer, ".step: parameter ",
+             index, " has shape ", shape_str(param.shape()), " (", dtype_name(param.dtype()),
+             ") but its state '", buffer, "' has shape ", shape_str(tensor.shape()), " (",
+             dtype_name(tensor.dtype()), "); build a new optimizer for a replaced parameter");
+  }
+}
+
+void convert_state_to_parameter(const Tensor& param, std::map<std::string, Tensor>& state) {
+  for (auto& [buffer, tensor] : state) {
+    if (buffer == "step") continue;
+    if (tensor.dtype() != param.dtype() || tensor.device() != param.device() ||
+        !tensor.is_contiguous()) {
+      tensor = tensor.to(param.dtype()).to(param.device()).contiguous();
+    }
+  }
+}
+
 std::string join(const std::vector<std::string>& names) {
   std::string text;
   for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
@@ -73,19 +101,29 @@ Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr)
 
 void Optimizer::step() {
   NoGrad no_grad;
-  // Check every gradient first, so that a bad one leaves all parameters untouched.
+  // Check every parameter and gradient first, so that a bad one leaves all parameters untouched:
+  // the constructor's checks again, since a parameter may have been converted in place since.
   std::vector<Tensor> grads(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& param = params_[i];
     Tensor grad = param.grad();
     if (!grad.defined()) continue;  // no gradient this step: skipped, as in PyTorch
+    TG_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, name_, ".step: parameter ",
+             i, " is now ", dtype_name(param.dtype()), "; optimizers update f32 or f64 parameters");
+    TG_CHECK(param.is_contiguous(), name_, ".step: parameter ", i, " of shape ",
+             shape_str(param.shape()), " is not contiguous");
     TG_CHECK(grad.shape() == param.shape(), name_, ".step: parameter ", i, " has shape ",
              shape_str(param.shape()), " but its grad has shape ", shape_str(grad.shape()));
     TG_CHECK(grad.dtype() == param.dtype(), name_, ".step: parameter ", i, " is ",
              dtype_name(param.dtype()), " but its grad is ", dtype_name(grad.dtype()));
     TG_CHECK(grad.device() == param.device(), name_, ".step: parameter ", i, " and its grad are on ",
              "different devices");
+    check_state_shapes(name_, i, param, param_states_[i]);
     grads[i] = grad.contiguous();  // a copy when the grad is a view (e.g. an expand)
+  }
+  // The update kernels see only buffers of their parameter's dtype, shape, device and layout.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (grads[i].defined()) convert_state_to_parameter(params_[i], param_states_[i]);
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;

@@ -2,9 +2,12 @@
 // Optimizers: SGD (momentum, Nesterov), Adam and AdamW with torch.optim's formulas and defaults,
 // and clip_grad_norm (torch.nn.utils.clip_grad_norm_).
 //
-// An optimizer holds handles to its parameters (contiguous f32/f64 CPU leaves that require grad)
+// An optimizer holds handles to its parameters (contiguous f32/f64 leaves that require grad)
 // and updates their values in place under NoGrad. It never writes into a gradient: gradients may
 // be shared with other tensors. Parameters whose grad is undefined are skipped, as in PyTorch.
+// A parameter converted in place after its state was made (Module::to(f64), to(device)) keeps its
+// state: step() converts each buffer to the parameter's dtype and device first, as torch.optim
+// casts state to its parameter's (a buffer of another shape is a tg::Error).
 //
 // State for checkpoints: state() lists the step count and every per-parameter buffer as named
 // tensors, "step", "0.momentum_buffer", "1.exp_avg", "1.exp_avg_sq", "1.step", ... (the number is

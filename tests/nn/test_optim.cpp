@@ -8,6 +8,8 @@
 #include <numbers>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/schedule.h"
 #include "tapegrad/ops/ops.h"
@@ -265,6 +267,84 @@ TEST_CASE("load_state rejects state that does not fit", "[optim]") {
   // A rejected state changed nothing: the good one is still there.
   CHECK(adam.state().size() == 4);
   CHECK(adam.step_count() == 1);
+}
+
+// A Linear(1, 1) without bias, its weight 1, made `first` for the first of kGrads's steps and
+// `second` (Module::to, in place) for the rest; returns the weight after the last step.
+template <typename Make>
+double weight_across_dtypes(Make make, DType first, DType second) {
+  nn::Linear layer(1, 1, /*bias=*/false, first);
+  {
+    NoGrad no_grad;
+    layer.weight.fill_(1.0);
+  }
+  auto optimizer = make(layer.parameters());
+  for (size_t t = 0; t < kGrads.size(); ++t) {
+    if (t == 1) layer.to(second);
+    give_grad(layer.weight, {kGrads[t]});
+    optimizer.step();
+    for (const auto& [name, buffer] : optimizer.state()) {
+      INFO(name);
+      if (name != "step" && name != "0.step") CHECK(buffer.dtype() == layer.weight.dtype());
+    }
+  }
+  return layer.weight.to_host_f64()[0];
+}
+
+// The chosen behaviour, torch.optim's: state made for an f32 parameter is converted when the
+// parameter becomes f64 (and back), as its load_state_dict casts state to the parameter's dtype.
+// The update kernels never see an f32 buffer beside an f64 parameter.
+TEST_CASE("Optimizers convert their state when Module::to changes a parameter's dtype",
+          "[optim]") {
+  for (const auto& [first, second] : {std::pair{DType::f32, DType::f64},
+                                      std::pair{DType::f64, DType::f32}}) {
+    INFO(dtype_name(first) << " -> " << dtype_name(second));
+    // The f32 steps round to f32 (about 1e-7 of the weight, which ends near 0.05 for SGD); the
+    // references run in f64 throughout.
+    const double epsilon = 1e-6;
+    const auto sgd = [](auto p) { return SGD(p, 0.1, 0.9); };
+    const auto nesterov = [](auto p) { return SGD(p, 0.1, 0.9, 0, 0, true); };
+    const auto adam = [](auto p) { return Adam(p, 0.1); };
+    const auto adamw = [](auto p) { return AdamW(p, 0.1, {0.9, 0.999}, 1e-8, 0.1); };
+    CHECK(weight_across_dtypes(sgd, first, second) ==
+          Approx(reference_sgd(kGrads, 1.0, 0.1, 0.9, 0, 0, false).back())
+              .epsilon(epsilon)
+              .margin(epsilon));
+    CHECK(weight_across_dtypes(nesterov, first, second) ==
+          Approx(reference_sgd(kGrads, 1.0, 0.1, 0.9, 0, 0, true).back())
+              .epsilon(epsilon)
+              .margin(epsilon));
+    CHECK(weight_across_dtypes(adam, first, second) ==
+          Approx(reference_adam(kGrads, 1.0, 0.1, 0.9, 0.999, 1e-8, 0, false).back())
+              .epsilon(epsilon)
+              .margin(epsilon));
+    CHECK(weight_across_dtypes(adamw, first, second) ==
+          Approx(reference_adam(kGrads, 1.0, 0.1, 0.9, 0.999, 1e-8, 0.1, true).back())
+              .epsilon(epsilon)
+              .margin(epsilon));
+  }
+}
+
+TEST_CASE("Optimizers refuse state of another shape than its parameter, before any update",
+          "[optim]") {
+  Tensor p = parameter({1.0, 2.0});
+  Tensor q = parameter({5.0});
+  Adam adam({q, p}, 0.1);
+  give_grad(p, {1.0, 1.0});
+  adam.step();  // p's state: [2]
+  // p's tensor swapped under the optimizer for one of three elements (nothing in the library does
+  // this any more: Module::replace_in_place keeps shapes; the check guards the kernels anyway).
+  const Tensor longer = from_values({1.0, 2.0, 3.0}, {3}, DType::f64);
+  p.impl()->storage = longer.storage();
+  p.impl()->shape = longer.shape();
+  p.impl()->strides = longer.strides();
+  give_grad(p, {1.0, 1.0, 1.0});
+  give_grad(q, {1.0});
+  REQUIRE_THROWS_WITH(adam.step(),
+                      Catch::Contains("Adam.step: parameter 1 has shape [3] (f64)") &&
+                          Catch::Contains("'exp_avg' has shape [2] (f64)"));
+  CHECK(q.to_host_f64()[0] == 5.0);  // no parameter was updated
+  CHECK(p.to_host_f64() == std::vector<double>{1.0, 2.0, 3.0});
 }
 
 TEST_CASE("Optimizers check their parameters", "[optim]") {
