@@ -83,31 +83,61 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+namespace {
+
+// Which values a loaded tensor may convert into: any floating dtype into any other (as
+// torch's copy_), but nothing across floating and integer or bool, nor between two integer
+// dtypes. Those would truncate (an f32 weight into a quantized Linear's int8 weight is all zeros)
+// or read integers as values (an int8 weight into an f32 model): quantize the f32 model, or load
+// a checkpoint of the same quantization, instead.
+bool loads_into(DType source, DType target) {
+  return source == target || (is_floating(source) && is_floating(target));
+}
+
+void append(std::string& list, const std::string& entry) {
+  list += (list.empty() ? "" : ", ") + entry;
+}
+
+}  // namespace
+
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
-  std::map<std::string, Tensor> given(state.begin(), state.end());
-  std::string missing, mismatched;
+  std::map<std::string, Tensor> given;
+  std::string duplicated;
+  for (const auto& [name, tensor] : state) {
+    if (!given.emplace(name, tensor).second) append(duplicated, name);
+  }
+  TG_CHECK(duplicated.empty(), "load_state_dict: the state names ", duplicated,
+           " more than once (each tensor must appear once)");
+  std::string missing, mismatched, wrong_dtype;
   for (const auto& [name, target] : state_dict()) {
     auto found = given.find(name);
     if (found == given.end()) {
-      missing += (missing.empty() ? "" : ", ") + name;
+      append(missing, name);
       continue;
     }
-    if (found->second.shape() != target.shape()) {
-      mismatched += (mismatched.empty() ? "" : ", ") + name + " " +
-                    shape_str(found->second.shape()) + " vs " + shape_str(target.shape());
+    const Tensor& source = found->second;
+    TG_CHECK(source.defined(), "load_state_dict: '", name, "' is an undefined tensor");
+    if (source.shape() != target.shape()) {
+      append(mismatched, name + " " + shape_str(source.shape()) + " vs " + shape_str(target.shape()));
+    } else if (!loads_into(source.dtype(), target.dtype())) {
+      append(wrong_dtype, name + " " + dtype_name(source.dtype()) + " vs " + dtype_name(target.dtype()));
     }
     given.erase(found);
   }
   std::string unexpected;
-  for (const auto& [name, t] : given) unexpected += (unexpected.empty() ? "" : ", ") + name;
-  TG_CHECK(missing.empty() && mismatched.empty() && (unexpected.empty() || !strict),
+  for (const auto& [name, t] : given) append(unexpected, name);
+  TG_CHECK(missing.empty() && mismatched.empty() && wrong_dtype.empty() &&
+               (unexpected.empty() || !strict),
            "load_state_dict: ", missing.empty() ? "" : "missing: " + missing + "; ",
            mismatched.empty() ? "" : "shape mismatch (file vs model): " + mismatched + "; ",
+           wrong_dtype.empty() ? ""
+                               : "dtype mismatch (file vs model; floating dtypes convert, "
+                                 "integer and bool ones must match): " + wrong_dtype + "; ",
            unexpected.empty() || !strict ? "" : "unexpected: " + unexpected);
   NoGrad no_grad;
   std::map<std::string, Tensor> by_name(state.begin(), state.end());
   for (const auto& [name, target] : state_dict()) {
-    const Tensor& source = by_name.at(name);  // on any device, of any dtype
+    const Tensor& source = by_name.at(name);  // on any device, of a dtype loads_into allows
     target.copy_(source);  // converts the dtype and device; raises the version
   }
 }
@@ -122,22 +152,52 @@ void Module::zero_grad() {
 }
 
 void Module::replace_in_place(const std::function<Tensor(const Tensor&)>& replacement) {
-  auto replace = [&](const Tensor& t) {
-    const Tensor with = replacement(t);
+  // Every replacement is made and checked before any is swapped in, so that a bad one leaves the
+  // module as it was. A tensor shared by two modules (tied weights) is replaced once.
+  std::vector<std::pair<TensorImpl*, Tensor>> swaps;
+  const auto plan = [&](const std::string& name, const Tensor& t) {
+    for (const auto& [impl, with] : swaps) {
+      if (impl == t.impl()) return;
+    }
+    Tensor with = replacement(t);
     if (!with.defined()) return;  // left as it is
-    TensorImpl& impl = *t.impl();
-    impl.storage = with.storage();
-    impl.strides = with.strides();
-    impl.offset = with.offset();
-    impl.dtype = with.dtype();
-    impl.grad.reset();
+    // Everything that holds this tensor (an optimizer, a layer's member) keeps reading it with
+    // the shape it had: a replacement of another shape would be read past its end.
+    TG_CHECK(with.shape() == t.shape(), "replace_in_place: '", name, "' has shape ",
+             shape_str(t.shape()), " but its replacement has shape ", shape_str(with.shape()));
+    // PyTorch: only floating point tensors can require gradients.
+    TG_CHECK(!t.requires_grad() || is_floating(with.dtype()), "replace_in_place: '", name,
+             "' requires grad, so it cannot become ", dtype_name(with.dtype()),
+             " (only floating point tensors can require gradients)");
+    // Optimizers and kernels read a parameter as one contiguous block: a transposed or expanded
+    // replacement is copied into one (a contiguous view, such as int8 stacking's rows of one
+    // shared tensor, stays the view it is).
+    if (!with.is_contiguous()) {
+      NoGrad no_grad;
+      with = with.detach().contiguous();
+    }
+    swaps.emplace_back(t.impl(), with);
   };
-  for (auto& [name, t] : parameters_) replace(t);
-  for (auto& [name, t] : buffers_) replace(t);
-  for (auto& [name, child] : children_) child->replace_in_place(replacement);
+  const std::function<void(Module&, const std::string&)> gather = [&](Module& module,
+                                                                      const std::string& prefix) {
+    for (const auto& [name, t] : module.parameters_) plan(prefix + name, t);
+    for (const auto& [name, t] : module.buffers_) plan(prefix + name, t);
+    for (const auto& [name, child] : module.children_) gather(*child, prefix + name + ".");
+  };
+  gather(*this, "");
+  for (const auto& [impl, with] : swaps) {
+    impl->storage = with.storage();
+    impl->strides = with.strides();
+    impl->offset = with.offset();
+    impl->dtype = with.dtype();
+    impl->grad.reset();
+  }
 }
 
 void Module::to(DType dtype) {
+  // As torch.nn.Module.to: parameters may require gradients, which only floating tensors can.
+  TG_CHECK(is_floating(dtype), "Module::to: only floating dtypes (f32, f64, f16, bf16) are "
+           "allowed, got ", dtype_name(dtype));
   replace_in_place([dtype](const Tensor& t) {
     return t.dtype() == dtype || !is_floating(t.dtype()) ? Tensor() : t.detach().to(dtype);
   });

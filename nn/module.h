@@ -25,14 +25,18 @@ class Module {
   NamedTensors named_buffers() const;     // persistent buffers only
   NamedTensors state_dict() const;        // parameters, then persistent buffers
   // Copies values into the existing tensors. Missing, unexpected or mis-shaped entries are a
-  // tg::Error listing them (unexpected ones are ignored when strict is false).
+  // tg::Error listing them (unexpected ones are ignored when strict is false), and so are a name
+  // given twice and a dtype that does not convert: floating values convert to any floating dtype
+  // (as torch's copy_), integer and bool tensors (a quantized Linear's int8 weight) load only
+  // their own dtype. Nothing changes unless everything fits.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
-  // Converts every parameter and buffer in place (handles held elsewhere see the change).
+  // Converts every floating parameter and buffer in place (handles held elsewhere see the
+  // change); `dtype` must be floating, as in torch.nn.Module.to (parameters require gradients).
   void to(DType dtype);
   // Moves every parameter and buffer to `device` in place, as torch.nn.Module.to(device).
   void to(Device device);
@@ -43,7 +47,9 @@ class Module {
 
   // Swaps in replacement(t)'s storage, layout and dtype for every parameter and buffer t, here and
   // in the children, where it is defined; handles held elsewhere see the change (what to(), and
-  // MultiHeadAttention's int8 stacking, are made of).
+  // MultiHeadAttention's int8 stacking, are made of). A replacement must have t's shape, and a
+  // floating dtype where t requires grad (a tg::Error before anything is swapped); one that is not
+  // contiguous (a transpose) is stored as a contiguous copy, the layout optimizers update.
   void replace_in_place(const std::function<Tensor(const Tensor&)>& replacement);
 
  protected:

@@ -5,8 +5,10 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/models.h"
+#include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -113,6 +115,75 @@ TEST_CASE("Module::to converts parameters in place", "[module]") {
   REQUIRE(handle.requires_grad());
 }
 
+TEST_CASE("load_state_dict refuses a state that names a tensor twice", "[module]") {
+  nn::Linear linear(3, 2);
+  const auto before = linear.weight.to_host_f64();
+  nn::NamedTensors twice = linear.state_dict();
+  twice.emplace_back("weight", ones({2, 3}));
+  REQUIRE_THROWS_AS(linear.load_state_dict(twice), Error);
+  REQUIRE_THROWS_WITH(linear.load_state_dict(twice, /*strict=*/false),
+                      Catch::Contains("names weight more than once"));
+  REQUIRE(linear.weight.to_host_f64() == before);  // neither copy was loaded
+}
+
+TEST_CASE("load_state_dict converts between floating dtypes only", "[module]") {
+  nn::Linear linear(2, 1);
+  // f64 values into the f32 model: converted, as torch's copy_ does.
+  linear.load_state_dict({{"weight", from_values({0.5, -0.25}, {1, 2}, DType::f64)},
+                          {"bias", from_values({2.0}, {1}, DType::f64)}});
+  REQUIRE(linear.weight.dtype() == DType::f32);
+  REQUIRE(linear.weight.to_host_f64() == std::vector<double>{0.5, -0.25});
+  // Integers into floating weights would be read as values: refused, nothing changed.
+  REQUIRE_THROWS_WITH(linear.load_state_dict({{"weight", from_indices({1, 2}, {1, 2})},
+                                              {"bias", from_values({2.0}, {1})}}),
+                      Catch::Contains("dtype mismatch") && Catch::Contains("weight i64 vs f32"));
+  REQUIRE(linear.weight.to_host_f64() == std::vector<double>{0.5, -0.25});
+}
+
+TEST_CASE("Module::to refuses a dtype that is not floating", "[module]") {
+  nn::Linear linear(3, 2);
+  const auto before = linear.weight.to_host_f64();
+  for (const DType dtype : {DType::i64, DType::i32, DType::i8, DType::b8}) {
+    REQUIRE_THROWS_WITH(linear.to(dtype), Catch::Contains("Module::to") &&
+                                              Catch::Contains(dtype_name(dtype)) &&
+                                              Catch::Contains("only floating dtypes"));
+  }
+  REQUIRE(linear.weight.dtype() == DType::f32);
+  REQUIRE(linear.weight.to_host_f64() == before);  // not truncated
+  // Below Module::to, replace_in_place itself keeps a parameter that requires grad floating.
+  REQUIRE_THROWS_WITH(
+      linear.replace_in_place([](const Tensor& t) { return t.detach().to(DType::i64); }),
+      Catch::Contains("'weight' requires grad") && Catch::Contains("cannot become i64"));
+  REQUIRE(linear.weight.dtype() == DType::f32);
+  REQUIRE(linear.bias.dtype() == DType::f32);  // all or nothing: the bias was not replaced either
+}
+
+TEST_CASE("replace_in_place refuses a replacement of another shape", "[module]") {
+  nn::Linear linear(3, 2);
+  const auto before = linear.weight.to_host_f64();
+  REQUIRE_THROWS_WITH(linear.replace_in_place([&](const Tensor& t) {
+    return t.same(linear.weight) ? zeros({2, 2}) : Tensor();
+  }), Catch::Contains("'weight' has shape [2, 3] but its replacement has shape [2, 2]"));
+  REQUIRE(linear.weight.shape() == Shape{2, 3});
+  REQUIRE(linear.weight.to_host_f64() == before);
+}
+
+TEST_CASE("replace_in_place stores a transposed replacement contiguously: SGD updates the "
+          "right elements", "[module]") {
+  nn::Linear linear(3, 2, /*bias=*/false);
+  // W = [[1, 2, 3], [4, 5, 6]], given as the transpose of a [3, 2] tensor (a strided view).
+  const Tensor transposed = from_values({1, 4, 2, 5, 3, 6}, {3, 2}).transpose(0, 1);
+  REQUIRE_FALSE(transposed.is_contiguous());
+  linear.replace_in_place([&](const Tensor& t) { return t.same(linear.weight) ? transposed : Tensor(); });
+  REQUIRE(linear.weight.is_contiguous());
+  REQUIRE(linear.weight.to_host_f64() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  SGD sgd(linear.parameters(), 1.0);
+  // grad = 1 at W[0][1] only: p -= 1 * grad changes 2 into 1 and nothing else.
+  linear.weight.set_grad(from_values({0, 1, 0, 0, 0, 0}, {2, 3}));
+  sgd.step();
+  REQUIRE(linear.weight.to_host_f64() == std::vector<double>{1, 1, 3, 4, 5, 6});
+}
+
 TEST_CASE("positional encoding: the formula, a buffer outside the state_dict, max_len", "[module]") {
   nn::SinusoidalPositionalEncoding pe(6, 10, DType::f64);
   const auto table = pe.table.to_host_f64();
@@ -147,6 +218,13 @@ std::vector<double> module_test_tutorial_table(int64_t max_len, int64_t dim) {
 }
 
 }  // namespace
+
+TEST_CASE("positional encoding: a table too large to hold is a tg::Error", "[module]") {
+  REQUIRE_THROWS_WITH(nn::sinusoidal_table(int64_t{1} << 40, int64_t{1} << 30),
+                      Catch::Contains("positional encoding: max_len x dim"));
+  // 2^60 entries fit in an int64 but not in memory: the allocator's error, no std exception.
+  REQUIRE_THROWS_AS(nn::sinusoidal_table(int64_t{1} << 40, int64_t{1} << 20), Error);
+}
 
 TEST_CASE("positional encoding: the tutorial's persistent buffer pe [1, max_len, dim]", "[module]") {
   nn::SinusoidalPositionalEncoding pe(4, 7, DType::f32, /*persistent=*/true);
@@ -214,6 +292,18 @@ TEST_CASE("masks: causal, padding and their combination", "[module]") {
   REQUIRE(both.shape() == Shape{1, 1, 3, 3});
   REQUIRE(both.to_host_i64() == std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 0});
   REQUIRE_THROWS_AS(nn::padding_mask({4}, 3), Error);
+}
+
+TEST_CASE("masks: sizes whose product does not fit are a tg::Error naming the mask", "[module]") {
+  const int64_t big = int64_t{1} << 32;
+  REQUIRE_THROWS_WITH(nn::causal_mask(big, big),
+                      Catch::Contains("causal_mask: sq x sk: 4294967296 x 4294967296 overflows"));
+  REQUIRE_THROWS_WITH(nn::padding_mask({1, 2, 3, 4}, int64_t{1} << 62),
+                      Catch::Contains("padding_mask: batch x max_len"));
+  REQUIRE_THROWS_WITH(nn::padding_mask({0}, -1), Catch::Contains("padding_mask: max_len -1"));
+  // A product that fits but is too large to allocate: the allocator's error, no std exception.
+  REQUIRE_THROWS_AS(nn::causal_mask(int64_t{1} << 31, int64_t{1} << 31), Error);
+  REQUIRE_THROWS_AS(nn::padding_mask({1}, int64_t{1} << 62), Error);
 }
 
 TEST_CASE("TextClassifier: padding never changes a result", "[module]") {

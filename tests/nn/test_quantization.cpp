@@ -116,6 +116,27 @@ TEST_CASE("quantized Linear: state_dict names and dtypes, parameters gone", "[qu
   REQUIRE_THROWS_WITH(nn::parse_quant_mode("int4"), Contains("none, dynamic, static"));
 }
 
+TEST_CASE("quantized Linear: f32 weights are refused by load_state_dict, not truncated to int8",
+          "[quantize]") {
+  nn::Linear source(4, 2), target(4, 2);
+  {
+    NoGrad no_grad;  // weights well inside (-1, 1): truncated to int8, every one would be 0
+    source.weight.copy_(from_values({0.5, -0.25, 0.75, 0.125, -0.5, 0.25, 0.625, -0.875}, {2, 4}));
+  }
+  target.quantize(nn::QuantMode::dynamic);
+  const auto int8_weight = target.weight.to_host_i64();
+  nn::NamedTensors f32_state = source.state_dict();  // weight, bias
+  f32_state.emplace_back("weight_scale", ones({2}));
+  REQUIRE_THROWS_WITH(target.load_state_dict(f32_state),
+                      Contains("dtype mismatch") && Contains("weight f32 vs i8"));
+  REQUIRE(target.weight.to_host_i64() == int8_weight);  // left as it was
+  // The quantized state of the same weights loads (the way in: quantize the f32 model). Row 0's
+  // scale is 0.75 / 127 (0.5 -> 84.7 -> 85), row 1's 0.875 / 127 (-0.5 -> -72.6 -> -73).
+  source.quantize(nn::QuantMode::dynamic);
+  target.load_state_dict(source.state_dict());
+  REQUIRE(target.weight.to_host_i64() == std::vector<int64_t>{85, -42, 127, 21, -73, 36, 91, -127});
+}
+
 TEST_CASE("quantized Linear: a gradient or training is one clear error", "[quantize]") {
   nn::Linear linear(4, 2);
   linear.quantize(nn::QuantMode::dynamic);
