@@ -29,9 +29,22 @@ int64_t checked_mul(int64_t a, int64_t b, const char* what) {
   return product;
 }
 
+// Checked, because a shape built from a user's sizes may reach it before any factory does (a
+// negative count would become a huge allocation, a wrapped one a short buffer): tg::Error naming
+// the shape. A zero dim makes the count 0 however large the others are. One pass, as it runs on
+// every Tensor::numel().
 int64_t numel(const Shape& shape) {
   int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
+  bool wrapped = false, has_zero = false;
+  for (const int64_t extent : shape) {
+    if (extent <= 0) [[unlikely]] {
+      TG_CHECK(extent == 0, "numel: negative size in shape ", shape_str(shape));
+      has_zero = true;
+    }
+    wrapped = __builtin_mul_overflow(count, extent, &count) || wrapped;
+  }
+  if (has_zero) return 0;
+  TG_CHECK(!wrapped, "numel: shape ", shape_str(shape), " has more elements than an int64 counts");
   return count;
 }
 
@@ -246,6 +259,7 @@ Tensor moved_to(const Tensor& host, Device device) {
 
 Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype,
                    Device device) {
+  check_shape(shape, "from_values");
   TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_values: ", values.size(),
            " values do not fill shape ", shape_str(shape));
   Tensor source = empty(shape, DType::f64, kCPU);
@@ -257,6 +271,7 @@ Tensor from_values(const std::vector<double>& values, const Shape& shape, DType 
 }
 
 Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape, Device device) {
+  check_shape(shape, "from_indices");
   TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_indices: ", values.size(),
            " values do not fill shape ", shape_str(shape));
   Tensor result = empty(shape, DType::i64, kCPU);
@@ -265,6 +280,7 @@ Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape, Devi
 }
 
 Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device device) {
+  check_shape(shape, "from_bools");
   TG_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_bools: ", values.size(),
            " values do not fill shape ", shape_str(shape));
   Tensor result = empty(shape, DType::b8, kCPU);
@@ -274,9 +290,16 @@ Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device de
 }
 
 Tensor arange(int64_t n, DType dtype, Device device) {
-  std::vector<double> values(n);
-  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
-  return from_values(values, {n}, dtype, device);
+  TG_CHECK(n >= 0, "arange: size ", n, " must be >= 0");
+  // Written into a tensor, not a std::vector first: a size too large to allocate is then the
+  // allocator's tg::Error, not a std::length_error.
+  Tensor values = empty({n}, DType::f64, kCPU);
+  double* value = values.data_as<double>();
+  for (int64_t i = 0; i < n; ++i) value[i] = static_cast<double>(i);
+  if (dtype == DType::f64) return moved_to(values, device);
+  Tensor result = empty({n}, dtype, kCPU);
+  kernels(kCPU).copy(values, result);
+  return moved_to(result, device);
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {

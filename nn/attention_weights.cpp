@@ -59,9 +59,16 @@ Tensor reformer_implied_weights(const Tensor& q, const Tensor& rotations, bool i
   TG_CHECK(q.dim() == 4, "reformer_implied_weights: q ", shape_str(q.shape()),
            " does not fit [B, H, S, d]");
   const int64_t seq = q.size(2);
-  std::vector<double> identity(static_cast<size_t>(seq * seq), 0.0);
-  for (int64_t i = 0; i < seq; ++i) identity[i * seq + i] = 1.0;
-  const Tensor values = from_values(identity, {1, 1, seq, seq}, q.dtype(), q.device())
+  // The [B, H, S, S] values as checked products: q may be a large expanded view, whose S x S
+  // would wrap around.
+  const int64_t per_head = checked_mul(seq, seq, "reformer_implied_weights: S x S");
+  checked_mul(checked_mul(q.size(0), q.size(1), "reformer_implied_weights: B x H"), per_head,
+              "reformer_implied_weights: B x H x S x S");
+  Tensor identity = zeros({1, 1, seq, seq}, DType::f64, kCPU);
+  double* diagonal = identity.data_as<double>();
+  for (int64_t i = 0; i < seq; ++i) diagonal[i * seq + i] = 1.0;
+  const Tensor values = identity.to(q.dtype())
+                            .to(q.device())
                             .expand({q.size(0), q.size(1), seq, seq})
                             .contiguous();
   return reformer_attention(q, values, rotations, Tensor(), is_causal);

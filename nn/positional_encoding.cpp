@@ -21,13 +21,17 @@ double positional_sinusoid(int64_t pos, int64_t col, int64_t dim) {
 Tensor sinusoidal_table(int64_t max_len, int64_t dim, DType dtype) {
   TG_CHECK(max_len > 0 && dim > 0, "positional encoding: max_len and dim must be positive, got ",
            max_len, " and ", dim);
-  std::vector<double> values(checked_mul(max_len, dim, "positional encoding: max_len x dim"));
+  checked_mul(max_len, dim, "positional encoding: max_len x dim");
+  // Filled in a tensor, not a std::vector first: a table too large to allocate is then the
+  // allocator's tg::Error, not a std::length_error.
+  Tensor table = empty({max_len, dim}, DType::f64, kCPU);
+  double* values = table.data_as<double>();
   for (int64_t pos = 0; pos < max_len; ++pos) {
     for (int64_t col = 0; col < dim; ++col) {
       values[pos * dim + col] = positional_sinusoid(pos, col, dim);
     }
   }
-  return from_values(values, {max_len, dim}, dtype);
+  return table.to(dtype).to(default_device());
 }
 
 Tensor sinusoidal_buffer(int64_t max_len, int64_t dim, DType dtype) {

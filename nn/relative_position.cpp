@@ -47,14 +47,18 @@ Tensor t5_relative_bias(const Tensor& table, int64_t sq, int64_t sk, bool bidire
            " must be [num_buckets, heads], for Sq ", sq, ", Sk ", sk, " (both >= 1)");
   TG_CHECK(query_offset >= 0 && query_offset <= (int64_t{1} << 40), "t5_relative_bias: query "
            "offset ", query_offset, " must be in [0, 2^40]");
+  // Sq + Sk - 1 checked, and the buckets written into a tensor (no std::vector first): sizes too
+  // large are a tg::Error, never a wrapped count or a std::length_error.
+  const int64_t offsets = checked_add(sq, sk - 1, "t5_relative_bias: Sq + Sk - 1");
+  Tensor bucket_ids = empty({offsets}, DType::i64, kCPU);
+  int64_t* buckets = bucket_ids.data_as<int64_t>();
   // entry o is row i, key j with j - i = o - (Sq - 1): query position i + query_offset
-  std::vector<int64_t> buckets(sq + sk - 1);
-  for (int64_t o = 0; o < sq + sk - 1; ++o) {
+  for (int64_t o = 0; o < offsets; ++o) {
     buckets[o] = t5_relative_position_bucket(o - (sq - 1) - query_offset, bidirectional,
                                              table.size(0), max_distance);
   }
   // [Sq + Sk - 1, heads] rows of the table -> [heads, Sq + Sk - 1]
-  return embedding(from_indices(buckets, {sq + sk - 1}, table.device()), table).transpose(0, 1);
+  return embedding(bucket_ids.to(table.device()), table).transpose(0, 1);
 }
 
 Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk,

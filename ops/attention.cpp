@@ -75,9 +75,14 @@ Tensor sparsity_mask(const SparsityLayout& sparsity, int64_t sq, int64_t sk, Dev
 }
 
 Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype, Device device) {
-  TG_CHECK(heads >= 1 && sq >= 0 && sk >= 0 && (sq == 0 || sk <= (int64_t{1} << 31) / std::max<int64_t>(sq * heads, 1)),
-           "alibi_bias: [", heads, ", ", sq, ", ", sk, "] is not a valid bias shape (at most 2^31 entries)");
-  std::vector<double> bias(heads * sq * sk);
+  TG_CHECK(heads >= 1 && sq >= 0 && sk >= 0, "alibi_bias: [", heads, ", ", sq, ", ", sk,
+           "] is not a valid bias shape (heads >= 1, sizes >= 0)");
+  // The entry count as checked products: a wrapped product would pass any bound.
+  const int64_t entries = checked_mul(checked_mul(heads, sq, "alibi_bias: heads x sq"), sk,
+                                      "alibi_bias: heads x sq x sk");
+  TG_CHECK(entries <= (int64_t{1} << 31), "alibi_bias: [", heads, ", ", sq, ", ", sk,
+           "] has ", entries, " entries (at most 2^31)");
+  std::vector<double> bias(entries);
   for (int64_t h = 0; h < heads; ++h) {
     const double slope = alibi_slope(h, heads);
     for (int64_t i = 0; i < sq; ++i) {
@@ -88,8 +93,9 @@ Tensor alibi_bias(int64_t heads, int64_t sq, int64_t sk, DType dtype, Device dev
 }
 
 Tensor relative_bias_dense(const Tensor& relative_bias, int64_t sq, int64_t sk) {
+  // sk bounded before Sq + Sk - 1 is formed, so that the sum cannot wrap.
   TG_CHECK(relative_bias.defined() && relative_bias.dim() == 2 && sq >= 1 && sk >= 1 &&
-               relative_bias.size(1) == sq + sk - 1 && sk <= (int64_t{1} << 31) / sq,
+               sk <= (int64_t{1} << 31) / sq && relative_bias.size(1) == sq + sk - 1,
            "relative_bias_dense: a relative bias [H, Sq + Sk - 1] for Sq ", sq, ", Sk ", sk,
            " (at most 2^31 pairs), got ",
            relative_bias.defined() ? shape_str(relative_bias.shape()) : "an undefined tensor");

@@ -129,6 +129,17 @@ TEST_CASE("layout: ALiBi slopes are the paper's geometric sequence", "[attention
   REQUIRE(bias[1 * 12 + 1 * 4 + 1] == 0.0);
 }
 
+TEST_CASE("layout: ALiBi sizes whose product wraps are refused, never divided by", "[attention-layout]") {
+  const int64_t big = int64_t{1} << 32;
+  // heads x sq = 2^64 wraps to 0: the old bound divided by it.
+  REQUIRE_THROWS_WITH(alibi_bias(big, big, 1), Catch::Contains("alibi_bias: heads x sq"));
+  REQUIRE_THROWS_WITH(alibi_bias(2, big, big), Catch::Contains("alibi_bias: heads x sq x sk"));
+  REQUIRE_THROWS_WITH(alibi_bias(2, int64_t{1} << 20, int64_t{1} << 20),
+                      Catch::Contains("has 2199023255552 entries (at most 2^31)"));
+  REQUIRE_THROWS_AS(alibi_bias(1, -1, 3), Error);
+  REQUIRE(alibi_bias(1, 0, big).numel() == 0);
+}
+
 TEST_CASE("layout: bad sizes are one clear error", "[attention-layout]") {
   REQUIRE_THROWS_AS(sparsity_mask({.kind = SparsityKind::local, .window = 0}, 4, 4), Error);
   REQUIRE_THROWS_AS(sparsity_mask({.kind = SparsityKind::band, .window = 2, .dilation = 0}, 4, 4), Error);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/ops/ops.h"
 
@@ -76,6 +77,35 @@ TEST_CASE("tensor: empty rejects negative sizes and accepts zero sizes", "[tenso
   Tensor e = empty({0, 4});
   REQUIRE(e.numel() == 0);
   REQUIRE(e.to_host_f64().empty());
+}
+
+TEST_CASE("tensor: every factory refuses a negative size with a tg::Error naming it",
+          "[tensor][factories]") {
+  REQUIRE_THROWS_WITH(arange(-1), Catch::Contains("arange: size -1"));
+  REQUIRE_THROWS_WITH(from_values({}, {-1}), Catch::Contains("from_values") &&
+                                                 Catch::Contains("[-1]"));
+  REQUIRE_THROWS_WITH(from_indices({}, {2, -2}), Catch::Contains("from_indices") &&
+                                                     Catch::Contains("[2, -2]"));
+  REQUIRE_THROWS_WITH(from_bools({}, {-1, 0}), Catch::Contains("from_bools") &&
+                                                   Catch::Contains("[-1, 0]"));
+  REQUIRE_THROWS_WITH(full({-4}, 1.0), Catch::Contains("[-4]"));
+  // randn and rand count their elements with numel(), which checks the shape itself.
+  REQUIRE_THROWS_WITH(randn({-1}), Catch::Contains("negative size in shape [-1]"));
+  REQUIRE_THROWS_WITH(rand({3, -1}), Catch::Contains("negative size in shape [3, -1]"));
+  REQUIRE_THROWS_WITH(numel({-1}), Catch::Contains("numel: negative size in shape [-1]"));
+}
+
+TEST_CASE("tensor: numel counts without wrapping around", "[tensor][factories]") {
+  REQUIRE(numel({}) == 1);
+  REQUIRE(numel({3, 4}) == 12);
+  REQUIRE(numel({int64_t{1} << 62, 2, 0}) == 0);  // a zero dim: 0, however large the others
+  REQUIRE(numel({int64_t{1} << 31, int64_t{1} << 31}) == int64_t{1} << 62);
+  // 2^32 x 2^32 is 2^64, which an int64 wraps to 0: refused.
+  REQUIRE_THROWS_WITH(numel({int64_t{1} << 32, int64_t{1} << 32}),
+                      Catch::Contains("[4294967296, 4294967296] has more elements than an int64"));
+  REQUIRE_THROWS_AS(randn({int64_t{1} << 32, int64_t{1} << 32}), Error);
+  // A size too large to allocate is the allocator's tg::Error, not a std::length_error.
+  REQUIRE_THROWS_AS(arange(int64_t{1} << 60), Error);
 }
 
 TEST_CASE("tensor: item needs exactly one element", "[tensor]") {

@@ -124,6 +124,20 @@ TEST_CASE("self_attention_weights: Performer's and Reformer's rows are distribut
   }
 }
 
+TEST_CASE("reformer_implied_weights: a huge expanded q is a tg::Error, never a wrapped S x S",
+          "[attention-weights]") {
+  const Tensor rotations = zeros({1, 4, 1});
+  // S = 2^32: S x S is 2^64, which wraps to 0 in an int64.
+  const Tensor long_q = zeros({1, 1, 1, 4}).expand({1, 1, int64_t{1} << 32, 4});
+  REQUIRE_THROWS_WITH(reformer_implied_weights(long_q, rotations, false),
+                      Catch::Contains("reformer_implied_weights: S x S"));
+  // S x S fits, but [B, H, S, S] is far too large to hold: refused before anything is filled.
+  const Tensor wide_q = zeros({1, 1, 1, 4}).expand({int64_t{1} << 30, int64_t{1} << 29, 2, 4});
+  REQUIRE_THROWS_AS(reformer_implied_weights(wide_q, rotations, false), Error);
+  const Tensor square_q = zeros({1, 1, 1, 4}).expand({1, 1, int64_t{1} << 31, 4});
+  REQUIRE_THROWS_AS(reformer_implied_weights(square_q, rotations, false), Error);
+}
+
 TEST_CASE("self_attention_weights: a mask for an attention that takes none is an error",
           "[attention-weights]") {
   MultiHeadAttention mha(8, 2, 0.0, DType::f64,

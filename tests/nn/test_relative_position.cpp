@@ -122,6 +122,14 @@ TEST_CASE("t5_relative_bias: each offset reads its bucket's row; the gradient su
   REQUIRE(table.grad().to_host_f64() == expected);
 }
 
+TEST_CASE("t5_relative_bias: Sq + Sk - 1 past int64, or too large to hold, is a tg::Error",
+          "[relative-position]") {
+  const Tensor table = zeros({8, 2}, DType::f64);
+  REQUIRE_THROWS_WITH(t5_relative_bias(table, INT64_MAX, 2, true, 16),
+                      Catch::Contains("t5_relative_bias: Sq + Sk - 1"));
+  REQUIRE_THROWS_AS(t5_relative_bias(table, int64_t{1} << 62, 1, true, 16), Error);
+}
+
 TEST_CASE("shaw_relative_logits: q_i . a_{clip(j - i)} against plain loops",
           "[relative-position]") {
   manual_seed(4);
