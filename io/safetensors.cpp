@@ -236,9 +236,27 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const size_t nul = text.find('\0');
   TG_CHECK(nul == std::string::npos, where, "the header is not valid JSON: a NUL byte at position ",
            nul);
+  // nlohmann keeps the last of two equal keys and drops the first without a word. A header that
+  // names a tensor (or a field of one) twice is ambiguous, so it is refused: each object's keys
+  // are collected as they are parsed.
+  std::vector<std::set<std::string>> open_objects;
+  const auto refuse_repeated_keys = [&](int, nlohmann::json::parse_event_t event,
+                                        nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      open_objects.emplace_back();
+    } else if (event == Event::object_end) {
+      open_objects.pop_back();
+    } else if (event == Event::key) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      TG_CHECK(open_objects.back().insert(key).second, where, "the header names '", key,
+               "' twice (each key must appear once)");
+    }
+    return true;
+  };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(text, refuse_repeated_keys);
   } catch (const nlohmann::json::exception& error) {
     fail(where, "the header is not valid JSON: ", error.what());
   }

@@ -353,6 +353,29 @@ TEST_CASE("safetensors rejects metadata that is not string to string", "[safeten
   require_rejected(file_bytes(R"({"__metadata__":"pt"})", ""), "must be an object");
 }
 
+TEST_CASE("safetensors rejects a header that names a key twice", "[safetensors]") {
+  // JSON parsers keep the last of two equal keys: the first tensor would vanish unseen.
+  const std::string twice = R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                            R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  require_rejected(file_bytes(twice, kEightBytes), "names 'a' twice");
+  // The same entry twice, byte for byte, is refused as well.
+  const std::string entry = R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  require_rejected(file_bytes("{" + entry + "," + entry + "}", kEightBytes), "names 'x' twice");
+  // A field repeated inside one entry, and a metadata key repeated.
+  require_rejected(file_bytes(R"({"x":{"dtype":"I64","dtype":"F32","shape":[2],)"
+                              R"("data_offsets":[0,8]}})", kEightBytes),
+                   "names 'dtype' twice");
+  require_rejected(file_bytes(R"({"__metadata__":{"k":"1","k":"2"}})", ""), "names 'k' twice");
+  // Equal keys in different objects are no repetition.
+  const std::string header = R"({"__metadata__":{"x":"1"},)" + entry + "}";
+  TempDir dir;
+  const std::string path = dir.file("ok.safetensors");
+  write_bytes(path, file_bytes(header, kEightBytes));
+  const SafetensorsFile file = load_safetensors(path);
+  REQUIRE(file.tensors.size() == 1);
+  REQUIRE(file.metadata.at("x") == "1");
+}
+
 TEST_CASE("safetensors rejects BOOL bytes other than 0 and 1", "[safetensors]") {
   require_rejected(file_bytes(entry_with(R"("BOOL")", "[2]", "[0,2]"), std::string("\x01\x02", 2)),
                    "not 0 or 1");
