@@ -1,9 +1,14 @@
 #pragma once
-// tapegrad in one include: the engine (autograd/), every differentiable op (ops/) and the modules,
-// optimizers and checkpoints (nn/). Installed as <tapegrad/tapegrad.h>; link tapegrad::tapegrad.
-// Left out: the gradcheck registries (tapegrad/ops/gradcheck_cases.h and
-// tapegrad/nn/gradcheck_cases.h), to include on their own, and the backends' own headers
-// (cpu/kernels.h, cuda/), which are not installed.
+// tapegrad in one include: the engine (autograd/), every differentiable op (ops/), the modules,
+// optimizers, generation and checkpoints (nn/) and the file helpers (io/). Installed as
+// <tapegrad/tapegrad.h>; link tapegrad::tapegrad. Every installed header is here but these, left
+// out on purpose:
+//   tapegrad/ops/gradcheck_cases.h, tapegrad/nn/gradcheck_cases.h: the gradcheck registries, for
+//     the tests and `tapegrad gradcheck`, to include on their own;
+//   tapegrad/io/json_bytes.h: it includes <nlohmann/json.hpp>, which the library uses privately
+//     and find_package(tapegrad) does not provide;
+//   tapegrad/cpu/features.h: the switch that turns the CPU's fast paths off, a backend header to
+//     include on its own (the backends' other headers, cpu/ and cuda/, are not installed).
 
 // autograd/: tensors, the tape, devices, dtypes, random numbers, mixed precision, checkpointing
 #include "tapegrad/autograd/attention_layout.h"
@@ -11,11 +16,15 @@
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/element_types.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/gradcheck.h"
 #include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/philox.h"
+#include "tapegrad/autograd/portable.h"
 #include "tapegrad/autograd/profiler.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/shape.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/tape_graph.h"
@@ -26,13 +35,21 @@
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/ops/quantize.h"  // int8 inference (not differentiable)
 
-// nn/: modules, attention, masks, models, optimizers, schedules, safetensors, safe file I/O,
-// int8 quantization
+// io/: safetensors, safe file I/O, SHA-256, strict number parsing, quoting a user's text
 #include "tapegrad/io/file_io.h"
+#include "tapegrad/io/quoted_text.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/io/sha256.h"
+#include "tapegrad/io/strict_numbers.h"
+
+// nn/: modules, attention and the weights it applies, masks, models, generation with a KV cache,
+// optimizers, schedules, int8 quantization
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/attention_spec.h"
+#include "tapegrad/nn/attention_weights.h"
+#include "tapegrad/nn/generation.h"
 #include "tapegrad/nn/grad_scaler.h"
+#include "tapegrad/nn/kv_cache.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linformer.h"
 #include "tapegrad/nn/masks.h"
