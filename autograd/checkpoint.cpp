@@ -3,6 +3,7 @@
 
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/read_log.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 
@@ -28,23 +29,36 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
 
   const RngState rng_before = rng_state();
   const std::optional<DType> autocast_before = autocast_dtype();  // replayed too (as PyTorch)
+  // The in-place check. The plain graph refuses a backward once a tensor it saved was written in
+  // place (tape.h); here nothing inside fn was saved, and the re-run would silently read the new
+  // values. The inputs are saved by record() below, so their versions are checked as any node's.
+  // The tensors fn captures (a module's weights) are not inputs, but fn's ops read them: a ReadLog
+  // notes every storage they read, and those still alive after fn (captured tensors, inputs; not
+  // fn's temporaries) keep their versions from the end of fn, checked before the re-run.
   Tensor output;
+  std::vector<StorageRead> reads;
   {
     NoGrad no_grad;
+    ReadLog log;
     output = fn(inputs);
+    reads = log.close();
   }
   TG_CHECK(output.defined(), "checkpoint: fn returned an undefined tensor");
   TG_CHECK(is_floating(output.dtype()), "checkpoint: fn must return a floating tensor, got ",
            dtype_name(output.dtype()));
   // fn may return one of its inputs (or a view sharing its TensorImpl): give the output its own.
   output = output.detach();
+  // The output is no input of the re-run: writing it later changes no gradient.
+  std::erase_if(reads, [&](const StorageRead& r) { return r.storage.lock() == output.storage(); });
 
   std::vector<bool> input_requires_grad;
   for (const Tensor& input : inputs) input_requires_grad.push_back(input.defined() && input.requires_grad());
 
   // d checkpoint(fn, x)/dx = d fn(x)/dx: re-run fn on detached x on a nested tape, back-propagate.
-  BackwardFn backward_fn = [fn, rng_before, autocast_before, input_requires_grad](
-                               const Tensor& grad_output, const Node& node) {
+  BackwardFn backward_fn = [fn, rng_before, autocast_before, input_requires_grad,
+                             reads = std::move(reads)](const Tensor& grad_output,
+                                                       const Node& node) {
+    check_reads_unchanged(reads, "checkpoint");
     TapeScope nested_tape;
     RngStateGuard replay(rng_before);
     AutocastStateScope replay_autocast(autocast_before);  // the same dtypes as the forward

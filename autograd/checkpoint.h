@@ -17,6 +17,12 @@
 //  - fn must be deterministic apart from the global RNG (which is replayed), and must give the
 //    same result on the re-run.
 //  - Inputs that are not floating (masks, indices) are passed to the re-run as they are.
+//  - In-place writes between the forward and the backward are refused as the plain graph refuses
+//    them (tape.h): to an input, or to any tensor fn's ops read that outlives fn (a captured
+//    weight stepped by an optimizer, a buffer filled), the backward throws tg::Error "... has
+//    been modified by an in-place operation: 'checkpoint' read a tensor of shape [..] at version
+//    N, now version M" instead of re-running fn on the new values. Writes fn makes itself during
+//    the forward count as before it (autograd/read_log.h).
 #include <functional>
 #include <vector>
 

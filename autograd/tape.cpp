@@ -9,6 +9,7 @@
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/read_log.h"
 
 // The engine: record() notes each op as it runs, backward() walks those notes in reverse.
 //
@@ -178,8 +179,9 @@ void check_reducible(const Tensor& grad, const Shape& shape, const std::string& 
 
 // Sums a gradient over the dimensions its input was broadcast along, giving it `shape`. Done here,
 // once, for every op: a backward returns gradients in its output's shape and never repeats this
-// (so expand's backward is the identity).
-Tensor reduce_to_shape(const Tensor& grad, const Shape& shape, const std::string& op) {
+// (so expand's backward is the identity). Taken by value and handed back as it is when nothing is
+// summed, so that a gradient nobody else holds stays that way (owned_gradient below).
+Tensor reduce_to_shape(Tensor grad, const Shape& shape, const std::string& op) {
   if (grad.shape() == shape) return grad;
   check_reducible(grad, shape, op);
   const int64_t extra = grad.dim() - static_cast<int64_t>(shape.size());
@@ -210,8 +212,8 @@ Tensor reduce_to_shape(const Tensor& grad, const Shape& shape, const std::string
 
 // One input's gradient, as that input needs it: reduced to its shape, and checked to be in its
 // dtype (a backward that returns another dtype is a bug in that op).
-Tensor gradient_for_input(const Tensor& grad, const Edge& edge, const std::string& op) {
-  Tensor g = reduce_to_shape(grad, edge.shape, op);
+Tensor gradient_for_input(Tensor grad, const Edge& edge, const std::string& op) {
+  Tensor g = reduce_to_shape(std::move(grad), edge.shape, op);
   TG_CHECK(g.dtype() == edge.dtype, "backward of '", op, "': gradient dtype ",
            dtype_name(g.dtype()), " for an input of dtype ", dtype_name(edge.dtype));
   return g;
@@ -229,21 +231,35 @@ Tensor add_gradients(const Tensor& a, const Tensor& b) {
   return sum;
 }
 
+// The first gradient of a leaf becomes its .grad, which must own its storage (PyTorch's
+// AccumulateGrad): a backward may hand the same tensor to several inputs (add's is {g, g}), return
+// its incoming gradient (the caller's seed) or a view of it, so keeping what arrives would make
+// two leaves share one .grad, or a later write to the seed change a gradient. A fresh result
+// that nothing else holds -- no other handle, no view of its storage, moved here by backward() --
+// is kept as it is: the common case costs no copy. Anything else is copied. (A sole owner cannot
+// be shared by another thread meanwhile: it would need a handle to it.)
+Tensor owned_gradient(Tensor grad) {
+  const bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1;
+  if (sole_owner && grad.is_contiguous() && grad.is_leaf() && !grad.requires_grad()) return grad;
+  return contiguous_copy(grad);
+}
+
 // A leaf's gradient adds up in its .grad, across inputs and across backward() calls (until
 // zero_grad), as in PyTorch. The leaf's lock makes the read-add-store one step for threads that
 // back-propagate into the same leaf at once (tape.h); one uncontended lock on one thread.
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
+void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
   // The leaf may have changed since the forward (Module::to converts parameters in place).
   TG_CHECK(grad.shape() == leaf.shape && grad.dtype() == leaf.dtype &&
                grad.device() == leaf.storage->device(),
            "backward: a gradient of shape ", shape_str(grad.shape()), " (",
            dtype_name(grad.dtype()), ") for a leaf now of shape ", shape_str(leaf.shape), " (",
            dtype_name(leaf.dtype), "): was the leaf converted after the forward?");
-  Tensor contiguous = grad.is_contiguous() ? grad : contiguous_copy(grad);
+  if (!grad.is_contiguous()) grad = contiguous_copy(grad);
   const std::lock_guard<std::mutex> guard(grad_lock(leaf));
-  // Gradients are never changed in place: a stored .grad may be shared with another tensor.
-  leaf.grad = leaf.grad ? add_gradients(Tensor(leaf.grad), contiguous).impl_ptr()
-                        : contiguous.detach().impl_ptr();
+  // Gradients are never changed in place: a stored .grad may be shared with another tensor (the
+  // caller's handle from grad(), or one given to set_grad), so the sum is a new tensor.
+  leaf.grad = leaf.grad ? add_gradients(Tensor(leaf.grad), grad).impl_ptr()
+                        : owned_gradient(std::move(grad)).impl_ptr();
 }
 
 // An op's output used several times (fan-out) gets one gradient per use: they add up here until
@@ -296,7 +312,10 @@ TapeObserver* tape_observer() { return observer; }
 
 namespace {
 
+// Every op asks this about its inputs, under no_grad too (record() does, before it returns), so it
+// is also where an open ReadLog (autograd/read_log.h) learns what the op reads.
 bool any_requires_grad(const Tensor* first, const Tensor* last) {
+  note_reads(first, last);
   if (!grad_mode) return false;
   return std::any_of(first, last, [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
@@ -350,10 +369,10 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
 
 // Reverse-mode sweep: every leaf that `root` depends on gets d(root)/d(leaf) added to its .grad.
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  const Tensor seed = seed_gradient(root, grad);
+  Tensor seed = seed_gradient(root, grad);
   const ObservedSpan sweep(nullptr);  // the seam: the profiler's "backward()" row
   const BackwardMode mode;            // nothing recorded, autocast off
-  if (root.is_leaf()) return accumulate_into_leaf(*root.impl(), seed);  // no graph to walk
+  if (root.is_leaf()) return accumulate_into_leaf(*root.impl(), std::move(seed));  // no graph
 
   // Order: the tape, walked backwards from the root (a topological order, see the top).
   Node& root_node = *root.grad_fn();
@@ -361,13 +380,14 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   for (size_t cursor = tape.size(); !pending.empty();) {
     const std::shared_ptr<Node> node = next_node(cursor, root_node, pending);
     const Tensor grad_output = take_pending(pending, *node);
-    const Grads grads = run_node_backward(*node, grad_output);
+    Grads grads = run_node_backward(*node, grad_output);
     // Send each input its gradient: to a leaf's .grad, or to the input's node, to wait its turn.
+    // Each is moved along, so that a leaf can tell a gradient nobody else holds (owned_gradient).
     for (size_t j = 0; j < grads.size(); ++j) {
       if (!grads[j].defined() || !node->needs_grad(j)) continue;
       const Edge& edge = node->inputs[j];
-      const Tensor g = gradient_for_input(grads[j], edge, node->op);  // broadcast undone
-      if (edge.leaf) accumulate_into_leaf(*edge.leaf, g);
+      Tensor g = gradient_for_input(std::move(grads[j]), edge, node->op);  // broadcast undone
+      if (edge.leaf) accumulate_into_leaf(*edge.leaf, std::move(g));
       else accumulate_pending(pending, *edge.node, g);
     }
     if (!retain_graph) release(*node);  // free the saved activations now, not at the step's end

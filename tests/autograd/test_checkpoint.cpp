@@ -219,3 +219,61 @@ TEST_CASE("checkpoint: f64 gradcheck of tanh(x @ W) with W captured", "[checkpoi
   REQUIRE(result.passed);
   REQUIRE(result.compared == 15 * (12 + 20));
 }
+
+// The plain graph refuses a backward after an in-place write to a tensor it saved (tape.h); the
+// checkpointed one must refuse the same writes, although its fn ran unrecorded and a captured
+// weight is no input of the checkpoint node: else its re-run would use the new values silently.
+TEST_CASE("checkpoint: an in-place write between forward and backward is refused as the plain graph refuses it",
+          "[checkpoint]") {
+  const auto tanh_matmul = [](const Tensor& x, const Tensor& weight) { return tanh(matmul(x, weight)); };
+  const auto checkpointed_loss = [&](const Tensor& x, const Tensor& weight) {
+    return sum(checkpoint([&](const std::vector<Tensor>& in) { return tanh_matmul(in[0], weight); }, {x}));
+  };
+  const auto written = Catch::Contains("modified by an in-place operation");
+  manual_seed(5);
+  SECTION("a captured weight stepped (the reference: the plain graph refuses it too)") {
+    const Tensor x = random_leaf({2, 3}), weight = random_leaf({3, 4});
+    const Tensor plain = sum(tanh_matmul(x, weight));
+    const Tensor checkpointed = checkpointed_loss(x, weight);
+    {
+      NoGrad no_grad;
+      weight.copy_(weight * 2.0);  // an optimizer step
+    }
+    REQUIRE_THROWS_WITH(plain.backward(), written);
+    REQUIRE_THROWS_WITH(checkpointed.backward(), written && Catch::Contains("'checkpoint' read a "
+                                                                            "tensor of shape [3, 4]"));
+    REQUIRE_FALSE(weight.grad().defined());  // no gradient reached a leaf
+    REQUIRE_FALSE(x.grad().defined());
+  }
+  SECTION("a captured constant that does not require grad, and an input") {
+    const Tensor x = random_leaf({2, 3});
+    const Tensor constant = random_leaf({3, 4}).detach();
+    const Tensor loss = checkpointed_loss(x, constant);
+    {
+      NoGrad no_grad;
+      constant.fill_(1.0);
+    }
+    REQUIRE_THROWS_WITH(loss.backward(), written);
+    const Tensor weight = random_leaf({3, 4});
+    const Tensor again = checkpointed_loss(x, weight);
+    {
+      NoGrad no_grad;
+      x.fill_(0.5);
+    }
+    REQUIRE_THROWS_WITH(again.backward(), written);
+  }
+  SECTION("writes before the forward or after the backward are fine; the gradients are the plain ones") {
+    const Tensor x = random_leaf({2, 3}), weight = random_leaf({3, 4});
+    {
+      NoGrad no_grad;
+      weight.copy_(weight * 0.5);  // before: the forward reads the new values
+    }
+    checkpointed_loss(x, weight).backward();
+    const Tensor checkpointed_grad = weight.grad();
+    weight.zero_grad();
+    sum(tanh_matmul(x, weight)).backward();
+    require_same(checkpointed_grad, weight.grad(), 1e-12);
+    NoGrad no_grad;
+    weight.copy_(weight * 2.0);  // after: nothing left to refuse
+  }
+}

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
@@ -533,4 +534,65 @@ TEST_CASE("tape: a gradient without elements reduces to zeros, with nothing larg
   sum(wide).backward();
   require_values(x.grad(), {0});
   REQUIRE(allocator_stats().peak_bytes - before < 4096);
+}
+
+// A leaf's .grad owns its storage, as in PyTorch: a backward that hands its incoming gradient on
+// unchanged (add's {g, g}, a reshape's view, a broadcast undone without a sum) must not make the
+// caller's seed, or another leaf, share it.
+TEST_CASE("tape: a leaf's first .grad owns its storage, apart from the seed and other leaves",
+          "[tape][accumulate]") {
+  const auto shares_storage = [](const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); };
+  SECTION("a + b: the seed and the two leaves") {
+    Tensor a = from_values({1, 2}, {2}).requires_grad_();
+    Tensor b = from_values({3, 4}, {2}).requires_grad_();
+    const Tensor seed = from_values({5, 6}, {2});
+    backward(add(a, b), seed);
+    REQUIRE_FALSE(shares_storage(a.grad(), seed));
+    REQUIRE_FALSE(shares_storage(b.grad(), seed));
+    REQUIRE_FALSE(shares_storage(a.grad(), b.grad()));
+    NoGrad no_grad;
+    seed.fill_(100);
+    a.grad().fill_(-1);
+    require_values(b.grad(), {5, 6});  // d(a + b)/db = 1: the seed as it was
+    require_values(a.grad(), {-1, -1});
+  }
+  SECTION("a leaf root: backward(x, seed)") {
+    Tensor x = from_values({1, 2, 3}, {3}).requires_grad_();
+    const Tensor seed = from_values({7, 8, 9}, {3});
+    backward(x, seed);
+    REQUIRE_FALSE(shares_storage(x.grad(), seed));
+    NoGrad no_grad;
+    seed.fill_(0);
+    require_values(x.grad(), {7, 8, 9});
+  }
+  SECTION("a reshape's view and a broadcast undone without a sum ([1, 3] -> [3])") {
+    Tensor x = from_values({1, 2, 3, 4}, {2, 2}).requires_grad_();
+    const Tensor seed = from_values({1, 2, 3, 4}, {4});
+    backward(x.reshape({4}), seed);
+    REQUIRE_FALSE(shares_storage(x.grad(), seed));
+    Tensor a = from_values({1, 2, 3}, {3}).requires_grad_();
+    Tensor b = from_values({4, 5, 6}, {1, 3}).requires_grad_();
+    const Tensor row = from_values({1, 2, 3}, {1, 3});
+    backward(add(a, b), row);  // a's gradient is row's [1, 3] as a [3]
+    REQUIRE_FALSE(shares_storage(a.grad(), row));
+    REQUIRE_FALSE(shares_storage(b.grad(), row));
+    REQUIRE_FALSE(shares_storage(a.grad(), b.grad()));
+    NoGrad no_grad;
+    row.fill_(0);
+    require_values(a.grad(), {1, 2, 3});
+    require_values(b.grad(), {1, 2, 3});
+  }
+  SECTION("checkpoint's nested backward, and the gradients that add up later") {
+    Tensor a = from_values({1, 2}, {2}).requires_grad_();
+    Tensor b = from_values({3, 4}, {2}).requires_grad_();
+    const Tensor seed = from_values({1, 1}, {2});
+    const Tensor out = checkpoint([](const std::vector<Tensor>& in) { return add(in[0], in[1]); }, {a, b});
+    backward(out, seed);
+    REQUIRE_FALSE(shares_storage(a.grad(), seed));
+    REQUIRE_FALSE(shares_storage(a.grad(), b.grad()));
+    const Tensor first = a.grad();
+    backward(add(a, b), seed);  // accumulated: a new tensor, the old handle unchanged
+    require_values(a.grad(), {2, 2});
+    require_values(first, {1, 1});
+  }
 }
