@@ -70,6 +70,21 @@ void CpuKernels::sum_dim(const Tensor& x, DimSplit s, const Tensor& out) {
   });
 }
 
+namespace {
+
+// Whether a later element `candidate` takes over from the largest so far, `best`, in max's scan.
+// NaN propagates, as in PyTorch: a slice holding a NaN has the max NaN, at its first NaN. A plain
+// `candidate > best` would skip every NaN except one at k = 0 (comparisons with NaN are false), so
+// where the NaN sits would decide the answer.
+template <typename T>
+bool takes_over(T candidate, T best) {
+  if (std::isnan(best)) return false;  // the first NaN stays
+  return std::isnan(candidate) || candidate > best;
+}
+
+}  // namespace
+
+// The first largest element of each slice: the first index wins a tie, and the first NaN wins.
 void CpuKernels::max_dim(const Tensor& x, DimSplit s, const Tensor& values, const Tensor& indices) {
   dispatch_floating(x.dtype(), "max_dim", [&](auto tag) {
     using T = decltype(tag);
@@ -79,10 +94,11 @@ void CpuKernels::max_dim(const Tensor& x, DimSplit s, const Tensor& values, cons
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
         int64_t arg = 0;
+        const T* slice = in + o * s.n * s.inner + i;  // element k at slice[k * s.inner]
         for (int64_t k = 1; k < s.n; ++k) {
-          if (in[(o * s.n + k) * s.inner + i] > in[(o * s.n + arg) * s.inner + i]) arg = k;
+          if (takes_over(slice[k * s.inner], slice[arg * s.inner])) arg = k;
         }
-        best[o * s.inner + i] = in[(o * s.n + arg) * s.inner + i];
+        best[o * s.inner + i] = slice[arg * s.inner];
         where[o * s.inner + i] = arg;
       }
     }

@@ -10,7 +10,7 @@
 // (Rows with inner > 1 are read `inner` apart, uncoalesced: simple rather than fast.)
 //
 // The sums run in a different order from the CPU's left-to-right loops, so they may differ in the
-// last bits; max, gather and scatter-add are exact.
+// last bits; max (NaN propagating, as the CPU's), gather and scatter-add are exact.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -83,11 +83,23 @@ __global__ void sum_dim_kernel(const T* x, DimSplit split, T* out) {
   }
 }
 
-// (values, indices)[o, i] = the largest x[o, k, i] and its k, as the CPU's scan finds it:
-// arg = 0, then arg = k whenever x[k] > x[arg]. So the first index wins ties, a NaN is never
-// picked (comparisons with NaN are false), except that a NaN at k = 0 stays: nothing beats it.
-// Every thread starts from element 0 and only moves to a strictly larger value, and pairs combine
-// by "larger, or equal with a smaller index": that keeps all three rules without a special case.
+// Whether element `arg` (value `value`) is max's pick over element `best_arg` (`best`): NaN
+// propagates, as in PyTorch and the CPU's scan (cpu/reduce.cpp takes_over): any NaN beats any
+// number, and among NaNs or equal numbers the smaller index wins. A total order on (value, index),
+// so the threads' partial picks combine in any order to the CPU's answer: the first NaN if the row
+// holds one, else the first largest.
+template <typename T>
+__device__ inline bool picked_over(T value, int64_t arg, T best, int64_t best_arg) {
+  const bool value_nan = value != value, best_nan = best != best;  // NaN: unequal to itself
+  if (value_nan != best_nan) return value_nan;
+  if (value_nan || value == best) return arg < best_arg;
+  return value > best;
+}
+
+// (values, indices)[o, i] = the largest x[o, k, i] and its k, as the CPU's scan finds it: the
+// first NaN when the row holds one, else the first largest. Every thread picks among its own
+// elements (k = t, t + blockDim.x, ...; element 0 as the start of those that have none), then
+// pairs combine by picked_over.
 template <typename T>
 __global__ void max_dim_kernel(const T* x, DimSplit split, T* values, int64_t* indices) {
   T* best_values = dynamic_shared<T>();  // blockDim.x values, then blockDim.x indices
@@ -96,11 +108,11 @@ __global__ void max_dim_kernel(const T* x, DimSplit split, T* values, int64_t* i
   const int64_t rows = split.outer * split.inner;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* first = x + row_start(split, row);
-    T best = first[0];  // this thread's largest so far, the first of them
+    T best = first[0];  // this thread's pick so far
     int64_t arg = 0;
     for (int64_t k = t; k < split.n; k += blockDim.x) {
       const T value = first[k * split.inner];
-      if (value > best) {
+      if (picked_over(value, k, best, arg)) {
         best = value;
         arg = k;
       }
@@ -108,12 +120,11 @@ __global__ void max_dim_kernel(const T* x, DimSplit split, T* values, int64_t* i
     best_values[t] = best;
     best_indices[t] = arg;
     __syncthreads();
-    // Combine pairs: the larger value wins, or on a tie the smaller index.
     for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
       if (t < half) {
         const T other = best_values[t + half];
         const int64_t other_arg = best_indices[t + half];
-        if (other > best_values[t] || (other == best_values[t] && other_arg < best_indices[t])) {
+        if (picked_over(other, other_arg, best_values[t], best_indices[t])) {
           best_values[t] = other;
           best_indices[t] = other_arg;
         }

@@ -91,6 +91,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
 
+// The largest element of each slice along `dim` and its index: the first one on a tie. NaN
+// propagates, as in PyTorch: a slice holding a NaN gives NaN, at the index of its first NaN (every
+// device's kernel, cpu/reduce.cpp and cuda/reduce.cu, picks the same element).
 MaxResult max(const Tensor& x_in, int64_t dim, bool keepdim) {
   const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
   check_floating(x, "max");

@@ -6,6 +6,7 @@
 // scatter-add (one addition per destination) are exact.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -94,8 +95,9 @@ TEST_CASE("cuda max over a dim matches the cpu with ties", "[cuda]") {
 }
 
 TEST_CASE("cuda max over a dim treats NaN, infinities and signed zeros as the cpu does", "[cuda]") {
-  // Rows of 4 (inner 1): NaN first (it stays), NaN later (never picked), all NaN but the first,
-  // all -inf, +inf, -0 before +0 (equal: the first wins), and a NaN between equal maxima.
+  // Rows of 4 (inner 1): NaN first, NaN later (NaN propagates: the first NaN is picked), all NaN
+  // but the first, all -inf, +inf, -0 before +0 (equal: the first wins), and a NaN between equal
+  // maxima.
   const std::vector<std::vector<double>> rows = {
       {kNaN, 5, 7, 1},    {1, kNaN, 7, 2},      {3, kNaN, kNaN, kNaN}, {-kInf, -kInf, -kInf, -kInf},
       {1, kInf, 2, kInf}, {-0.0, 0.0, -1, -0.0}, {4, kNaN, 4, 3},       {kNaN, kNaN, kNaN, kNaN},
@@ -123,7 +125,42 @@ TEST_CASE("cuda max over a dim treats NaN, infinities and signed zeros as the cp
   Tensor values = empty({count, 1}, DType::f32, kCuda);
   Tensor indices = empty({count, 1}, DType::i64, kCuda);
   cuda_kernels().max_dim(on_cuda(x), DimSplit{count, 4, 1}, values, indices);
-  REQUIRE(on_cpu(indices).to_host_i64() == std::vector<int64_t>{0, 2, 0, 0, 1, 0, 0, 0});
+  REQUIRE(on_cpu(indices).to_host_i64() == std::vector<int64_t>{0, 1, 1, 0, 1, 0, 1, 0});
+}
+
+TEST_CASE("cuda max over a dim propagates a NaN wherever it sits, as the cpu does", "[cuda]") {
+  // Rows longer than a block's threads (257, 600): each thread scans elements blockDim.x apart, so
+  // a NaN at the first, a middle or the last position lands in a different thread's partial pick
+  // and must win the tree. Also two NaNs (the first wins) and inner > 1.
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const DimSplit split : {DimSplit{2, 257, 1}, DimSplit{1, 600, 1}, DimSplit{2, 257, 3},
+                                 DimSplit{3, 33, 1}, DimSplit{1, 1, 4}}) {
+      const int64_t n = split.n;
+      for (const std::vector<int64_t>& nan_at : std::vector<std::vector<int64_t>>{
+               {0}, {n / 2}, {n - 1}, {n - 1, n / 3}, {}}) {
+        INFO("dtype " << dtype_name(dtype) << ", split [" << split.outer << ", " << n << ", "
+                      << split.inner << "], NaNs " << nan_at.size());
+        std::vector<double> values = random_values(split.outer * n * split.inner, 9, -2, 2);
+        for (int64_t o = 0; o < split.outer; ++o) {
+          for (int64_t k : nan_at) values[(o * n + k) * split.inner + split.inner - 1] = kNaN;
+        }
+        const Tensor x = from_values(values, split_shape(split), dtype);
+        Tensor expected_values = empty(kept_shape(split), dtype);
+        Tensor expected_indices = empty(kept_shape(split), DType::i64);
+        cpu_kernels().max_dim(x, split, expected_values, expected_indices);
+        Tensor got_values = empty(kept_shape(split), dtype, kCuda);
+        Tensor got_indices = empty(kept_shape(split), DType::i64, kCuda);
+        cuda_kernels().max_dim(on_cuda(x), split, got_values, got_indices);
+        require_close(got_values, expected_values);
+        REQUIRE(on_cpu(got_indices).to_host_i64() == expected_indices.to_host_i64());
+        if (nan_at.empty()) continue;
+        // the cpu's pick is the first NaN: the reference by hand
+        const int64_t first_nan = *std::min_element(nan_at.begin(), nan_at.end());
+        REQUIRE(std::isnan(expected_values.to_host_f64()[split.inner - 1]));
+        REQUIRE(expected_indices.to_host_i64()[split.inner - 1] == first_nan);
+      }
+    }
+  }
 }
 
 TEST_CASE("cuda gather and scatter add over a dim match the cpu exactly", "[cuda]") {

@@ -1,6 +1,7 @@
 // Reductions: sum, mean and max over dims with keepdim, against naive loops; gradients.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -297,4 +298,47 @@ TEST_CASE("reduce: the sum of a tensor without elements is 0, with nothing large
   total.backward();
   REQUIRE(none.grad().shape() == none.shape());
   REQUIRE(allocator_stats().peak_bytes - before < 4096);
+}
+
+// NaN propagates through max, as in PyTorch: a slice holding a NaN has the max NaN at the index of
+// its first NaN, wherever it sits. (A scan by `x[k] > x[arg]` alone skips every NaN but one at
+// position 0.) The reference is by hand: the first NaN's index, else the first largest element.
+TEST_CASE("reduce: max propagates a NaN at the first, a middle or the last position", "[reduce][max]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (int64_t n : {1, 2, 7, 8, 9, 33}) {
+      for (int64_t inner : {1, 3}) {
+        for (const std::vector<int64_t>& nan_at : std::vector<std::vector<int64_t>>{
+                 {0}, {n / 2}, {n - 1}, {n - 1, n / 2}, {}}) {
+          INFO(dtype_name(dtype) << ", n " << n << ", inner " << inner << ", NaNs " << nan_at.size());
+          // x[0, k, i]: distinct numbers, the largest at k = n / 3; NaNs in column inner - 1 only
+          std::vector<double> values;
+          for (int64_t k = 0; k < n; ++k) {
+            for (int64_t i = 0; i < inner; ++i) values.push_back(k == n / 3 ? 10.0 + i : std::cos(k + i));
+          }
+          for (int64_t k : nan_at) values[k * inner + inner - 1] = nan;
+          const MaxResult result = max(from_values(values, {1, n, inner}, dtype), 1);
+          const std::vector<double> got = result.values.to_host_f64();
+          const std::vector<int64_t> where = result.indices.to_host_i64();
+          for (int64_t i = 0; i < inner; ++i) {
+            const bool has_nan = !nan_at.empty() && i == inner - 1;
+            if (has_nan) {
+              REQUIRE(std::isnan(got[i]));
+              REQUIRE(where[i] == *std::min_element(nan_at.begin(), nan_at.end()));
+            } else {
+              REQUIRE(got[i] == static_cast<double>(static_cast<float>(10.0 + i)));
+              REQUIRE(where[i] == n / 3);
+            }
+          }
+          // the whole-tensor max of the NaN column
+          const Tensor column = from_values(values, {n, inner}, dtype).narrow(1, inner - 1, 1);
+          REQUIRE(std::isnan(max(column).item()) == !nan_at.empty());
+        }
+      }
+    }
+  }
+  // the gradient flows to the first NaN, the element max picked
+  Tensor x = from_values({1, nan, 5, nan}, {4}, DType::f64).requires_grad_();
+  max(x, 0).values.backward();
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 1, 0, 0});
 }
