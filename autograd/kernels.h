@@ -253,7 +253,8 @@ struct Kernels {
   // total (an f64 scalar on this device) += sum of x[i]^2, summed in f64.
   virtual void accumulate_sum_of_squares(const Tensor& x, const Tensor& total) = 0;
   // out = grad * inv_scale in grad's dtype (inv_scale rounded to it first); found_inf (an f32
-  // scalar on this device) is set to 1 when any element of grad is inf or NaN, else left alone.
+  // scalar on this device) is set to 1 when any element of out is inf or NaN (grad's was, or the
+  // product overflowed), else left alone.
   virtual void unscale_and_check(const Tensor& grad, double inv_scale, const Tensor& out,
                                  const Tensor& found_inf) = 0;
 

@@ -89,10 +89,12 @@ void CpuKernels::unscale_and_check(const Tensor& grad, double inv_scale, const T
     const T* g = grad.data_as<T>();
     T* result = out.data_as<T>();
     const T factor = static_cast<T>(inv_scale);
+    // The check is on the product, what the optimizer will see: inf or NaN in grad stays so, and a
+    // finite grad can still overflow when the factor is large (a scale backed off to its floor).
     bool all_finite = true;
     for (int64_t i = 0; i < grad.numel(); ++i) {
-      all_finite = all_finite && std::isfinite(g[i]);
       result[i] = g[i] * factor;
+      all_finite = all_finite && std::isfinite(result[i]);
     }
     if (!all_finite) *found_inf.data_as<float>() = 1.0f;
   });

@@ -94,16 +94,17 @@ __global__ void sum_of_squares_kernel(const T* x, int64_t count, double* total) 
 }
 
 // out = grad * factor in T (factor already rounded to T: an f32 product for f32 gradients), and
-// *found_inf = 1 when some element of grad is inf or NaN (x - x is NaN exactly for those).
+// *found_inf = 1 when some element of out is inf or NaN (x - x is NaN exactly for those): an inf
+// or NaN gradient, or a finite one that overflowed by the factor (as the CPU's, cpu/optim.cpp).
 template <typename T>
 __global__ void unscale_and_check_kernel(const T* grad, T factor, T* out, int64_t count,
                                          float* found_inf) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T value = grad[i];
-    const T difference = value - value;
+    const T unscaled = grad[i] * factor;
+    const T difference = unscaled - unscaled;
     if (difference != difference) atomicExch(found_inf, 1.0f);
-    out[i] = value * factor;
+    out[i] = unscaled;
   }
 }
 

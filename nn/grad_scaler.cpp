@@ -1,6 +1,8 @@
 #include "tapegrad/nn/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
@@ -8,11 +10,23 @@
 #include "tapegrad/ops/elementwise.h"
 
 namespace tg {
+namespace {
+
+// The smallest scale update() backs off to: f32's smallest normal number, 2^-126. PyTorch halves
+// on and on, and after ~150 overflows in a row the f32 scale underflows to 0: the loss is scaled
+// to 0 and unscaled by 1/0 = inf, and 0 * inf = NaN reaches the weights. Floored, the reciprocal
+// 2^126 stays finite. (By then no f16 step has been finite for 140 steps; `tapegrad train` stops
+// long before, once the scale falls below f16's smallest subnormal: train/trainer.cpp.)
+constexpr float kSmallestScale = std::numeric_limits<float>::min();
+
+}  // namespace
 
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(options), scale_(static_cast<float>(options.init_scale)) {
-  TG_CHECK(options.init_scale > 0 && std::isfinite(static_cast<float>(options.init_scale)),
-           "GradScaler: init_scale must be a positive finite f32 number, got ", options.init_scale);
+  TG_CHECK(options.init_scale >= kSmallestScale &&
+               std::isfinite(static_cast<float>(options.init_scale)),
+           "GradScaler: init_scale must be a finite f32 number >= ", kSmallestScale,
+           " (f32's smallest normal), got ", options.init_scale);
   TG_CHECK(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ",
            options.growth_factor);
   TG_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1,
@@ -71,7 +85,7 @@ void GradScaler::update() {
   for (const auto& [optimizer, state] : this_iteration_) found_inf = found_inf || state.found_inf;
   this_iteration_.clear();
   if (found_inf) {
-    scale_ = static_cast<float>(scale_ * options_.backoff_factor);
+    scale_ = std::max(static_cast<float>(scale_ * options_.backoff_factor), kSmallestScale);
     growth_tracker_ = 0;
     return;
   }
@@ -87,8 +101,9 @@ double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
 GradScalerState GradScaler::state() const { return {scale_, growth_tracker_}; }
 
 void GradScaler::load_state(const GradScalerState& state) {
-  TG_CHECK(state.scale > 0 && std::isfinite(static_cast<float>(state.scale)),
-           "GradScaler.load_state: scale must be a positive finite f32 number, got ", state.scale);
+  TG_CHECK(state.scale >= kSmallestScale && std::isfinite(static_cast<float>(state.scale)),
+           "GradScaler.load_state: scale must be a finite f32 number >= ", kSmallestScale,
+           " (f32's smallest normal), got ", state.scale);
   TG_CHECK(state.growth_tracker >= 0 && state.growth_tracker < options_.growth_interval,
            "GradScaler.load_state: growth_tracker ", state.growth_tracker, " is outside [0, ",
            options_.growth_interval, ")");

@@ -12,9 +12,10 @@
 //   scaler.step(optimizer);             // unscales if not done; skips the step on inf/NaN
 //   scaler.update();                    // backoff on overflow, growth after growth_interval
 //
-// update(): on overflow S *= backoff_factor and the count of clean steps restarts; otherwise
-// after growth_interval clean steps in a row S *= growth_factor (if still finite). The scale is
-// an f32 number, as in PyTorch. bf16 has f32's exponent range and needs no scaling: a disabled
+// update(): on overflow S *= backoff_factor, but never below f32's smallest normal number (2^-126,
+// whose reciprocal is finite: a scale of 0 would unscale by inf), and the count of clean steps
+// restarts; otherwise after growth_interval clean steps in a row S *= growth_factor (if still
+// finite). The scale is an f32 number, as in PyTorch. bf16 has f32's exponent range and needs no scaling: a disabled
 // scaler makes every call a pass-through (scale() returns the loss, step() just steps).
 #include <cstdint>
 #include <map>
@@ -45,8 +46,9 @@ class GradScaler {
   // loss * scale (recorded, so backward carries the scale); the loss itself when disabled.
   Tensor scale(const Tensor& loss) const;
   // Replaces each gradient of the optimizer's parameters by grad * (1 / scale), computed in f32
-  // (never in place: gradients may be shared), and notes whether any scaled gradient was inf or
-  // NaN. At most once per optimizer between update()s.
+  // (never in place: gradients may be shared), and notes whether any unscaled gradient is inf or
+  // NaN (the scaled one was, or the product overflowed): then step() skips. At most once per
+  // optimizer between update()s.
   void unscale(Optimizer& optimizer);
   // Unscales if unscale() was not called, then runs optimizer.step() unless a gradient was inf or
   // NaN. Returns whether the optimizer stepped. At most once per optimizer between update()s.

@@ -162,6 +162,22 @@ TEST_CASE("cuda unscale multiplies like the cpu and flags inf and NaN", "[cuda]"
   }
 }
 
+// The flag is on the unscaled values, what the optimizer sees: a finite gradient that overflows
+// f32 by a large factor (a loss scale backed off to 2^-126 unscales by 2^126) is flagged too.
+TEST_CASE("cuda unscale flags a finite gradient that overflows once unscaled, as the cpu does", "[cuda]") {
+  const double inv_scale = std::ldexp(1.0, 126);
+  const Tensor grad = from_values({1e-30, 8.0, -0.5}, {3}, DType::f32);  // 8 * 2^126 = 2^129
+  Twin flag(scalar(0.0, DType::f32));
+  Tensor expected = empty({3}, DType::f32);
+  cpu_kernels().unscale_and_check(grad, inv_scale, expected, flag.cpu);
+  Tensor got = empty({3}, DType::f32, kCuda);
+  cuda_kernels().unscale_and_check(on_cuda(grad), inv_scale, got, flag.cuda);
+  require_close(got, expected);
+  flag.require_equal();
+  REQUIRE(flag.cpu.item() == 1.0);
+  REQUIRE(std::isinf(expected.to_host_f64()[1]));
+}
+
 TEST_CASE("cuda optimizer kernels reject the dtypes the cpu rejects", "[cuda]") {
   const Tensor half = zeros({4}, DType::f16, kCuda);
   const Tensor total = zeros({}, DType::f64, kCuda);

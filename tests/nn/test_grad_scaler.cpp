@@ -249,3 +249,41 @@ TEST_CASE("why f16 needs loss scaling: small gradients flush to zero, bf16 keeps
   REQUIRE(relative_error(gradient(DType::f16, &scaler)) < 4 * 0x1.0p-11);
   REQUIRE(relative_error(gradient(DType::bf16, nullptr)) < 4 * 0x1.0p-8);
 }
+
+// 200 overflowing steps in a row halve an f32 scale of 2^16 past 2^-149 to 0 without a floor;
+// then the loss is scaled by 0, unscaled by 1/0 = inf, and 0 * inf = NaN would reach the weights.
+TEST_CASE("the scale backs off to f32's smallest normal and no further: weights never get NaN", "[grad_scaler]") {
+  const float floor = std::numeric_limits<float>::min();  // 2^-126
+  const Tensor w = parameter({1.0, 2.0});
+  SGD sgd({w}, 0.1);
+  GradScaler scaler;
+  const std::vector<uint8_t> before = bytes_of(w);
+  for (int step = 0; step < 200; ++step) {
+    give_grad(w, {kInf, 1.0});  // an f16 backward that overflowed
+    REQUIRE_FALSE(scaler.step(sgd));
+    scaler.update();
+    REQUIRE(scaler.get_scale() >= floor);
+  }
+  REQUIRE(scaler.get_scale() == floor);
+  REQUIRE(bytes_of(w) == before);
+  // A clean step at the floor: loss = w . [0.5, 0.25], its scaled gradient [0.5, 0.25] * 2^-126 is
+  // exact, unscaled by 2^126 back to [0.5, 0.25]; SGD: w - 0.1 * grad.
+  w.zero_grad();
+  scaler.scale(sum(mul(w, from_values({0.5, 0.25}, {2})))).backward();
+  REQUIRE(scaler.step(sgd));
+  scaler.update();
+  const std::vector<double> after = w.to_host_f64();
+  REQUIRE(after[0] == Approx(1.0 - 0.1 * 0.5).epsilon(1e-6));
+  REQUIRE(after[1] == Approx(2.0 - 0.1 * 0.25).epsilon(1e-6));
+  // A finite scaled gradient that overflows f32 once unscaled (8 * 2^126 = 2^129) is an overflow
+  // too: the step is skipped, not taken with inf.
+  const std::vector<uint8_t> clean = bytes_of(w);
+  give_grad(w, {8.0, 1.0});
+  REQUIRE_FALSE(scaler.step(sgd));
+  scaler.update();
+  REQUIRE(bytes_of(w) == clean);
+  REQUIRE(scaler.get_scale() == floor);
+  // and a scale below the floor is refused where it could come in
+  REQUIRE_THROWS_WITH(scaler.load_state({0.0, 0}), Catch::Contains("smallest normal"));
+  REQUIRE_THROWS_WITH(GradScaler(with_interval(10, 1e-45)), Catch::Contains("smallest normal"));
+}
