@@ -33,15 +33,63 @@ Tensor Decoder::tokens_between(int64_t from, int64_t to) const {
   return from_indices(ids, {batch_, to - from}, model_.embedding->weight.device());
 }
 
-Tensor Decoder::feed(const std::vector<int64_t>& tokens, int64_t n) {
+namespace {
+
+// Whether any module of the model is in training mode. named_modules() hands out mutable
+// pointers, so it is not const; nothing but is_training() is read through them.
+bool any_module_training(const CharLM& model) {
+  for (const auto& [path, module] : const_cast<CharLM&>(model).named_modules()) {
+    if (module->is_training()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Decoder::check_feed(const std::vector<int64_t>& tokens, int64_t n) const {
   TG_CHECK(n >= 1 && static_cast<int64_t>(tokens.size()) == checked_mul(batch_, n, "Decoder: tokens"),
            "Decoder::feed: ", tokens.size(), " ids for ", batch_, " sequences of ", n,
            " new tokens (n >= 1)");
+  const int64_t vocab = model_.embedding->weight.size(0);
+  for (int64_t id : tokens) {
+    TG_CHECK(id >= 0 && id < vocab, "Decoder::feed: token id ", id, " is outside the model's ",
+             "vocabulary [0, ", vocab, ")");
+  }
+  TG_CHECK(!any_module_training(model_), "Decoder::feed: the model is in training mode, where "
+           "dropout would make the logits random; call model.eval() before decoding");
+}
+
+// Strongly exception-safe: everything feed changes -- the history, the context's start, the
+// cache -- is put back when the model throws (a failed allocation, a weight written in place
+// since the cache was filled). A cache that was being refilled from scratch had its old
+// positions overwritten, so it is left empty instead: the next feed refills it from the context,
+// which is what it would have held.
+Tensor Decoder::feed(const std::vector<int64_t>& tokens, int64_t n) {
+  check_feed(tokens, n);
+  const int64_t fed_before = fed(), start_before = start_;
+  const bool refills = cache_ && (restarts(n) || cache_->length() == 0);
+  std::vector<int64_t> cache_lengths_before;
+  if (cache_) {
+    for (const KVCache::Layer& layer : cache_->layers) cache_lengths_before.push_back(layer.length);
+  }
+  try {
+    return append_and_run(tokens, n);
+  } catch (...) {
+    for (auto& sequence : history_) sequence.resize(fed_before);
+    start_ = start_before;
+    for (size_t i = 0; cache_ && i < cache_->layers.size(); ++i) {
+      cache_->layers[i].length = refills ? 0 : cache_lengths_before[i];
+    }
+    throw;
+  }
+}
+
+Tensor Decoder::append_and_run(const std::vector<int64_t>& tokens, int64_t n) {
+  const bool restart = restarts(n);
   for (int64_t b = 0; b < batch_; ++b) {
     history_[b].insert(history_[b].end(), tokens.begin() + b * n, tokens.begin() + (b + 1) * n);
   }
   const int64_t total = fed();
-  const bool restart = total - start_ > window_;  // the window policy (nn/generation.h)
   if (restart) start_ = total - std::max((window_ + 1) / 2, std::min(n, window_));
   Tensor logits;  // [B, *, vocab]: the last position's are the next token's
   if (!cache_) {

@@ -28,8 +28,13 @@ class Decoder {
   // model can decode incrementally (cached() says whether it does).
   Decoder(const CharLM& model, int64_t batch, int64_t window, bool use_cache = true);
 
-  // Appends tokens (row-major [batch, n] ids, n >= 1) to every sequence and returns the logits
-  // [batch, vocab] of the position after them: the next token's. Run it under NoGrad.
+  // Appends tokens (row-major [batch, n] ids in [0, vocab), n >= 1) to every sequence and returns
+  // the logits [batch, vocab] of the position after them: the next token's. Run it under NoGrad,
+  // with every module of the model in eval mode: decoding in training mode would draw dropout
+  // masks into the logits, so it is refused (tg::Error: call model.eval() first) rather than
+  // switched for the caller, whose model is const here. A feed that throws changes nothing: the
+  // tokens are not appended, and the cache is as it was (or empty, to be refilled from the
+  // context by the next feed).
   Tensor feed(const std::vector<int64_t>& tokens, int64_t n);
 
   bool cached() const { return cache_.has_value(); }
@@ -43,6 +48,12 @@ class Decoder {
   Tensor tokens_between(int64_t from, int64_t to) const;
   // How many tokens every sequence has been fed.
   int64_t fed() const { return static_cast<int64_t>(history_.front().size()); }
+  // Whether feeding n more tokens takes the context past the window (the window policy above).
+  bool restarts(int64_t n) const { return fed() + n - start_ > window_; }
+  // tg::Error unless feed(tokens, n) can run: the ids' count and range, the model's mode.
+  void check_feed(const std::vector<int64_t>& tokens, int64_t n) const;
+  // feed's work once checked: appends the tokens and runs the model (state changes as it goes).
+  Tensor append_and_run(const std::vector<int64_t>& tokens, int64_t n);
 
   const CharLM& model_;
   int64_t batch_, window_;
@@ -78,7 +89,7 @@ struct GenerationOptions {
 };
 
 // The drawn tokens of every sequence, [batch][tokens], after prompts of equal length >= 1. Runs
-// under NoGrad; model in eval mode.
+// under NoGrad; the model must be in eval mode (Decoder::feed).
 std::vector<std::vector<int64_t>> generate(const CharLM& model,
                                            const std::vector<std::vector<int64_t>>& prompts,
                                            const GenerationOptions& options);

@@ -23,6 +23,33 @@ void KVCache::clear() {
   for (Layer& layer : layers) layer.length = 0;
 }
 
+void KVCache::tie_to(const std::vector<std::pair<std::string, Tensor>>& weights) {
+  weights_.clear();
+  for (const auto& [name, weight] : weights) {
+    weights_.push_back({weight.storage(), weight.version()});
+  }
+}
+
+void KVCache::check_weights(const std::vector<std::pair<std::string, Tensor>>& weights,
+                            const char* who) {
+  if (weights_.empty()) return tie_to(weights);
+  bool same_weights = weights.size() == weights_.size();
+  for (size_t i = 0; same_weights && i < weights.size(); ++i) {
+    same_weights = weights_[i].storage.lock() == weights[i].second.storage();
+  }
+  TG_CHECK(same_weights, who, ": the cache belongs to another model (a cache is tied to the model "
+           "whose make_cache made it, or that used it first; to() and load() of a model replace "
+           "its weights): make a cache with this model's make_cache");
+  if (length() == 0) return tie_to(weights);  // the filling begins: the versions from now
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const auto& [name, weight] = weights[i];
+    TG_CHECK(weight.version() == weights_[i].version, who, ": the model's '", name, "' ",
+             shape_str(weight.shape()), " was written in place (version ", weights_[i].version,
+             ", now ", weight.version(), ") after the cache's keys and values were computed: "
+             "they are stale; clear() the cache and feed the context again");
+  }
+}
+
 void KVCache::Layer::append(const Tensor& k, const Tensor& v) {
   const Shape& shape = keys.shape();
   const int64_t n = k.dim() == 4 ? k.size(1) : 0;

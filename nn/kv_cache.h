@@ -8,6 +8,9 @@
 // keeps, never past the model's max_len) and filled in place: the cache grows without copying,
 // and its memory is linear in the context.
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/tensor.h"
@@ -45,10 +48,30 @@ class KVCache {
   int64_t batch() const { return batch_; }
   void clear();  // forgets every position (the memory stays, for the next prefill)
 
+  // The model a cache belongs to. Its keys and values are one model's, computed with that model's
+  // weights as they were: another model's, or the same model's after an in-place write to a weight
+  // (an optimizer step, load_state_dict), would decode silently wrong. So a cache is tied to the
+  // weights (the model's state_dict(), by storage) of the model whose make_cache made it, or that
+  // used it first, and it keeps their storage versions from when its filling began (the first
+  // positions after a construction or a clear()).
+  //
+  // check_weights(weights, who), before each use by a model: ties an untied cache to `weights`;
+  // then a tg::Error naming `who` if they are not the tied ones, or, when the cache holds
+  // positions, if one was written since the filling began ("clear() the cache and feed the
+  // context again"). When it holds none, the versions are taken now: the filling begins.
+  void check_weights(const std::vector<std::pair<std::string, Tensor>>& weights, const char* who);
+
   std::vector<Layer> layers;
 
  private:
+  struct TiedWeight {
+    std::weak_ptr<Storage> storage;  // weak: a cache does not keep a dropped model's weights
+    uint64_t version = 0;            // when the filling began
+  };
+  void tie_to(const std::vector<std::pair<std::string, Tensor>>& weights);
+
   int64_t capacity_, batch_;
+  std::vector<TiedWeight> weights_;  // empty: not tied yet
 };
 
 // Whether an attention can decode one position at a time over cached keys and values with the

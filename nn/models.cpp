@@ -305,8 +305,10 @@ KVCache CharLM::make_cache(int64_t batch, int64_t capacity) const {
   TG_CHECK(capacity >= 1 && capacity <= max_len, "CharLM: a cache of ", capacity,
            " positions; the model takes 1 to max_len ", max_len);
   const MultiHeadAttention& attn = *layers.front()->attn;
-  return KVCache(static_cast<int64_t>(layers.size()), batch, capacity, attn.heads, attn.head_dim,
-                 embedding->weight.dtype(), embedding->weight.device());
+  KVCache cache(static_cast<int64_t>(layers.size()), batch, capacity, attn.heads, attn.head_dim,
+                embedding->weight.dtype(), embedding->weight.device());
+  cache.check_weights(state_dict(), "CharLM::make_cache");  // tied to this model
+  return cache;
 }
 
 Tensor CharLM::forward_cached(const Tensor& tokens, KVCache& cache) const {
@@ -315,9 +317,27 @@ Tensor CharLM::forward_cached(const Tensor& tokens, KVCache& cache) const {
            "CharLM::forward_cached: tokens ", shape_str(tokens.shape()), " need shape [",
            cache.batch(), ", n], and a cache of ", layers.size(), " layers (it has ",
            cache.layers.size(), ")");
-  Tensor h = embed(tokens, cache.length());
-  for (size_t i = 0; i < layers.size(); ++i) h = layers[i]->forward_cached(h, cache.layers[i]);
-  return head->forward(norm->forward(h));
+  const MultiHeadAttention& attn = *layers.front()->attn;
+  const Tensor& cached_keys = cache.layers.front().keys;
+  TG_CHECK(cached_keys.size(2) == attn.heads && cached_keys.size(3) == attn.head_dim &&
+               cached_keys.dtype() == embedding->weight.dtype() &&
+               cached_keys.device() == embedding->weight.device(),
+           "CharLM::forward_cached: a cache of ", shape_str(cached_keys.shape()), " ",
+           dtype_name(cached_keys.dtype()), " on ", device_name(cached_keys.device()),
+           " for a model of ", attn.heads, " heads of ", attn.head_dim, ", ",
+           dtype_name(embedding->weight.dtype()), " on ", device_name(embedding->weight.device()));
+  cache.check_weights(state_dict(), "CharLM::forward_cached");
+  // Strongly exception-safe: a layer that throws leaves every layer as it was (none half-filled).
+  std::vector<int64_t> lengths_before;
+  for (const KVCache::Layer& layer : cache.layers) lengths_before.push_back(layer.length);
+  try {
+    Tensor h = embed(tokens, cache.length());
+    for (size_t i = 0; i < layers.size(); ++i) h = layers[i]->forward_cached(h, cache.layers[i]);
+    return head->forward(norm->forward(h));
+  } catch (...) {
+    for (size_t i = 0; i < cache.layers.size(); ++i) cache.layers[i].length = lengths_before[i];
+    throw;
+  }
 }
 
 Tensor CharLM::forward(const Tensor& tokens) const {

@@ -112,7 +112,9 @@ class CharLM : public Module {
   // tokens [B, n] at positions cache.length() .. + n - 1 -> their logits [B, n, vocab], the
   // cache holding them afterwards: what forward gives for those positions of the whole sequence.
   // The cache is empty (the prompt) or n is 1; under NoGrad; every layer must decode
-  // incrementally (decodes_incrementally(config.attention)); tg::Error otherwise.
+  // incrementally (decodes_incrementally(config.attention)); the cache must be this model's, its
+  // positions computed with the weights as they are (KVCache::check_weights); tg::Error otherwise.
+  // A call that throws leaves the cache as it was.
   Tensor forward_cached(const Tensor& tokens, KVCache& cache) const;
 
   std::shared_ptr<Embedding> embedding;

@@ -290,3 +290,98 @@ TEST_CASE("generation: peak memory grows linearly with the context", "[nn][gener
   CHECK((peaks[2] - peaks[1]) / (peaks[1] - peaks[0]) < 2.2);
   CHECK(peaks[2] / peaks[0] < 4.4);
 }
+
+// A feed that throws changes nothing: a Decoder fed a bad token, or whose model fails inside the
+// forward, then decodes exactly as one that never saw that feed (the reference: a fresh Decoder).
+TEST_CASE("generation: a feed that throws leaves the decoder as it was", "[nn][generation]") {
+  const auto model = small_lm({}, true);
+  NoGrad no_grad;
+  for (bool use_cache : {true, false}) {
+    INFO("cache " << use_cache);
+    nn::Decoder decoder(*model, 1, 8, use_cache), reference(*model, 1, 8, use_cache);
+    const std::vector<int64_t> prompt = random_ids(5, 9);
+    decoder.feed(prompt, 5);
+    reference.feed(prompt, 5);
+    CHECK_THROWS_WITH(decoder.feed({3, kVocab}, 2), Catch::Contains("token id 11 is outside"));
+    CHECK_THROWS_WITH(decoder.feed({-1}, 1), Catch::Contains("token id -1"));
+    REQUIRE(decoder.context_length() == 5);
+    REQUIRE(decoder.cache_length() == (use_cache ? 5 : 0));
+    // then a feed past the window (a restart) and single tokens give the reference's logits
+    for (const std::vector<int64_t>& next : {std::vector<int64_t>{4, 5, 6, 7}, {3}, {2}}) {
+      const int64_t n = static_cast<int64_t>(next.size());
+      REQUIRE(max_difference(decoder.feed(next, n).to_host_f64(), reference.feed(next, n).to_host_f64()) == 0);
+      REQUIRE(decoder.context_length() == reference.context_length());
+    }
+  }
+  // the model throws inside the forward (a weight written since the cache was filled): the
+  // history and the cache are put back
+  nn::Decoder decoder(*model, 1, 8, true);
+  decoder.feed({2, 3, 4}, 3);
+  const Tensor weight = model->head->weight;
+  const Tensor saved = weight.clone();
+  weight.copy_(saved);  // the same values, but a write: the cache's keys may be stale
+  CHECK_THROWS_WITH(decoder.feed({5, 6}, 2), Catch::Contains("written in place"));
+  REQUIRE(decoder.context_length() == 3);
+  REQUIRE(decoder.cache_length() == 3);
+}
+
+TEST_CASE("generation: a cache belongs to its model and to its weights as they were", "[nn][generation]") {
+  const auto model = small_lm({}, true, 3), other = small_lm({}, true, 4);
+  NoGrad no_grad;
+  SECTION("another model's cache is refused, empty or filled") {
+    nn::KVCache cache = model->make_cache(1, 8);
+    CHECK_THROWS_WITH(other->forward_cached(from_indices({2, 3}, {1, 2}), cache),
+                      Catch::Contains("the cache belongs to another model"));
+    model->forward_cached(from_indices({2, 3}, {1, 2}), cache);
+    CHECK_THROWS_WITH(other->forward_cached(from_indices({4}, {1, 1}), cache),
+                      Catch::Contains("the cache belongs to another model"));
+    // a cache built directly is tied to the first model that uses it
+    nn::KVCache direct(2, 1, 8, 2, 8, DType::f32, kCPU);
+    other->forward_cached(from_indices({2}, {1, 1}), direct);
+    CHECK_THROWS_WITH(model->forward_cached(from_indices({4}, {1, 1}), direct),
+                      Catch::Contains("another model"));
+    // and a cache of another shape is named as such
+    nn::KVCache wide(2, 1, 8, 4, 4, DType::f32, kCPU);
+    CHECK_THROWS_WITH(model->forward_cached(from_indices({2}, {1, 1}), wide), Catch::Contains("2 heads of 8"));
+  }
+  SECTION("a weight written in place after the filling makes the cache stale until cleared") {
+    nn::KVCache cache = model->make_cache(1, 8);
+    const Tensor tokens = from_indices({2, 3, 4, 5}, {1, 4});
+    model->forward_cached(from_indices({2, 3, 4}, {1, 3}), cache);
+    const Tensor weight = model->layers[0]->attn->k_proj->weight;
+    weight.copy_(weight * 1.5);  // an optimizer step
+    CHECK_THROWS_WITH(model->forward_cached(from_indices({5}, {1, 1}), cache),
+                      Catch::Contains("layers.0.attn.k_proj.weight") && Catch::Contains("clear() the cache"));
+    REQUIRE(cache.length() == 3);
+    // refilled after clear(): the logits of the whole sequence under the new weights
+    cache.clear();
+    const std::vector<double> refilled = model->forward_cached(tokens, cache).to_host_f64();
+    REQUIRE(max_difference(refilled, model->forward(tokens).to_host_f64()) < 2e-5);
+  }
+}
+
+TEST_CASE("generation: a model in training mode is refused, not decoded with dropout", "[nn][generation]") {
+  nn::ModelConfig config;
+  config.dim = 16;
+  config.heads = 2;
+  config.layers = 2;
+  config.max_len = kMaxLen;
+  config.dropout = 0.5;
+  manual_seed(3);
+  nn::CharLM model(kVocab, config);  // in training mode, as built
+  NoGrad no_grad;
+  nn::Decoder decoder(model, 1, 8, true);
+  CHECK_THROWS_WITH(decoder.feed({2, 3}, 2), Catch::Contains("training mode") && Catch::Contains("model.eval()"));
+  REQUIRE(decoder.context_length() == 0);
+  CHECK_THROWS_WITH(nn::generate(model, {{2, 3}}, {.tokens = 2}), Catch::Contains("training mode"));
+  model.eval();
+  model.layers[1]->dropout1->train();  // one module left in training mode is enough to refuse
+  CHECK_THROWS_WITH(decoder.feed({2, 3}, 2), Catch::Contains("training mode"));
+  // in eval mode: the same logits twice (no dropout draws), and those of the uncached forward
+  model.eval();
+  const std::vector<double> first = decoder.feed({2, 3}, 2).to_host_f64();
+  nn::Decoder again(model, 1, 8, true);
+  REQUIRE(max_difference(first, again.feed({2, 3}, 2).to_host_f64()) == 0);
+  const std::vector<double> logits = model.forward(from_indices({2, 3}, {1, 2})).to_host_f64();
+  REQUIRE(max_difference(first, std::vector<double>(logits.end() - kVocab, logits.end())) < 2e-5);
+}
