@@ -15,7 +15,12 @@ struct RngState {
   uint64_t offset = 0;  // next unused block counter (a block holds 4 numbers)
 };
 
-void manual_seed(uint64_t seed);  // also resets the offset to 0
+// The generator: one seed for the process, one offset per thread (rng.cpp says why).
+// manual_seed(seed), called on any thread, seeds every thread: each thread's next draw starts
+// seed's stream at offset 0, so a thread draws the same numbers whichever thread seeded.
+// rng_state() and set_rng_state() read and set the calling thread's (seed, offset); another
+// thread's stays as it is (until the next manual_seed).
+void manual_seed(uint64_t seed);
 RngState rng_state();
 void set_rng_state(RngState state);
 // Reserves the blocks for `count` numbers (4 per block) and returns the stream position of the

@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <future>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -243,4 +245,44 @@ TEST_CASE("rng: a shard whose rows start inside a Philox block draws the single 
     for (int64_t i = 0; i < count * 3; ++i) REQUIRE(rows[i] == whole[first * 3 + i]);
     REQUIRE(rng_state().offset == after.offset);  // the whole batch's blocks, as one process
   }
+}
+
+// manual_seed seeds the process, not only the calling thread: a thread's draws after it are the
+// seeded stream from its start, whichever thread called it, and a thread that moves its own
+// state (set_rng_state, as checkpoint's replay does) leaves the others' as they are.
+TEST_CASE("rng: manual_seed on one thread seeds the draws of another", "[rng][threads]") {
+  const auto draws_of_seed = [](uint64_t seed) {  // the reference: the stream by hand
+    std::vector<double> expected;
+    for (int64_t i = 0; i < 8; ++i) expected.push_back(expected_uniform(seed, 0, i));
+    return expected;
+  };
+  RngGuard guard;
+  manual_seed(1234);
+  std::vector<double> on_thread;
+  RngState thread_state_after;
+  std::thread worker([&] {
+    on_thread = rand({8}, DType::f64).to_host_f64();
+    set_rng_state({99, 5});  // its own state only
+    thread_state_after = rng_state();
+  });
+  worker.join();
+  REQUIRE(on_thread == draws_of_seed(1234));
+  REQUIRE(thread_state_after.seed == 99);
+  REQUIRE(rng_state().seed == 1234);  // this thread's: untouched by the worker's set_rng_state
+  REQUIRE(rng_state().offset == 0);
+  REQUIRE(rand({8}, DType::f64).to_host_f64() == draws_of_seed(1234));
+  // a thread started before the seed, drawing after it, draws the new seed's stream too
+  std::promise<void> drawn, seeded;
+  std::vector<double> late;
+  std::thread waiting([&, ready = seeded.get_future()]() mutable {
+    rand({3});  // its state moved on before the seed below
+    drawn.set_value();
+    ready.wait();
+    late = rand({8}, DType::f64).to_host_f64();
+  });
+  drawn.get_future().wait();
+  manual_seed(77);
+  seeded.set_value();
+  waiting.join();
+  REQUIRE(late == draws_of_seed(77));
 }
