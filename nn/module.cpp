@@ -118,9 +118,11 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     const Tensor& source = found->second;
     TG_CHECK(source.defined(), "load_state_dict: '", name, "' is an undefined tensor");
     if (source.shape() != target.shape()) {
-      append(mismatched, name + " " + shape_str(source.shape()) + " vs " + shape_str(target.shape()));
+      append(mismatched,
+             name + " " + shape_str(source.shape()) + " vs " + shape_str(target.shape()));
     } else if (!loads_into(source.dtype(), target.dtype())) {
-      append(wrong_dtype, name + " " + dtype_name(source.dtype()) + " vs " + dtype_name(target.dtype()));
+      append(wrong_dtype,
+             name + " " + dtype_name(source.dtype()) + " vs " + dtype_name(target.dtype()));
     }
     given.erase(found);
   }
