@@ -118,14 +118,18 @@ po::options_description output_options(train::TrainRun& run) {
       " events (recording then stops after the last whole step, and the trace's metadata says so)";
   po::options_description output("output");
   output.add_options()
-      ("save", po::value(&run.save), "final checkpoint (safetensors)")
+      ("save", po::value(&run.save),
+       "final checkpoint (safetensors); with --resume, by default the --resume file (it may be "
+       "the same file: it is read whole first and replaced atomically)")
       ("save-init", po::value(&run.save_init), "the initial weights, before any step")
-      ("resume", po::value(&run.resume), "continue from a checkpoint saved by --save")
+      ("resume", po::value(&run.resume),
+       "continue from a checkpoint saved by --save (and save back to it unless --save is given); "
+       "a --log that holds its step's row is continued")
       ("stop-after", po::value(&run.stop_after),
        "stop after N >= 1 steps of this run (then --save)")
       ("save-every", po::value(&run.save_every),
        "also write the --save checkpoint every N steps (a killed run resumes from the last); "
-       "Ctrl-C (SIGINT) or SIGTERM stops after the current step and writes --save")
+       "Ctrl-C (SIGINT), SIGTERM or SIGHUP stops after the current step and writes --save")
       ("save-best", po::value(&run.save_best),
        "keep the checkpoint with the best validation loss so far (written at each evaluation "
        "that improves on it)")
@@ -185,12 +189,14 @@ void finish_config(const po::variables_map& vm, const TextOptions& text, train::
   c.position = train::format_position(train::parse_position(c.position));
 }
 
-// --save-every (it writes the --save checkpoint, so it needs --save) and --patience: counts >= 1.
+// --save-every (it writes the --save checkpoint, so it needs --save, or --resume, whose file a
+// resumed run saves back to) and --patience: counts >= 1.
 void check_checkpoint_options(const po::variables_map& vm, const train::TrainRun& run) {
   TG_CHECK(!vm.count("save-every") || run.save_every >= 1, "--save-every must be >= 1, got ",
            run.save_every);
-  TG_CHECK(!vm.count("save-every") || vm.count("save"), "--save-every needs --save (the path ",
-           "of the resumable checkpoint it writes every ", run.save_every, " steps)");
+  TG_CHECK(!vm.count("save-every") || vm.count("save") || vm.count("resume"), "--save-every needs ",
+           "--save (the path of the resumable checkpoint it writes every ", run.save_every,
+           " steps)");
   TG_CHECK(!vm.count("patience") || run.patience >= 1, "--patience must be >= 1, got ",
            run.patience);
 }

@@ -2,11 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -381,11 +383,41 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
   file.commit();
 }
 
+namespace {
+
+// The rename that puts an output in place fails with ENAMETOOLONG when its name is longer than
+// the directory's file system allows, or the whole path longer than PATH_MAX: found here, before
+// the work, not at the end of it.
+void check_name_length(const std::string& path, const std::string& target,
+                       const std::string& directory, const std::string& flag) {
+  TG_CHECK(target.size() < PATH_MAX, flag, ": cannot write '", path, "': the path is ",
+           target.size(), " bytes, more than the ", PATH_MAX - 1, " a path may have");
+  const long name_max = ::pathconf(directory.c_str(), _PC_NAME_MAX);  // -1: no such directory
+  const std::string name = name_of(target);
+  TG_CHECK(name_max < 0 || name.size() <= static_cast<size_t>(name_max), flag, ": cannot write '",
+           path, "': its name is ", name.size(), " bytes, more than the ", name_max,
+           " a file name may have in '", directory, "'");
+}
+
+// In a sticky directory (mode 1777, like /tmp) only the file's owner, the directory's owner or
+// root may rename over a file (EPERM otherwise), whatever the file's own permissions say.
+void check_sticky_replace(const std::string& path, const struct stat& file,
+                          const struct stat& directory, const std::string& flag) {
+  const uid_t self = ::geteuid();
+  if ((directory.st_mode & S_ISVTX) == 0 || self == 0) return;
+  TG_CHECK(file.st_uid == self || directory.st_uid == self, flag, ": cannot replace '", path,
+           "': it belongs to another user (uid ", file.st_uid, ") and its directory is sticky "
+           "(mode ", octal_mode(directory.st_mode), "): only the file's owner may replace it");
+}
+
+}  // namespace
+
 void check_output_path(const std::string& path, const std::string& flag) {
   struct stat info {};
   bool exists = false;
   const std::string target = replaceable_target(path, flag, info, exists);
   const std::string directory = directory_of(target);
+  check_name_length(path, target, directory, flag);  // (a directory path past PATH_MAX: no stat)
   struct stat directory_info {};
   if (::stat(directory.c_str(), &directory_info) != 0) {
     const int error = errno;
@@ -396,6 +428,7 @@ void check_output_path(const std::string& path, const std::string& flag) {
   }
   TG_CHECK(S_ISDIR(directory_info.st_mode), flag, ": cannot write '", path, "': '", directory,
            "' is ", kind_of(directory_info.st_mode), ", not a directory");
+  if (exists) check_sticky_replace(path, info, directory_info, flag);
   // Can a file be created there? Try it, with a name a later save sweeps if we die right here.
   std::string probe = temporary_pattern(target);
   const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
@@ -410,7 +443,8 @@ void check_output_path(const std::string& path, const std::string& flag) {
 
 // ---- Logs ---------------------------------------------------------------------------------------
 
-LogFile::LogFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
+LogFile::LogFile(const std::string& path, const std::string& what, uint64_t keep_bytes)
+    : path_(path), what_(what) {
   check_file_name(path, what);
   constexpr const char* kExpected = "a regular file, a character device or a pipe";
   const auto loggable = [](mode_t mode) { return S_ISREG(mode) || S_ISCHR(mode) || S_ISFIFO(mode); };
@@ -419,8 +453,8 @@ LogFile::LogFile(const std::string& path, const std::string& what) : path_(path)
     fail_not_regular(what, path, info.st_mode, kExpected);
   }
   // O_NONBLOCK: a FIFO without a reader fails to open (ENXIO) instead of waiting for one.
-  Descriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                       0644));
+  // (Not O_TRUNC: a regular file is cut to `keep_bytes` below, a stream is left as it is.)
+  Descriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644));
   if (fd.get() < 0) {
     const int error = errno;
     fail(what, ": cannot open '", path, "' for writing: ", error_text(error));
@@ -431,6 +465,14 @@ LogFile::LogFile(const std::string& path, const std::string& what) : path_(path)
   }
   if (!loggable(info.st_mode)) {
     fail_not_regular(what, path, info.st_mode, kExpected);
+  }
+  if (S_ISREG(info.st_mode)) {
+    // Never past the end: ftruncate would add zeros there.
+    const off_t keep = static_cast<off_t>(std::min<uint64_t>(keep_bytes, info.st_size));
+    if (::ftruncate(fd.get(), keep) != 0 || ::lseek(fd.get(), keep, SEEK_SET) < 0) {
+      const int error = errno;
+      fail(what, ": cannot truncate '", path, "': ", error_text(error));
+    }
   }
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {

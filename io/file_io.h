@@ -35,8 +35,8 @@
 // - Between the last type check and the rename there is a window in which someone could put a
 //   FIFO at the path; the check is repeated right before rename() to keep it as small as possible.
 //
-// Logs (LogFile) are streams, not atomic replacements: the file is opened (and truncated) in
-// place, a line at a time is written straight to it with write(2) (nothing is buffered in the
+// Logs (LogFile) are streams, not atomic replacements: the file is opened (and truncated, or cut
+// back to the rows a resumed run keeps) in place, a line at a time is written straight to it with write(2) (nothing is buffered in the
 // process, so a crash loses at most the line being written), and every write and the close are
 // checked. A log may also be a character device (/dev/stdout on a terminal, /dev/null) or a pipe
 // (/dev/stdout into `| tee`): a FIFO with no reader is an error at once (ENXIO), never a wait, and
@@ -119,8 +119,11 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
 // it before the long work. Refuses an empty path, a path ending in '/', a path that is (or whose
 // symbolic links lead to) anything but a regular file, and a directory that does not exist or in
 // which no file can be created (tested by creating and removing a temporary there). `flag` starts
-// the message: "--save: 'out/' is a directory, not a regular file". For a log, opening the LogFile
-// before the long work is the check.
+// the message: "--save: 'out/' is a directory, not a regular file". Also refused, since the final
+// rename would fail after all the work: a name longer than its directory allows (pathconf's
+// NAME_MAX) or a path longer than PATH_MAX, and a file the rename may not replace (a sticky
+// directory such as /tmp, and the file another user's). For a log, opening the LogFile before the
+// long work is the check.
 void check_output_path(const std::string& path, const std::string& flag);
 
 // ---- Logs ---------------------------------------------------------------------------------------
@@ -128,8 +131,10 @@ void check_output_path(const std::string& path, const std::string& flag);
 // A log written line by line (see the top of this file).
 class LogFile {
  public:
-  // Opens `path` for writing, truncating a regular file, creating it if needed.
-  LogFile(const std::string& path, const std::string& what);
+  // Opens `path` for writing, creating it if needed. A regular file is cut to its first
+  // `keep_bytes` bytes (0: emptied) and written after them: a resumed run's log keeps the rows up
+  // to its checkpoint's step. A stream is written as it is.
+  LogFile(const std::string& path, const std::string& what, uint64_t keep_bytes = 0);
   // Closes the file if close() was not called; errors are not reported here (call close()).
   ~LogFile();
   LogFile(const LogFile&) = delete;

@@ -12,7 +12,7 @@ namespace {
 volatile std::sig_atomic_t stop_signal_received = 0;
 
 // The actions before the StopSignals guard, restored by its destructor.
-struct sigaction stop_signal_old_int, stop_signal_old_term, stop_signal_old_alarm;
+struct sigaction stop_signal_old_int, stop_signal_old_term, stop_signal_old_hup, stop_signal_old_alarm;
 
 // How long a signalled step may take before the signal takes its old action (0: for ever).
 volatile std::sig_atomic_t stop_grace_ms = 0;
@@ -35,6 +35,7 @@ extern "C" void stop_signal_handler(int signal) {
   stop_signal_received = signal;
   sigaction(SIGINT, &stop_signal_old_int, nullptr);
   sigaction(SIGTERM, &stop_signal_old_term, nullptr);
+  sigaction(SIGHUP, &stop_signal_old_hup, nullptr);
   if (stop_grace_ms > 0) stop_signal_timer(stop_grace_ms);
 }
 
@@ -61,14 +62,17 @@ StopSignals::StopSignals(int grace_ms) {
   sigemptyset(&action.sa_mask);
   sigaddset(&action.sa_mask, SIGINT);  // one handler at a time
   sigaddset(&action.sa_mask, SIGTERM);
+  sigaddset(&action.sa_mask, SIGHUP);
   action.sa_flags = SA_RESTART;  // a write or a wait in progress continues
   stop_signal_install(SIGINT, action, stop_signal_old_int);
   stop_signal_install(SIGTERM, action, stop_signal_old_term);
+  stop_signal_install(SIGHUP, action, stop_signal_old_hup);  // the terminal closed (nohup: ignored)
 }
 
 StopSignals::~StopSignals() {
   sigaction(SIGINT, &stop_signal_old_int, nullptr);
   sigaction(SIGTERM, &stop_signal_old_term, nullptr);
+  sigaction(SIGHUP, &stop_signal_old_hup, nullptr);
   if (stop_grace_ms > 0) {
     stop_signal_timer(0);
     sigaction(SIGALRM, &stop_signal_old_alarm, nullptr);
@@ -84,6 +88,7 @@ int pending_stop_signal() { return stop_signal_received; }
 const char* stop_signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";
+  if (signal == SIGHUP) return "SIGHUP";
   return "a signal";
 }
 

@@ -1,14 +1,18 @@
 #include "tapegrad/train/trainer.h"
 
+#include <charconv>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "tapegrad/autograd/autocast.h"
@@ -53,14 +57,37 @@ std::string number(double value) {
   return text;
 }
 
-// Every output is checked before training, not after it: a path that cannot be written, or one
-// that would overwrite an input or another output, is an error while nothing has been spent yet.
+// The flag --save's errors name: a resumed run without --save saves back to its --resume file.
+std::string save_flag(const TrainRun& run) {
+  const bool saved_back = !run.resume.empty() && run.save == run.resume && !run.given.count("save");
+  return saved_back ? "--save (by default the --resume file)" : "--save";
+}
+
+// `path` as one word of a POSIX shell command: as it is when every byte is plain, else in single
+// quotes; a path starting with '-' gets "./", so that it is not read as an option.
+std::string shell_word(const std::string& path) {
+  const std::string word = path.rfind('-', 0) == 0 ? "./" + path : path;
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-+=:,@%", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// Every output is checked before training (and before the data is read), not after it: a path
+// that cannot be written or renamed into place, or one that would overwrite an input or another
+// output, is an error while nothing has been spent yet. --save alone may be the --resume file:
+// that checkpoint is read whole before the first step and replaced atomically after the last.
 void check_outputs(const TrainRun& run, const std::string& data) {
   const std::vector<NamedPath> outputs = {
-      {"--save", run.save}, {"--save-init", run.save_init}, {"--save-best", run.save_best},
-      {"--log", run.log},
+      {save_flag(run), run.save}, {"--save-init", run.save_init},
+      {"--save-best", run.save_best}, {"--log", run.log},
       {"--grad-stats", run.grad_stats}, {"--profile-trace", run.profile_trace}};
-  check_distinct_files({{"--data", data}, {"--resume", run.resume}}, outputs);
+  const std::vector<NamedPath> all_but_save(outputs.begin() + 1, outputs.end());
+  check_distinct_files({{"--resume", run.resume}}, all_but_save);
+  check_distinct_files({{"--data", data}}, outputs);
   for (const NamedPath& output : outputs) {
     // (A log may be a stream such as /dev/stdout; opening it, just before training, checks it.)
     const bool is_log = output.flag == "--log" || output.flag == "--grad-stats";
@@ -101,6 +128,41 @@ void check_resumed_data(const Checkpoint& resumed, const std::string& path, cons
   TG_CHECK(sha256 == expected, "--resume: ", path, " is not the data the checkpoint was ",
            "trained on (its SHA-256 differs from ", expected.substr(0, 16), "...); pass the ",
            "original file with --data");
+}
+
+// --log's first line.
+constexpr const char* kLogHeader = "step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped";
+
+// The step a --log row is of (its first cell), or nullopt when the row does not start with one.
+std::optional<int64_t> logged_step(std::string_view row) {
+  int64_t step = 0;
+  const auto [end, error] = std::from_chars(row.data(), row.data() + row.size(), step);
+  if (error != std::errc() || end == row.data() + row.size() || *end != ',') return std::nullopt;
+  return step;
+}
+
+// A resumed run continues its --log: when `path` is a regular file that starts with the log's
+// header and holds the row of the checkpoint's `step` (step 0: the header alone), the bytes of
+// the header and the rows up to that one. The rows after it (written after the checkpoint by a run
+// that was then killed) are dropped, since the resumed run writes those steps again. Anything
+// else (no such file, another file, a log without that row) is 0: the log starts afresh.
+uint64_t log_bytes_to_keep(const std::string& path, int64_t step) {
+  std::error_code ignored;
+  if (!std::filesystem::is_regular_file(path, ignored)) return 0;  // a stream, or a new file
+  const std::string text = read_regular_file(path, "--log");
+  const size_t header_end = text.find('\n');
+  if (header_end == std::string::npos || text.compare(0, header_end, kLogHeader) != 0) return 0;
+  if (step == 0) return header_end + 1;
+  for (size_t row = header_end + 1; row < text.size();) {
+    const size_t row_end = text.find('\n', row);
+    if (row_end == std::string::npos) break;  // a row cut short by a crash
+    const std::optional<int64_t> row_step =
+        logged_step(std::string_view(text).substr(row, row_end - row));
+    if (!row_step || *row_step > step) break;
+    if (*row_step == step) return row_end + 1;
+    row = row_end + 1;
+  }
+  return 0;
 }
 
 // Training stopped because it diverged: one line naming the step, exit code 3, and no checkpoint
@@ -164,6 +226,7 @@ struct Training {
   std::optional<int> run_step(int64_t step);
   void start_epoch(int64_t epoch);
   StepReport take_step(int64_t step);
+  void write_grad_stats(int64_t step);
   TrainStepResult train_on_batch(int64_t step, bool grad_stats_due);
   TrainStepOptions step_options(int64_t step, bool grad_stats_due);
   void judge_gradient_norm(int64_t step, double norm);
@@ -178,7 +241,13 @@ struct Training {
   std::optional<int> after_step(int64_t step, bool evaluated);
   std::optional<int> record_validation(int64_t step);
   int agreed_stop_signal();
+  bool agreed_output_failure();
+  void output_failed(const std::string& error);
   int stop_on_signal(int64_t steps, int signal);
+  int stop_on_output_failure(int64_t steps);
+  std::optional<int> save_before_stopping(int64_t steps);
+  std::string where_saved() const;
+  int nothing_to_train();
   void stop_early(int64_t steps);
   std::optional<int> save_resumable(const std::string& asked_path, const std::string& path,
                                     int64_t steps);
@@ -227,6 +296,9 @@ struct Training {
   Metrics val;  // the latest validation
   ValidationRecord validation;  // the best validation so far (a resumed run: the checkpoint's)
   int64_t saved_step = -1;      // the step of the last resumable checkpoint written to --save
+  // The first diagnostic output (--log, --grad-stats, --save-best) that failed mid-run, its error;
+  // "" while none did. The run then stops after the step, --save written first.
+  std::string output_failure;
 };
 
 Training::Training(const TrainRun& asked, dist::Communicator& comm)
@@ -248,9 +320,9 @@ void Training::resolve_config() {
   std::error_code ignored;
   const std::filesystem::path absolute_data = std::filesystem::absolute(config.data, ignored);
   if (!absolute_data.empty()) config.data = absolute_data.string();  // resumable from anywhere
+  check_outputs(run, config.data);
   data_hash = data_sha256(config.data);  // read and hashed once
   if (resuming) check_resumed_data(resumed, config.data, data_hash);
-  check_outputs(run, config.data);
 }
 
 // --resume: the checkpoint's settings, except those a resumed run may change.
@@ -355,8 +427,9 @@ dist::RunDefinition Training::definition() const {
 // --log (its header written now) and --grad-stats, with the parameter names its rows carry.
 void Training::open_logs() {
   if (!run.log.empty()) {
-    log = std::make_unique<LogFile>(run.log, "--log");
-    log->write_line("step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped");
+    const uint64_t kept = resuming ? log_bytes_to_keep(run.log, first) : 0;
+    log = std::make_unique<LogFile>(run.log, "--log", kept);
+    if (kept == 0) log->write_line(kLogHeader);
   }
   if (!run.grad_stats.empty()) {
     grad_stats = std::make_unique<GradStatsLog>(run.grad_stats, run.grad_stats_every);
@@ -468,17 +541,27 @@ StepReport Training::take_step(int64_t step) {
   if (skipped) ++skipped_steps;
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  if (grad_stats_due) {
-    const std::string warning = grad_stats->write_rows(step + 1, named_parameters);
-    if (!warning.empty()) progress->message(warning);
-    const auto findings = gradient_health.observe_record(step + 1, grad_stats->recorded());
-    for (const GradFinding& finding : findings) progress->message(finding.line());
-  }
+  if (grad_stats_due) write_grad_stats(step + 1);
   total_ms += ms;
   recent_loss_sum += result.loss;
   ++recent_count;
   return {.loss = result.loss, .loss_scale = result.loss_scale, .skipped = skipped, .lr = lr,
           .ms = ms};
+}
+
+// --grad-stats' rows of `step` (1-based), and what they show about the gradients.
+void Training::write_grad_stats(int64_t step) {
+  std::string warning;
+  try {
+    warning = grad_stats->write_rows(step, named_parameters);
+  } catch (const Error& error) {
+    output_failed(error.what());  // "--grad-stats: writing ... failed: ..."
+    grad_stats.reset();  // closed, its error already known
+    return;
+  }
+  if (!warning.empty()) progress->message(warning);
+  const auto findings = gradient_health.observe_record(step, grad_stats->recorded());
+  for (const GradFinding& finding : findings) progress->message(finding.line());
 }
 
 // Forward, backward and update on the step's batch (a slice in the trace); the loss returned is
@@ -556,10 +639,16 @@ std::string Training::validate(int64_t step) {
 void Training::log_step(int64_t step, int64_t epoch, const StepReport& report,
                         const std::string& val_columns) {
   if (!log) return;
-  log->write_line(std::to_string(step + 1) + "," + std::to_string(epoch) + "," +
-                  number(report.loss) + "," + number(report.lr) + "," + number(report.ms) + "," +
-                  val_columns + "," + number(report.loss_scale) + "," +
-                  std::to_string(skipped_steps));
+  const std::string row = std::to_string(step + 1) + "," + std::to_string(epoch) + "," +
+                          number(report.loss) + "," + number(report.lr) + "," +
+                          number(report.ms) + "," + val_columns + "," +
+                          number(report.loss_scale) + "," + std::to_string(skipped_steps);
+  try {
+    log->write_line(row);
+  } catch (const Error& error) {
+    output_failed(error.what());  // "--log: writing ... failed: ..."
+    log.reset();  // closed, its error already known
+  }
 }
 
 // The exit code when the step diverged: a non-finite loss, a collapsed loss scale, or a
@@ -595,8 +684,8 @@ void Training::report_gradient_health() {
 }
 
 // After a step (its validation and log row done): --save-best when the validation improved,
-// --save-every when due; then the run stops here on a signal (the exit code) or on --patience
-// (an earlier `last`: the run ends normally).
+// --save-every when due; then the run stops here on a signal or a failed diagnostic output (the
+// exit code; --save written first) or on --patience (an earlier `last`: the run ends normally).
 std::optional<int> Training::after_step(int64_t step, bool evaluated) {
   if (evaluated) {
     if (const std::optional<int> stopped = record_validation(step)) return stopped;
@@ -611,6 +700,7 @@ std::optional<int> Training::after_step(int64_t step, bool evaluated) {
     }
   }
   if (const int signal = agreed_stop_signal()) return stop_on_signal(step + 1, signal);
+  if (agreed_output_failure()) return stop_on_output_failure(step + 1);
   if (evaluated && step + 1 < last && patience_exhausted(validation, run.patience)) {
     stop_early(step + 1);
   }
@@ -625,7 +715,13 @@ std::optional<int> Training::record_validation(int64_t step) {
   if (!record_evaluation(validation, loss, step + 1) || asked.save_best.empty()) {
     return std::nullopt;
   }
-  const std::optional<int> stopped = save_resumable(asked.save_best, run.save_best, step + 1);
+  std::optional<int> stopped;
+  try {
+    stopped = save_resumable(asked.save_best, run.save_best, step + 1);
+  } catch (const Error& error) {  // (rank 0's: the one that writes)
+    output_failed("--save-best: " + std::string(error.what()));
+    return std::nullopt;
+  }
   if (!stopped && !run.save_best.empty()) {
     progress->message("step " + std::to_string(step + 1) + ": the best val loss so far; saved " +
                       run.save_best);
@@ -643,25 +739,92 @@ int Training::agreed_stop_signal() {
   return agreed;
 }
 
-// A signal stopped the run after `steps` steps: the resumable checkpoint to --save (unless this
-// step's is already there), one line on stderr saying where, and 128 + the signal's number.
-int Training::stop_on_signal(int64_t steps, int signal) {
-  const std::optional<int> diverged =
-      saved_step == steps ? std::nullopt : save_resumable(asked.save, run.save, steps);
+// A diagnostic output failed on this process: its error kept (the first), nothing more written
+// to it. Losing a log must not cost the trained weights: the run stops after this step with
+// --save written first (after_step).
+void Training::output_failed(const std::string& error) {
+  if (output_failure.empty()) output_failure = error;
+}
+
+// Whether a diagnostic output failed; in a data-parallel job, on any rank (rank 0 writes them), so
+// that every rank stops after the same step.
+bool Training::agreed_output_failure() {
+  const bool own = !output_failure.empty();
+  if (ranks == 1) return own;
+  return comm.allreduce_min(own ? 0 : 1) == 0;
+}
+
+// The run stops early after `steps` steps: the resumable checkpoint to --save (unless this step's
+// is already there), the gradient-health summary, and no rank goes on (or exits, and has the
+// launcher end the job) before rank 0 has saved. The exit code when the weights diverged.
+std::optional<int> Training::save_before_stopping(int64_t steps) {
+  std::optional<int> diverged;
+  try {
+    if (saved_step != steps) diverged = save_resumable(asked.save, run.save, steps);
+  } catch (const Error& error) {
+    if (output_failure.empty()) throw;
+    fail(error.what(), " (saving after step ", steps, ", where the run stopped because ",
+         output_failure, ")");
+  }
   report_gradient_health();
   progress->finish();
-  comm.barrier();  // no rank exits (and has the launcher end the job) before rank 0 has saved
-  if (diverged) return *diverged;
+  comm.barrier();
+  return diverged;
+}
+
+// "saved ck.st (continue with: tapegrad train --resume ck.st)", a command that works as printed
+// (it saves back to ck.st), or "nothing saved (no --save given)".
+std::string Training::where_saved() const {
+  if (run.save.empty()) return "nothing saved (no --save given)";
+  return "saved " + run.save + " (continue with: tapegrad train --resume " + shell_word(run.save) +
+         ")";
+}
+
+// A signal stopped the run after `steps` steps: the resumable checkpoint to --save, one line on
+// stderr saying where (after the line of a diagnostic output that failed meanwhile: the reader of
+// `--log /dev/stdout | tee` gets the same Ctrl-C), and 128 + the signal's number.
+int Training::stop_on_signal(int64_t steps, int signal) {
+  if (const std::optional<int> diverged = save_before_stopping(steps)) return *diverged;
   if (comm.rank() == 0) {
-    const std::string saved =
-        run.save.empty() ? "nothing saved (no --save given)"
-                         : "saved " + run.save + " (continue with: tapegrad train --resume " +
-                               run.save + ")";
+    if (!output_failure.empty()) {
+      std::fprintf(stderr, "tapegrad train: %s (written no more after it)\n",
+                   output_failure.c_str());
+    }
     std::fprintf(stderr, "tapegrad train: %s: stopped after step %lld of %lld; %s\n",
                  stop_signal_name(signal), static_cast<long long>(steps),
-                 static_cast<long long>(total), saved.c_str());
+                 static_cast<long long>(total), where_saved().c_str());
   }
   return kExitSignalBase + signal;
+}
+
+// A diagnostic output failed during step `steps`: the checkpoint is good, so it is written first;
+// then the failure, one line, and exit code 2.
+int Training::stop_on_output_failure(int64_t steps) {
+  if (const std::optional<int> diverged = save_before_stopping(steps)) return *diverged;
+  if (comm.rank() == 0) {
+    std::fprintf(stderr, "tapegrad train: error: %s; stopped after step %lld of %lld; %s\n",
+                 output_failure.c_str(), static_cast<long long>(steps),
+                 static_cast<long long>(total), where_saved().c_str());
+  }
+  return kExitOutputFailed;
+}
+
+// A resumed checkpoint whose planned steps are all done: one line says so (no loss is reported:
+// none was computed), --save gets the checkpoint when it names another file, and the run ends
+// normally, its logs untouched. A higher --steps or --epochs trains on instead.
+int Training::nothing_to_train() {
+  progress.emplace(last, first, comm.rank() != 0);  // silent: no step; save_resumable's reports
+  if (!same_file(asked.save, asked.resume)) {
+    if (const std::optional<int> diverged = save_resumable(asked.save, run.save, last)) {
+      return *diverged;
+    }
+  }
+  comm.barrier();  // no rank reports success before rank 0 has written its checkpoint
+  if (comm.rank() != 0) return 0;
+  std::cout << run.resume << " already finished step " << first << " of " << total
+            << "; nothing to train (raise --steps or --epochs to train more)\n";
+  if (run.json) print_json_summary(NAN, NAN, 0);  // NaN: JSON's null
+  return 0;
 }
 
 // --patience: the run ends after `steps` steps, normally (--save written, the summary printed).
@@ -784,6 +947,7 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   dist::check_ranks_agree(comm, definition);
   if (!training.run.save_init.empty()) training.save_initial_weights();
   if (training.resuming) set_rng_state(training.resumed.rng);  // dropout continues where it stopped
+  if (training.first == training.last) return training.nothing_to_train();  // a finished run
   training.open_logs();
   dist::setup_succeeded(comm);  // and rank 0 opened its logs
   setup_done = true;
@@ -803,9 +967,18 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   return 0;
 }
 
+// A resumed run saves: without --save, back to its --resume file, so that the command a stopped
+// run prints ("tapegrad train --resume ck.st") trains on and keeps what it trained.
+TrainRun with_default_save(const TrainRun& asked) {
+  TrainRun run = asked;
+  if (run.save.empty()) run.save = run.resume;
+  return run;
+}
+
 }  // namespace
 
-int train(const TrainRun& run) {
+int train(const TrainRun& asked) {
+  const TrainRun run = with_default_save(asked);
   dist::Communicator& comm = dist::world();
   bool setup_done = false;
   try {

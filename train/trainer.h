@@ -12,7 +12,7 @@ namespace tg::train {
 
 struct TrainRun {
   TrainConfig config;
-  std::string save;       // final checkpoint
+  std::string save;       // final checkpoint (empty with --resume: the --resume file, saved back)
   std::string save_init;  // the initial weights, before any step
   std::string resume;     // continue from this checkpoint (config, weights, optimizer, step, RNG)
   std::string log;        // CSV, one row per optimizer step
@@ -35,16 +35,19 @@ struct TrainRun {
 // The exit code of a run that diverged (a NaN or infinite loss): no checkpoint was written.
 inline constexpr int kExitDiverged = 3;
 
-// A run stopped by SIGINT or SIGTERM (train/stop_signals.h) exits with 128 + the signal's number:
-// 130 for SIGINT, 143 for SIGTERM.
+// A run stopped by SIGINT, SIGTERM or SIGHUP (train/stop_signals.h) exits with 128 + the
+// signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP.
 inline constexpr int kExitSignalBase = 128;
+// A run stopped because a diagnostic output (--log, --grad-stats, --save-best) failed mid-run:
+// --save was written first, then the failure reported, as any error is (exit code 2).
+inline constexpr int kExitOutputFailed = 2;
 // In a data-parallel job, how long a signalled step may take before the signal ends the process
 // without a save (a rank that died leaves the others waiting; the launcher's SIGKILL follows its
 // SIGTERM within about a second): train/stop_signals.h.
 inline constexpr int kStopGraceMs = 500;
 
-// Returns the exit code (0, kExitDiverged, or kExitSignalBase + a signal); bad data or settings
-// throw tg::Error.
+// Returns the exit code (0, kExitDiverged, kExitOutputFailed, or kExitSignalBase + a signal); bad
+// data or settings throw tg::Error.
 int train(const TrainRun& run);
 
 }  // namespace tg::train

@@ -4,8 +4,11 @@
 // weights, optimizer state, RNG, step, validation record); --save-best keeps the minimum of the
 // logged validation losses. The signals are sent by this process to the tests' tapegrad_hooked,
 // which waits at the chosen step for them (tests/dist/hooked_tapegrad.cpp).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include "tapegrad/io/safetensors.h"
 #include "tests/cli/cli_support.h"
 #include "tests/support/background_run.h"
+#include "tests/support/run_command.h"
 
 using namespace tg::testing;
 using Catch::Contains;
@@ -133,6 +137,8 @@ TEST_CASE("train: SIGINT or SIGTERM at a random step saves --save, and it resume
                                ": stopped after step " + std::to_string(step) + " of 24; saved " +
                                cut + " (continue with: tapegrad train --resume " + cut + ")"));
     REQUIRE(saved_step(cut) == step);
+    // (A new log each time: a resumed run continues a log that holds its checkpoint's step.)
+    fs::remove(dir.file("second.csv"));
     require_resumes_to(cut, reference, dir, dir.file("second.csv"));
     require_logs_continue(dir.file("first.csv"), dir.file("second.csv"), dir.file("whole.csv"));
   }
@@ -261,4 +267,96 @@ TEST_CASE("train --patience stops where the log predicts; --save-best keeps the 
   REQUIRE(resumed.exit_code == 0);
   REQUIRE_THAT(resumed.err, Contains("early stop after step " + at));
   REQUIRE(checkpoint_difference(dir.file("resumed.st"), dir.file("stopped.st")) == "");
+}
+
+TEST_CASE("train: SIGHUP stops after the step like SIGINT, saves --save and exits 129",
+          "[cli][interrupt]") {
+  TempDir dir;
+  const std::string cut = dir.file("cut.st");
+  const BackgroundRun run = start_hooked(interrupt_training(dir) + " --save " + cut, "6", dir);
+  wait_for_text(run, "waiting at step 6");
+  REQUIRE(kill(run.pid, SIGHUP) == 0);
+  const int status = wait_for_end(run);
+  INFO(read_bytes(run.err));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 129);  // 128 + SIGHUP's 1
+  REQUIRE_THAT(read_bytes(run.err), Contains("SIGHUP: stopped after step 6 of 24; saved " + cut));
+  REQUIRE(saved_step(cut) == 6);
+}
+
+TEST_CASE("train: Ctrl-C that also ends the --log pipe's reader still writes --save first",
+          "[cli][interrupt]") {
+  // `train --log /dev/stdout | tee log.csv` and Ctrl-C: the terminal signals the whole group, tee
+  // ends, and the step's log row meets a closed pipe (EPIPE). Here the test holds the pipe's read
+  // end (tee), closes it, then sends SIGINT.
+  TempDir dir;
+  const std::string train = interrupt_training(dir);
+  const std::string reference = dir.file("whole.st");
+  REQUIRE(run_cli(train + " --save " + reference, dir).exit_code == 0);
+  const std::string pipe = dir.file("pipe"), cut = dir.file("cut.st");
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  const int reader = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // (not the run's)
+  REQUIRE(reader >= 0);
+  const BackgroundRun run = start_hooked(train + " --log " + pipe + " --save " + cut, "7", dir);
+  wait_for_text(run, "waiting at step 7");
+  REQUIRE(::close(reader) == 0);  // tee has ended
+  REQUIRE(kill(run.pid, SIGINT) == 0);
+  const int status = wait_for_end(run);
+  const std::string err = read_bytes(run.err);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 130);
+  REQUIRE_THAT(err, Contains("--log: writing '" + pipe + "' failed: Broken pipe"));
+  REQUIRE_THAT(lines_of(err).back(),
+               Contains("SIGINT: stopped after step 7 of 24; saved " + cut));
+  REQUIRE(saved_step(cut) == 7);
+  require_resumes_to(cut, reference, dir);
+}
+
+TEST_CASE("train: a --save-best that fails mid-run does not cost --save", "[cli][interrupt]") {
+  TempDir dir;
+  const std::string train = interrupt_training(dir);  // validated every 4 steps
+  fs::create_directory(dir.file("best"));
+  const std::string cut = dir.file("cut.st");
+  const BackgroundRun run = start_hooked(train + " --save-best " + dir.file("best/b.st") +
+                                             " --save " + cut, "8", dir);
+  wait_for_text(run, "waiting at step 8");
+  fs::remove_all(dir.file("best"));  // step 8's evaluation cannot write its checkpoint now
+  REQUIRE(kill(run.pid, SIGTERM) == 0);
+  const int status = wait_for_end(run);
+  const std::string err = read_bytes(run.err);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 143);
+  REQUIRE_THAT(err, Contains("--save-best: save_safetensors: cannot create a temporary file") &&
+                        Contains("next to '" + dir.file("best/b.st") + "': No such file or directory"));
+  REQUIRE(saved_step(cut) == 8);
+}
+
+TEST_CASE("train: the command a stopped run prints continues it verbatim and saves",
+          "[cli][interrupt]") {
+  TempDir dir;
+  const std::string train = interrupt_training(dir);
+  // A name a shell would split and unquote, unless the hint quotes it.
+  const std::string cut = dir.file("it's a run.st");
+  const BackgroundRun run =
+      start_hooked(train + " --save \"" + cut + "\"", "9", dir);
+  wait_for_text(run, "waiting at step 9");
+  REQUIRE(kill(run.pid, SIGINT) == 0);
+  const int status = wait_for_end(run);
+  const std::string err = read_bytes(run.err);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 130);
+  const std::string marker = "(continue with: tapegrad ";
+  const size_t start = err.find(marker), end = err.rfind(')');
+  REQUIRE(start != std::string::npos);
+  const std::string hint_arguments = err.substr(start + marker.size(), end - start - marker.size());
+  // The hint as printed, tapegrad being the binary under test: it trains steps 10-24 and saves
+  // them back to the file it resumed.
+  const auto [output, code] = run_command("'" TAPEGRAD_BIN "' " + hint_arguments + " 2>&1");
+  INFO(hint_arguments << "\n" << output);
+  REQUIRE(code == 0);
+  REQUIRE_THAT(output, Contains("trained 15 steps (24/24)"));
+  REQUIRE(saved_step(cut) == 24);
 }

@@ -1,9 +1,17 @@
 // `tapegrad train`, `eval` and `sample` on small data: each task end to end, determinism,
-// --resume equivalence, and one clear line + exit code 2 for every kind of bad input.
-#include <cmath>
+// --resume equivalence (saving back to its checkpoint, continuing its log, a finished run), the
+// outputs checked before the data is read, a failed diagnostic output that still saves, and one
+// clear line + exit code 2 for every kind of bad input.
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <cstdlib>
+
+#include "tapegrad/io/safetensors.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tests/cli/cli_support.h"
+#include "tests/support/skip.h"
 
 using namespace tg::testing;
 
@@ -217,4 +225,180 @@ TEST_CASE("bad input: one clear line on stderr and exit code 2", "[cli]") {
     require_one_line_error(run_cli("train --task timeseries --window 6 --steps 1 --save " + dir.file("no/such/dir/x.st") + series + kTiny, dir), "no/such/dir");
     REQUIRE(read_bytes(good) == bytes);
   }
+}
+
+namespace {
+
+// A charlm run of 12 steps on dir/text.txt, and its checkpoint's step.
+std::string resumable_run(const TempDir& dir) {
+  write_bytes(dir.file("text.txt"), small_text());
+  return "train --task charlm --context 8 --data " + dir.file("text.txt") +
+         " --steps 12 --warmup 3" + kTiny;
+}
+
+int64_t checkpoint_step(const std::string& path) {
+  return std::stoll(tg::load_safetensors(path).metadata.at("step"));
+}
+
+}  // namespace
+
+TEST_CASE("train --resume saves back to its checkpoint, and --resume X --save X is allowed",
+          "[cli][resume]") {
+  TempDir dir;
+  const std::string args = resumable_run(dir);
+  REQUIRE(run_cli(args + " --save " + dir.file("whole.st"), dir).exit_code == 0);
+  for (const std::string& save : {std::string(), " --save " + dir.file("half.st")}) {
+    INFO("save:" << save);
+    REQUIRE(run_cli(args + " --stop-after 5 --save " + dir.file("half.st"), dir).exit_code == 0);
+    const CliResult resumed =
+        run_cli("train --resume " + dir.file("half.st") + " --threads 1" + save, dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    REQUIRE_THAT(resumed.out, Catch::Contains("trained 7 steps (12/12)"));
+    REQUIRE(checkpoint_step(dir.file("half.st")) == 12);
+    REQUIRE(read_bytes(dir.file("half.st")) == read_bytes(dir.file("whole.st")));
+  }
+  // --save-every writes the file --resume saves back to.
+  REQUIRE(run_cli(args + " --stop-after 5 --save " + dir.file("half.st"), dir).exit_code == 0);
+  REQUIRE(run_cli("train --resume " + dir.file("half.st") + " --save-every 4", dir).exit_code == 0);
+  // Any other output is still not the --resume file, nor two outputs one file.
+  require_one_line_error(run_cli("train --resume " + dir.file("half.st") + " --log " +
+                                     dir.file("half.st"), dir), "is the --resume file");
+  require_one_line_error(run_cli("train --resume " + dir.file("half.st") + " --save " +
+                                     dir.file("x.st") + " --save-best " + dir.file("x.st"), dir),
+                         "two outputs cannot share a file");
+}
+
+TEST_CASE("train --resume of a finished run says so, without NaN, or trains on a higher --steps",
+          "[cli][resume]") {
+  TempDir dir;
+  const std::string args = resumable_run(dir), done = dir.file("done.st");
+  REQUIRE(run_cli(args + " --save " + done + " --log " + dir.file("log.csv"), dir).exit_code == 0);
+  const std::string trained = read_bytes(done), log = read_bytes(dir.file("log.csv"));
+  const CliResult again = run_cli("train --resume " + done + " --log " + dir.file("log.csv") +
+                                      " --json", dir);
+  INFO(again.err);
+  REQUIRE(again.exit_code == 0);
+  REQUIRE(lines_of(again.out).size() == 2);
+  REQUIRE(lines_of(again.out)[0] ==
+          done + " already finished step 12 of 12; nothing to train (raise --steps or --epochs to "
+                 "train more)");
+  const auto json = nlohmann::json::parse(lines_of(again.out)[1]);
+  REQUIRE(json["steps"] == 12);
+  REQUIRE(json["train_loss"].is_null());
+  REQUIRE(json["ms_per_step"].is_null());
+  REQUIRE(again.out.find("NaN") == std::string::npos);
+  REQUIRE(again.err.find("NaN") == std::string::npos);
+  REQUIRE(read_bytes(done) == trained);             // nothing rewritten
+  REQUIRE(read_bytes(dir.file("log.csv")) == log);  // nor the log emptied
+  // Another --save gets the finished checkpoint.
+  REQUIRE(run_cli("train --resume " + done + " --save " + dir.file("copy.st"), dir).exit_code == 0);
+  REQUIRE(checkpoint_step(dir.file("copy.st")) == 12);
+  // A higher --steps trains on.
+  const CliResult more = run_cli("train --resume " + done + " --steps 14", dir);
+  INFO(more.err);
+  REQUIRE(more.exit_code == 0);
+  REQUIRE_THAT(more.out, Catch::Contains("trained 2 steps (14/14): train loss "));
+  REQUIRE(more.out.find("NaN") == std::string::npos);
+  REQUIRE(checkpoint_step(done) == 14);
+}
+
+TEST_CASE("train --resume continues its --log: one header, the rows up to the checkpoint, then on",
+          "[cli][resume]") {
+  TempDir dir;
+  const std::string args = resumable_run(dir), log = dir.file("log.csv");
+  REQUIRE(run_cli(args + " --log " + dir.file("whole.csv"), dir).exit_code == 0);
+  const std::vector<std::string> whole = log_without_ms(dir.file("whole.csv"));
+  REQUIRE(whole.size() == 13);
+  REQUIRE(run_cli(args + " --stop-after 5 --save " + dir.file("half.st") + " --log " + log, dir)
+              .exit_code == 0);
+  REQUIRE(run_cli("train --resume " + dir.file("half.st") + " --save " + dir.file("end.st") +
+                      " --log " + log, dir).exit_code == 0);
+  REQUIRE(log_without_ms(log) == whole);
+  // A log that went past the checkpoint (a run killed after it) loses the rows after its step:
+  // the resumed run writes those steps again.
+  REQUIRE(run_cli(args + " --stop-after 5 --save " + dir.file("half.st") + " --log " + log, dir)
+              .exit_code == 0);
+  REQUIRE(run_cli("train --resume " + dir.file("half.st") + " --stop-after 3 --save " +
+                      dir.file("other.st") + " --log " + log, dir).exit_code == 0);
+  REQUIRE(log_without_ms(log).size() == 9);  // steps 1-8
+  REQUIRE(run_cli("train --resume " + dir.file("half.st") + " --save " + dir.file("end.st") +
+                      " --log " + log, dir).exit_code == 0);
+  REQUIRE(log_without_ms(log) == whole);
+  // A file that is not a log of this run's steps (here: no step 5 row) starts afresh.
+  write_bytes(log, "step,epoch,loss,lr,ms,val_loss,val_accuracy,loss_scale,skipped\n9,0,1,1,1,,,1,0\n");
+  REQUIRE(run_cli("train --resume " + dir.file("half.st") + " --save " + dir.file("end.st") +
+                      " --log " + log, dir).exit_code == 0);
+  std::vector<std::string> rest(whole.begin() + 6, whole.end());
+  rest.insert(rest.begin(), whole[0]);
+  REQUIRE(log_without_ms(log) == rest);
+}
+
+TEST_CASE("train checks every output's name and rename before reading the data",
+          "[cli][reliability]") {
+  TempDir dir;
+  // Data that fails to parse: an error about it would mean the outputs were checked too late.
+  write_bytes(dir.file("bad.csv"), "a,b\n1,x\n");
+  const std::string train = "train --task timeseries --window 1 --data " + dir.file("bad.csv");
+  const std::string long_name = std::string(300, 'n') + ".st";
+  for (const std::string flag : {"--save", "--save-best", "--save-init", "--profile-trace"}) {
+    INFO(flag);
+    require_one_line_error(run_cli(train + " " + flag + " " + dir.file(long_name), dir),
+                           flag + ": cannot write '" + dir.file(long_name) + "': its name is 303 "
+                           "bytes, more than the 255 a file name may have");
+  }
+  std::string deep = dir.path.string();  // the directory itself, named the long way
+  while (deep.size() < 4200) deep += "/.";
+  require_one_line_error(run_cli(train + " --save " + deep + "/ck.st", dir), "more than the 4095");
+}
+
+TEST_CASE("train refuses, before training, a --save a sticky directory would not let it replace",
+          "[cli][reliability]") {
+  // Needs two users: root makes a file of another user in a sticky directory, and tapegrad runs
+  // as `nobody` (setpriv), to whom the rename at the end would be refused (EPERM).
+  TempDir dir;
+  const bool can_switch_user =
+      geteuid() == 0 &&
+      std::system(("setpriv --reuid=65534 --regid=65534 --clear-groups test -x '" +
+                   std::string(TAPEGRAD_BIN) + "' 2>/dev/null").c_str()) == 0;
+  if (skip_unless(can_switch_user, "needs root and setpriv, and the binary runnable by nobody")) {
+    return;
+  }
+  fs::permissions(dir.path, fs::perms::all, fs::perm_options::replace);
+  write_bytes(dir.file("text.txt"), small_text());
+  fs::create_directory(dir.file("sticky"));
+  REQUIRE(::chmod(dir.file("sticky").c_str(), 01777) == 0);
+  const std::string theirs = dir.file("sticky/ck.st");
+  write_bytes(theirs, "another user's file");
+  REQUIRE(::chmod(theirs.c_str(), 0666) == 0);  // writable by all: only the sticky bit refuses
+  REQUIRE(::chown(theirs.c_str(), 4242, 4242) == 0);
+  const CliResult run = run_cli("train --task charlm --context 8 --steps 2 --data " +
+                                    dir.file("text.txt") + kTiny + " --save " + theirs, dir,
+                                "setpriv --reuid=65534 --regid=65534 --clear-groups");
+  require_one_line_error(run, "--save: cannot replace '" + theirs + "': it belongs to another "
+                              "user (uid 4242) and its directory is sticky (mode 1777)");
+  REQUIRE(read_bytes(theirs) == "another user's file");
+}
+
+TEST_CASE("train: a diagnostic output failing mid-run stops after the step, --save written first",
+          "[cli][reliability]") {
+  TempDir dir;
+  write_bytes(dir.file("text.txt"), small_text());
+  const std::string ck = dir.file("ck.st"), stats = dir.file("grads.csv");
+  // Files of at most 64 KiB (a write past it fails with EFBIG): the checkpoint fits, the
+  // --grad-stats rows of every step outgrow it after some steps.
+  const CliResult run = run_cli("train --task charlm --context 8 --steps 400 --optimizer sgd --data " +
+                                    dir.file("text.txt") + kTiny + " --grad-stats " + stats +
+                                    " --grad-stats-every 1 --save " + ck, dir,
+                                "trap '' XFSZ; ulimit -f 64;");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 2);
+  const std::string last = lines_of(run.err).back();
+  REQUIRE_THAT(last, Catch::StartsWith("tapegrad train: error: --grad-stats: writing '" + stats +
+                                       "' failed: File too large; stopped after step "));
+  const int64_t step = std::stoll(last.substr(last.find("stopped after step ") + 19));
+  REQUIRE(step < 400);
+  REQUIRE_THAT(last, Catch::EndsWith(" of 400; saved " + ck +
+                                     " (continue with: tapegrad train --resume " + ck + ")"));
+  REQUIRE(checkpoint_step(ck) == step);
 }

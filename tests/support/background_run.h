@@ -24,7 +24,7 @@ struct BackgroundRun {
 };
 
 // Starts `sh -c "exec COMMAND 2> ERR"` (COMMAND redirects its stdout itself, if it wants), with
-// SIGINT and SIGTERM at their default actions and no signal blocked, whatever this process has
+// SIGINT, SIGTERM and SIGHUP at their default actions and no signal blocked, whatever this process has
 // (a test run in a shell's background ignores SIGINT).
 inline BackgroundRun start_background(const std::string& command, const std::string& err) {
   BackgroundRun run{.pid = -1, .err = err};
@@ -35,6 +35,7 @@ inline BackgroundRun start_background(const std::string& command, const std::str
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGINT);
   sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGHUP);
   sigemptyset(&none);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
   posix_spawnattr_setsigmask(&attributes, &none);
