@@ -98,15 +98,28 @@ void MultiHeadAttention::register_relative_positions(DType dtype) {
 
 namespace {
 
-// Linformer and Performer take a key padding mask [B, Sk]: the [B, 1, 1, Sk] (or [B, Sk]) mask of
-// a padded batch. Any other mask has no meaning for them: one error.
-Tensor key_padding_of(const Tensor& mask, int64_t batch, int64_t sk, const char* kind) {
+// Linformer, Performer and Reformer take a key padding mask [B, Sk]. A mask means what it means on
+// the main path: bool, true = may attend, broadcast against [B, heads, Sq, Sk] from the right (so a
+// 2-D mask is [Sq, Sk], never [B, Sk]). It is a key padding mask when it varies by batch row and
+// key only: [B or 1, 1, 1, Sk] once right-aligned to 4 dims. Any other mask (by query, e.g. causal
+// [Sq, Sk], or by head) is one error: these kinds form no [Sq, Sk] scores to mask.
+Tensor key_padding_of(const Tensor& mask, int64_t batch, int64_t heads, int64_t sq, int64_t sk,
+                      const char* kind) {
   if (!mask.defined()) return Tensor();
-  const Shape& shape = mask.shape();
-  const bool padding = (mask.dim() == 4 && shape[1] == 1 && shape[2] == 1) || mask.dim() == 2;
-  TG_CHECK(padding && shape[0] == batch && shape.back() == sk, "MultiHeadAttention (", kind,
-           "): only a key padding mask [B, 1, 1, Sk] is supported, got ", shape_str(shape));
-  return mask.contiguous().view({batch, sk});
+  TG_CHECK(mask.dim() >= 1 && mask.dim() <= 4, "MultiHeadAttention (", kind, "): a mask ",
+           shape_str(mask.shape()), " does not broadcast to [B, heads, Sq, Sk] = [", batch, ", ",
+           heads, ", ", sq, ", ", sk, "]");
+  Shape aligned(4 - mask.dim(), 1);  // the shape right-aligned to 4 dims, as broadcasting reads it
+  aligned.insert(aligned.end(), mask.shape().begin(), mask.shape().end());
+  const bool per_batch_and_key = (aligned[0] == batch || aligned[0] == 1) && aligned[1] == 1 &&
+                                 aligned[2] == 1 && aligned[3] == sk;
+  TG_CHECK(per_batch_and_key, "MultiHeadAttention (", kind, "): only a key padding mask [B, 1, 1, "
+           "Sk] (or [1, Sk] for every batch row) can be honoured, got ", shape_str(mask.shape()),
+           " for [B, heads, Sq, Sk] = [", batch, ", ", heads, ", ", sq, ", ", sk, "]: ", kind,
+           " forms no [Sq, Sk] scores that a mask by query or head could mask");
+  TG_CHECK(mask.dtype() == DType::b8, "MultiHeadAttention (", kind, "): the mask must be bool "
+           "(true = may attend), got ", dtype_name(mask.dtype()));
+  return mask.reshape({aligned[0], sk}).expand({batch, sk}).contiguous();
 }
 
 // query [B, Sq, hidden], key and value [B, Sk, hidden], or one error naming all three shapes.
@@ -220,7 +233,7 @@ Tensor MultiHeadAttention::approximate_attention(const Tensor& q, const Tensor& 
            dropout_p, " cannot be applied in training: FAVOR+ never forms the [Sq, Sk] attention "
            "weights that dropout drops (use dropout 0 with performer attention)");
   const char* kind = linformer ? "linformer" : reformer ? "reformer" : "performer";
-  const Tensor padding = key_padding_of(head_mask, q.size(0), v.size(2), kind);
+  const Tensor padding = key_padding_of(head_mask, q.size(0), heads, q.size(2), v.size(2), kind);
   if (reformer) return reformer_attention(q, v, random_rotations, padding, is_causal, dropout_p);
   return linformer ? linformer_attention(q, k, v, proj_k, proj_v, padding, is_causal, dropout_p)
                    : performer_attention(q, k, v, projection_matrix, padding, is_causal);

@@ -21,17 +21,19 @@ Tensor performer_implied_weights(const Tensor& q, const Tensor& k, const Tensor&
            "performer_implied_weights: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()),
            ", projection ", shape_str(projection.shape()),
            " do not fit q [.., Sq, d], k [.., Sk, d], projection [M, d]");
-  // The shifts performer_attention takes (one a query, one a head for its keys) keep exp in
-  // range and cancel in the ratio below, as 1 / sqrt(M) does.
-  const Tensor query_logs = performer_log_features(q, projection);  // [.., Sq, M]
-  const Tensor key_logs = performer_log_features(k, projection);    // [.., Sk, M]
-  const Tensor query_features = exp(query_logs - max(query_logs, -1, true).values);
-  const Tensor key_shift = max(max(key_logs, -1, true).values, -2, true).values;
-  const Tensor key_features = exp(key_logs - key_shift);
-  Tensor kernel = matmul(query_features, key_features.transpose(-1, -2));  // phi(q_i) . phi(k_j)
+  // The shifts performer_attention takes (one a query, one a head for its keys; causal: the
+  // kernel's own, which read no later key) keep exp in range and cancel in the ratio below, as
+  // 1 / sqrt(M) does.
+  Tensor kernel;  // phi(q_i) . phi(k_j), each row scaled by its own constant
   if (is_causal) {
-    kernel = where(causal_mask(q.size(-2), k.size(-2), q.device()), kernel,
-                   scalar(0.0, kernel.dtype(), kernel.device()));
+    kernel = performer_causal_kernel(q, k, projection);
+  } else {
+    const Tensor query_logs = performer_log_features(q, projection);  // [.., Sq, M]
+    const Tensor key_logs = performer_log_features(k, projection);    // [.., Sk, M]
+    const Tensor query_features = exp(query_logs - max(query_logs, -1, true).values);
+    const Tensor key_shift = max(max(key_logs, -1, true).values, -2, true).values;
+    const Tensor key_features = exp(key_logs - key_shift);
+    kernel = matmul(query_features, key_features.transpose(-1, -2));
   }
   const Tensor row_sums = sum(kernel, {-1}, true);
   // A row without mass stays zero (divided by 1), as performer_attention's 0 / 0.

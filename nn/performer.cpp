@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <tuple>
 #include <vector>
 
 #include "tapegrad/autograd/autocast.h"
@@ -75,11 +76,91 @@ void check_performer_shapes(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 }
 
+
+// -inf of x's dtype on x's device: the log of a feature that is 0.
+Tensor minus_infinity(const Tensor& x) {
+  return scalar(-std::numeric_limits<double>::infinity(), x.dtype(), x.device());
+}
+
+// Non-causal FAVOR+, in O(S M dv): (numerator [B, H, Sq, dv], denominator [B, H, Sq, 1]).
+// Every query sees every real key, so the keys share one shift, detached: the maximum over all
+// real keys and features of the head (one constant for the whole head cancels in the ratio; a
+// per-key shift would weight the keys differently and would not).
+std::pair<Tensor, Tensor> all_key_sums(const Tensor& query_features, const Tensor& key_logs,
+                                       const Tensor& v, const Tensor& real,
+                                       double inv_sqrt_features) {
+  const Tensor minus_inf = minus_infinity(key_logs);
+  const Tensor visible_logs =
+      real.defined() ? where(real, key_logs.detach(), minus_inf) : key_logs.detach();
+  const Tensor key_shift =
+      max(max(visible_logs, -1, true).values, -2, true).values;  // [B, H, 1, 1]
+  Tensor logs = key_logs - key_shift;
+  // Padded keys: log phi = -inf, so phi = 0 and exp's backward gives them gradient 0 (never NaN).
+  if (real.defined()) logs = where(real, logs, minus_inf);
+  const Tensor key_features = exp(logs) * inv_sqrt_features;  // phi(k), [B, H, Sk, M]
+  const Tensor key_values =
+      matmul(key_features.transpose(-1, -2), v);         // sum_j phi(k_j) v_j^T, [M, dv]
+  const Tensor key_sum = sum(key_features, {-2}, true);  // sum_j phi(k_j), [1, M]
+  return {matmul(query_features, key_values),
+          matmul(query_features, key_sum.transpose(-1, -2))};
+}
+
+// Causal FAVOR+: the weights of the keys j <= i only, each row scaled by its own constant. No cumsum op: the prefix
+// sums go through the masked [Sq, Sk] matrix A_ij = phi(q_i) . phi(k_j), O(S^2 M), but exact.
+// Nothing a query computes may read a later key, so no shift may be taken over all the keys (a
+// later key with large features would underflow the earlier ones to 0). Each key is shifted by its
+// own maximum c_j instead, and row i is scaled back by e^(c_j - m_i), m_i = max over the real keys
+// j <= i of c_j:
+//   A_ij e^-(m_i + s_i) = phi~(q_i) . phi~(k_j) e^(c_j - m_i)      (s_i: the query's own shift)
+// One factor e^-(m_i + s_i) per row, which cancels in the ratio, and c_j <= m_i, so the scale is
+// at most 1 and never overflows. The shifts are detached, as for the queries. Returns the
+// [.., Sq, Sk] matrix, 0 above the diagonal and at padded keys.
+Tensor causal_kernel(const Tensor& query_features, const Tensor& key_logs, const Tensor& real,
+                     double inv_sqrt_features) {
+  Tensor key_shift = max(key_logs.detach(), -1, true).values;  // c_j, [B, H, Sk, 1]
+  Tensor logs = key_logs - key_shift;
+  if (real.defined()) {  // a padded key has phi = 0 and sets no row's maximum
+    logs = where(real, logs, minus_infinity(logs));
+    key_shift = where(real, key_shift, minus_infinity(key_shift));
+  }
+  const Tensor key_features = exp(logs) * inv_sqrt_features;  // phi~(k), [B, H, Sk, M]
+
+  const Device device = key_logs.device();
+  const Tensor visible = causal_mask(query_features.size(-2), key_logs.size(-2), device);
+  const Tensor shifts = key_shift.transpose(-1, -2);  // [B, H, 1, Sk]
+  const Tensor minus_inf = minus_infinity(shifts);
+  const Tensor row_max = max(where(visible, shifts, minus_inf), -1, true).values;  // m_i
+  // A row with no real key yet has m_i = -inf: subtract 0 there, so that e^(-inf - 0) = 0 and not
+  // e^(-inf + inf) = NaN. The invisible entries become -inf before exp, whatever they held.
+  const Tensor zero = scalar(0.0, row_max.dtype(), device);
+  const Tensor row_shift = where(equal(row_max, minus_inf).to(DType::b8), zero, row_max);
+  const Tensor scale = exp(where(visible, shifts - row_shift, minus_inf));  // e^(c_j - m_i)
+
+  const Tensor products = matmul(query_features, key_features.transpose(-1, -2));  // [.., Sq, Sk]
+  return where(visible, products * scale.to(products.dtype()),
+               scalar(0.0, products.dtype(), device));
+}
+
+// phi(q) shifted by each query's own maximum (detached): one constant per query, which scales
+// that query's numerator and denominator alike, so it cancels in the ratio (its true gradient is
+// zero and detaching loses nothing).
+Tensor query_features_of(const Tensor& q, const Tensor& projection) {
+  const Tensor query_logs = performer_log_features(q, projection);  // [.., Sq, M]
+  const Tensor query_shift = max(query_logs.detach(), -1, true).values;
+  return exp(query_logs - query_shift) / std::sqrt(static_cast<double>(projection.size(0)));
+}
+
 }  // namespace
 
 Tensor performer_log_features(const Tensor& x, const Tensor& projection) {
   const Tensor scaled = x * std::pow(static_cast<double>(x.size(-1)), -0.25);
   return matmul(scaled, projection.transpose(0, 1)) - sum(scaled * scaled, {-1}, true) * 0.5;
+}
+
+Tensor performer_causal_kernel(const Tensor& q, const Tensor& k, const Tensor& projection) {
+  const double inv_sqrt_features = 1.0 / std::sqrt(static_cast<double>(projection.size(0)));
+  return causal_kernel(query_features_of(q, projection), performer_log_features(k, projection),
+                       Tensor(), inv_sqrt_features);
 }
 
 Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DType dtype) {
@@ -119,45 +200,25 @@ Tensor performer_attention(const Tensor& query, const Tensor& key, const Tensor&
   const Tensor q = autocast_to_half(query), k = autocast_to_half(key), v = autocast_to_half(value);
   const Tensor projection = autocast_to_half(projection_matrix);
   check_performer_shapes(q, k, v, projection, key_padding);
+  // No query, or no key to see: the output is empty, or every query sees no key and gets 0 (as
+  // softmax attention over no key does). Returned before any maximum over an empty dimension.
+  if (q.size(2) == 0 || k.size(2) == 0) {
+    return zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype(), q.device());
+  }
   const double inv_sqrt_features = 1.0 / std::sqrt(static_cast<double>(projection.size(0)));
-  const Tensor minus_inf = scalar(-std::numeric_limits<double>::infinity(), q.dtype(), q.device());
 
-  // Stabilizers: shifts of the log-features, detached. A query's features are shifted by their own
-  // row maximum (one constant per query: it scales that query's numerator and denominator alike);
-  // the keys by one maximum over all real keys and features of the head (a per-key shift would
-  // weight the keys differently and would not cancel). The output does not depend on either shift,
-  // so its true gradient through them is zero and detaching loses nothing.
-  const Tensor query_logs = performer_log_features(q, projection);  // [B, H, Sq, M]
-  const Tensor query_shift = max(query_logs.detach(), -1, true).values;
-  const Tensor query_features = exp(query_logs - query_shift) * inv_sqrt_features;  // phi(q)
-
-  Tensor key_logs = performer_log_features(k, projection);  // [B, H, Sk, M]
-  Tensor real;                                    // [B, 1, Sk, 1], true = a real key
+  const Tensor query_features = query_features_of(q, projection);  // phi(q), [B, H, Sq, M]
+  const Tensor key_logs = performer_log_features(k, projection);    // [B, H, Sk, M]
+  Tensor real;  // [B, 1, Sk, 1], true = a real key
   if (key_padding.defined()) real = key_padding.reshape({k.size(0), 1, k.size(2), 1});
-  const Tensor visible_logs =
-      real.defined() ? where(real, key_logs.detach(), minus_inf) : key_logs.detach();
-  const Tensor key_shift =
-      max(max(visible_logs, -1, true).values, -2, true).values;  // [B, H, 1, 1]
-  key_logs = key_logs - key_shift;
-  // Padded keys: log phi = -inf, so phi = 0 and exp's backward gives them gradient 0 (never NaN).
-  if (real.defined()) key_logs = where(real, key_logs, minus_inf);
-  const Tensor key_features = exp(key_logs) * inv_sqrt_features;  // phi(k), [B, H, Sk, M]
-
   Tensor numerator, denominator;  // [B, H, Sq, dv], [B, H, Sq, 1]
   if (is_causal) {
-    // No cumsum op: the prefix sums over j <= i go through the masked [Sq, Sk] matrix
-    // A_ij = phi(q_i) . phi(k_j), O(S^2 M) instead of O(S M d), but exact.
-    Tensor weights = matmul(query_features, key_features.transpose(-1, -2));
-    weights = where(causal_mask(q.size(2), k.size(2), q.device()), weights,
-                    scalar(0.0, q.dtype(), q.device()));
+    const Tensor weights = causal_kernel(query_features, key_logs, real, inv_sqrt_features);
     numerator = matmul(weights, v);          // sum_{j<=i} A_ij v_j
     denominator = sum(weights, {-1}, true);  // sum_{j<=i} A_ij
   } else {
-    const Tensor key_values =
-        matmul(key_features.transpose(-1, -2), v);         // sum_j phi(k_j) v_j^T, [M, dv]
-    const Tensor key_sum = sum(key_features, {-2}, true);  // sum_j phi(k_j), [1, M]
-    numerator = matmul(query_features, key_values);
-    denominator = matmul(query_features, key_sum.transpose(-1, -2));
+    std::tie(numerator, denominator) =
+        all_key_sums(query_features, key_logs, v, real, inv_sqrt_features);
   }
   // A query that sees no real key has 0 / 0: it gets 0 (as softmax attention over no key), by
   // dividing by 1 there instead (equal is a constant to the tape).

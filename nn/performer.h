@@ -19,12 +19,20 @@ Tensor performer_features(int64_t features, int64_t head_dim, uint64_t seed, DTy
 // projection [M, d] -> [.., S, M] (the exponents of the features, before any shift).
 Tensor performer_log_features(const Tensor& x, const Tensor& projection);
 
+// Causal FAVOR+'s [.., Sq, Sk] matrix of phi(q_i) . phi(k_j) for j <= i (0 above the diagonal),
+// each row scaled by a constant of its own that cancels in a ratio of row sums and that no later
+// key sets: what causal performer_attention multiplies v by, before dividing by the row sums.
+// q [.., Sq, d], k [.., Sk, d], projection [M, d], Sq and Sk >= 1.
+Tensor performer_causal_kernel(const Tensor& q, const Tensor& k, const Tensor& projection);
+
 // q [B, H, Sq, d], k [B, H, Sk, d], v [B, H, Sk, dv], projection [M, d]. key_padding: bool
 // [B, Sk] (true = a real key) or undefined; padded keys get phi = 0, and a query that sees no real
 // key gets 0. is_causal: out_i sums over j <= i only, through the masked [Sq, Sk] matrix
 // phi(q) phi(k)^T (O(S^2 M): there is no cumsum op). The log-features are shifted before exp by
-// detached maxima: per query, and one per head for all its keys, so the shifts cancel in the
-// ratio. Returns [B, H, Sq, dv]. Under autocast q, k, v and projection are first cast to the
+// detached maxima that cancel in the ratio: per query; for the keys one per head (non-causal), or
+// in causal mode one per key, scaled back per row by the largest shift among the keys j <= i, so
+// that nothing out_i computes reads a later key. Sq = 0 gives an empty output, Sk = 0 zeros.
+// Returns [B, H, Sq, dv]. Under autocast q, k, v and projection are first cast to the
 // autocast dtype (an f32 projection with half q, k, v is what a module gives there).
 Tensor performer_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& projection, const Tensor& key_padding, bool is_causal);

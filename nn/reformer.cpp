@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace {
 
 constexpr double kReformerSelfScore = -1e5;    // a query's own position: wins only when alone
 constexpr double kReformerMaskedScore = -1e9;  // a later key (causal), a padded key, a pad slot
+// Rotation columns hashed at once: beyond them the hash goes a block at a time, so its memory is
+// bounded by the sequence (times this), whatever the number of buckets.
+constexpr int64_t kHashColumnsAtOnce = 64;
 
 // Normal number `index` of the stream Philox(seed) at offset 0: Box-Muller on uniforms 2i and
 // 2i + 1, as tg::randn; 1 - u keeps the logarithm finite. The global generator is not touched.
@@ -39,6 +43,7 @@ struct LshLayout {
   Tensor unsort;     // i64 [items, rounds, seq]: the slot of each position, per round
   Tensor positions;  // f32 [items, rounds, chunks, chunk]: `order` as numbers, for the masks
   Tensor visible;    // f32 [items, rounds, chunks, chunk]: 1 for a real key in a real slot, else 0
+  Tensor group;      // causal only: f32 [items, rounds, chunks, chunk], the slot's bucket (-1: pad)
 };
 
 // Sorts positions by (bucket, position) per round (argsort is stable: within a bucket positions
@@ -73,6 +78,76 @@ LshLayout sort_into_chunks(const Tensor& buckets, const Tensor& key_real, int64_
   if (key_real.defined()) {  // a padded key stays masked wherever the sort takes it
     layout.visible = gather(key_real, 1, layout.order).view(chunked) * real_slot;
   }
+  return layout;
+}
+
+// The causal layout. Nothing a query computes may depend on a later position, so the chunks
+// cannot follow the global sorted order: how many positions sort before a query (later ones too)
+// would move its chunk's boundaries, and with them the keys it sees. Instead each bucket's run of
+// positions is cut into chunks of its own (its last chunk padded with masked slots), and a query
+// sees only keys of its own bucket (`group`): those of its chunk and of the bucket's chunk before
+// it, at positions up to its own. Its rank within its bucket counts earlier positions only, so its
+// candidates depend on positions up to its own alone. The slot count depends on the buckets (at
+// most S + occupied buckets x (C - 1), so O(S)), hence the layout is built on the host, as plain
+// indices, and moved to the buckets' device. buckets i64 [items, rounds, seq]; key_real f32
+// [items, seq] or undefined.
+LshLayout sort_into_bucket_chunks(const Tensor& buckets, const Tensor& key_real, int64_t chunk) {
+  LshLayout layout;
+  layout.items = buckets.size(0);
+  layout.rounds = buckets.size(1);
+  layout.seq = buckets.size(2);
+  layout.chunk = chunk;
+  const int64_t seq = layout.seq, lines = layout.items * layout.rounds;  // a line: item and round
+  const std::vector<int64_t> bucket = buckets.contiguous().to_host_i64();
+  const std::vector<double> real =
+      key_real.defined() ? key_real.contiguous().to_host_f64() : std::vector<double>();
+  const auto round_up = [chunk](int64_t n) { return (n + chunk - 1) / chunk * chunk; };
+
+  // Per line: each position's slot and its bucket's ordinal (positions sorted by bucket, stable).
+  std::vector<int64_t> slot_of(lines * seq), group_of(lines * seq), sorted(seq);
+  int64_t slots = chunk;
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t* line_bucket = &bucket[line * seq];
+    std::iota(sorted.begin(), sorted.end(), int64_t{0});
+    std::stable_sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) {
+      return line_bucket[a] < line_bucket[b];
+    });
+    int64_t next = 0, group = -1;
+    for (int64_t k = 0; k < seq; ++k) {
+      const int64_t position = sorted[k];
+      if (k == 0 || line_bucket[position] != line_bucket[sorted[k - 1]]) {
+        next = round_up(next);  // a new bucket starts a new chunk
+        ++group;
+      }
+      slot_of[line * seq + position] = next++;
+      group_of[line * seq + position] = group;
+    }
+    slots = std::max(slots, round_up(next));
+  }
+  layout.slots = slots;
+  layout.chunks = slots / chunk;
+
+  std::vector<int64_t> order(lines * slots, 0), unsort(lines * seq);
+  std::vector<double> positions(lines * slots, 0.0), visible(lines * slots, 0.0),
+      group(lines * slots, -1.0);
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t item = line / layout.rounds;
+    for (int64_t position = 0; position < seq; ++position) {
+      const int64_t slot = line * slots + slot_of[line * seq + position];
+      order[slot] = position;
+      positions[slot] = static_cast<double>(position);
+      visible[slot] = real.empty() ? 1.0 : real[item * seq + position];
+      group[slot] = static_cast<double>(group_of[line * seq + position]);
+      unsort[line * seq + position] = slot_of[line * seq + position];
+    }
+  }
+  const Device device = buckets.device();
+  const Shape chunked{layout.items, layout.rounds, layout.chunks, chunk};
+  layout.order = from_indices(order, {layout.items, layout.rounds * slots}, device);
+  layout.unsort = from_indices(unsort, {layout.items, layout.rounds, seq}, device);
+  layout.positions = from_values(positions, chunked, DType::f32, device);
+  layout.visible = from_values(visible, chunked, DType::f32, device);
+  layout.group = from_values(group, chunked, DType::f32, device);
   return layout;
 }
 
@@ -114,6 +189,11 @@ Tensor masked_chunk_scores(const Tensor& queries, const Tensor& window_keys,
     const Tensor zero = scalar(0.0, DType::f32, scores.device());
     const Tensor earlier = equal(relu(key_position - query_position), zero).to(DType::b8);
     scores = where(earlier, scores, masked_score);
+  }
+  if (layout.group.defined()) {  // the causal layout: keys of the query's own bucket only
+    const Tensor query_group = layout.group.unsqueeze(-1);
+    const Tensor key_group = with_previous_chunk(layout.group.unsqueeze(-1)).transpose(-1, -2);
+    scores = where(equal(query_group, key_group).to(DType::b8), scores, masked_score);
   }
   const Tensor key_visible = with_previous_chunk(layout.visible.unsqueeze(-1)).transpose(-1, -2);
   return where(key_visible.to(DType::b8), scores, masked_score);
@@ -216,8 +296,37 @@ Tensor reformer_buckets(const Tensor& keys, const Tensor& rotations) {
            " and rotations ", rotations.defined() ? shape_str(rotations.shape()) : "undefined",
            " do not fit keys [.., S, d], rotations [R, d, B/2]");
   NoGrad no_grad;  // the hash is a constant to the tape
-  const Tensor rotated = matmul(keys.detach().unsqueeze(-3), rotations.detach().to(keys.dtype()));
-  return max(cat({rotated, -rotated}, -1), -1).indices;  // [.., R, S]
+  const Tensor points = keys.detach().unsqueeze(-3);  // [.., 1, S, d]
+  const int64_t half = rotations.size(2);
+  if (half <= kHashColumnsAtOnce) {
+    const Tensor rotated = matmul(points, rotations.detach().to(keys.dtype()));
+    return max(cat({rotated, -rotated}, -1), -1).indices;  // [.., R, S]
+  }
+  // Many buckets: the columns of [x W ; -x W] a block at a time, keeping each position's best so
+  // far, so that memory is O(S R) and not O(S R B). The blocks go in column order (all of x W,
+  // then -x W) and a later block wins only where it is strictly larger: the first maximum, as
+  // above. The running best index is kept in f64 (exact below 2^53), where's dtype.
+  Tensor best_value, best_index;
+  for (const double sign : {1.0, -1.0}) {
+    for (int64_t first = 0; first < half; first += kHashColumnsAtOnce) {
+      const int64_t width = std::min(kHashColumnsAtOnce, half - first);
+      const Tensor columns = rotations.detach().narrow(2, first, width).to(keys.dtype());
+      const MaxResult block = max(matmul(points, columns) * sign, -1, true);  // [.., R, S, 1]
+      const double offset = static_cast<double>(first + (sign < 0 ? half : 0));
+      const Tensor index = block.indices.to(DType::f64) + offset;
+      if (!best_value.defined()) {
+        best_value = block.values;
+        best_index = index;
+        continue;
+      }
+      // max over [best, block] picks index 0 (the earlier) on a tie: 1 only where strictly larger
+      const Tensor later_wins =
+          max(cat({best_value, block.values}, -1), -1, true).indices.to(DType::b8);
+      best_value = where(later_wins, block.values, best_value);
+      best_index = where(later_wins, index, best_index);
+    }
+  }
+  return best_index.squeeze(-1).to(DType::i64);
 }
 
 Tensor lsh_attention(const Tensor& q, const Tensor& v, const Tensor& buckets,
@@ -227,9 +336,12 @@ Tensor lsh_attention(const Tensor& q, const Tensor& v, const Tensor& buckets,
   TG_CHECK(dropout_p >= 0 && dropout_p < 1, "lsh_attention: dropout_p must be in [0, 1), got ",
            dropout_p);
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), items = batch * heads;
-  const LshLayout layout =
-      sort_into_chunks(buckets.reshape({items, buckets.size(2), seq}),
-                       key_real_per_head(key_padding, heads), std::min(chunk_length, seq));
+  if (seq == 0) return zeros({batch, heads, 0, v.size(-1)}, v.dtype(), v.device());  // no query
+  const Tensor line_buckets = buckets.reshape({items, buckets.size(2), seq});
+  const Tensor key_real = key_real_per_head(key_padding, heads);
+  const int64_t chunk = std::min(chunk_length, seq);
+  const LshLayout layout = is_causal ? sort_into_bucket_chunks(line_buckets, key_real, chunk)
+                                     : sort_into_chunks(line_buckets, key_real, chunk);
   const auto [sorted_outputs, sorted_lse] =
       attend_in_chunks(q.reshape({items, seq, q.size(-1)}), v.reshape({items, seq, v.size(-1)}),
                        layout, is_causal, dropout_p);
@@ -246,6 +358,11 @@ Tensor reformer_attention(const Tensor& q, const Tensor& v, const Tensor& rotati
            "reformer_attention: q ", q.defined() ? shape_str(q.shape()) : "undefined",
            " and rotations ", rotations.defined() ? shape_str(rotations.shape()) : "undefined",
            " do not fit q [B, H, S, d], rotations [R, d, B/2]");
+  if (q.size(2) == 0) {  // an empty sequence: an empty output, as lsh_attention gives it
+    return lsh_attention(q, v, zeros({q.size(0), q.size(1), rotations.size(0), 0}, DType::i64,
+                                     q.device()),
+                         key_padding, is_causal, std::max<int64_t>(chunk_length, 1), dropout_p);
+  }
   const int64_t chunk =
       chunk_length > 0 ? chunk_length : reformer_chunk_length(q.size(2), 2 * rotations.size(2));
   // The hash of q is that of its key q / |q|: a positive scale does not move the argmax.

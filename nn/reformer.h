@@ -7,6 +7,8 @@
 // -inf; masked keys -1e9). Each round gives o_r and its log-sum-exp z_r per query; the rounds
 // combine as o = sum_r softmax_r(z_r) o_r, which is softmax attention over all the rounds'
 // candidates together (a key two rounds bring counts twice, as in the Trax and Hugging Face code).
+// Causal attention cuts each bucket's run into chunks of its own and sees keys of the own bucket
+// only, so that what a query sees never depends on later positions (docs/attention.md).
 // Cost: O(S R C d) for the attention, O(S R B d) for the hash; docs/attention.md walks through it.
 // MultiHeadAttention owns random_rotations [R, d, B/2], a buffer drawn from the spec's seed; a
 // reformer has no k_proj (its keys are its queries).
@@ -32,13 +34,16 @@ Tensor reformer_rotations(int64_t rounds, int64_t head_dim, int64_t buckets, uin
 Tensor reformer_keys(const Tensor& q);
 
 // The hash (untaped, no gradient): keys [.., S, d], rotations [R, d, B/2] ->
-// i64 buckets [.., R, S], bucket = argmax over [keys W_r ; -keys W_r] (first maximum on a tie).
+// i64 buckets [.., R, S], bucket = argmax over [keys W_r ; -keys W_r] (first maximum on a tie),
+// taken 64 columns of W_r at a time when there are more, so memory is O(S R) for any B.
 // The queries hash as their keys do: a positive scale does not move the argmax.
 Tensor reformer_buckets(const Tensor& keys, const Tensor& rotations);
 
 // LSH attention with the buckets given: q and v [B, H, S, d] (shared QK: keys come from q),
 // buckets i64 [B, H, R, S] in [0, number of buckets). key_padding: bool [B, S] (true = a real
-// key) or undefined. is_causal: a query sees keys at positions <= its own (original positions).
+// key) or undefined. is_causal: a query sees keys at positions <= its own (original positions)
+// in its own bucket, chunked per bucket (their chunks and candidates depend on no later position).
+// S = 0 gives an empty output.
 // chunk_length >= 1 (the last chunk of a round is padded with masked slots). dropout_p applies to
 // each round's chunk weights. Returns [B, H, S, dv]. Differentiable in q and v; the buckets are
 // constants (they are piecewise constant in q, so this is also reformer_attention's gradient).

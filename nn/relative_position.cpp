@@ -72,17 +72,26 @@ Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk,
            table.defined() ? shape_str(table.shape()) : std::string("undefined"),
            " [2k + 1, d] (k >= 1) do not fit, for Sk ", sk, " (query offset ", query_offset,
            " in [0, 2^40])");
-  const int64_t width = table.size(0), clip = (width - 1) / 2, sq = q.size(-2);
+  const int64_t clip = (table.size(0) - 1) / 2, sq = q.size(-2);
   const int64_t rows = numel(q.shape()) / std::max<int64_t>(q.size(-1), 1);  // one per query
   TG_CHECK(sk <= (int64_t{1} << 31) / std::max<int64_t>(rows, 1), "shaw_relative_logits: ", rows,
            " query rows x Sk ", sk, " is more than 2^31 scores");
-  const Tensor per_distance = matmul(q, table.transpose(0, 1));  // [..., Sq, 2k + 1]
-  // Row r of per_distance (query i = r mod Sq) gives key j its column clip(j - i, -k, k) + k.
+  // Only the distances that occur, j - i for i in [offset, offset + Sq), j in [0, Sk), clipped to
+  // [-k, k]: at most Sq + Sk - 1 rows of the table, however large k is. Multiplying by all 2k + 1
+  // rows would make the cost and memory grow with k (and a large clip with a short context would
+  // pay for rows no pair reads). The narrow's backward puts their gradient into the table's rows.
+  const int64_t last_query = query_offset + std::max<int64_t>(sq - 1, 0);
+  const int64_t nearest = std::clamp<int64_t>(-last_query, -clip, clip);
+  const int64_t farthest = std::clamp<int64_t>(sk - 1 - query_offset, -clip, clip);
+  const int64_t width = farthest - nearest + 1;
+  const Tensor used_rows = table.narrow(0, nearest + clip, width);  // distances nearest..farthest
+  const Tensor per_distance = matmul(q, used_rows.transpose(0, 1));  // [..., Sq, width]
+  // Row r of per_distance (query i = r mod Sq) gives key j its column clip(j - i, -k, k) - nearest.
   std::vector<int64_t> picks(rows * sk);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = r % sq + query_offset;
     for (int64_t j = 0; j < sk; ++j) {
-      picks[r * sk + j] = r * width + std::clamp(j - i, -clip, clip) + clip;
+      picks[r * sk + j] = r * width + std::clamp(j - i, -clip, clip) - nearest;
     }
   }
   Shape out_shape = q.shape();

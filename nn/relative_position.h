@@ -36,8 +36,9 @@ Tensor t5_relative_bias(const Tensor& table, int64_t sq, int64_t sk, bool bidire
                         int64_t max_distance, int64_t query_offset = 0);
 
 // Shaw's relative term of the scores, q_i . a^K_{clip(j - i)} for q [..., Sq, d] and table
-// [2k + 1, d] (row r holds distance r - k): [..., Sq, Sk], unscaled. One product q table^T
-// [..., Sq, 2k + 1], then each (i, j) picks its distance's column (an embedding lookup); both
+// [2k + 1, d] (row r holds distance r - k): [..., Sq, Sk], unscaled. One product of q with the
+// table's rows of the distances that occur (at most Sq + Sk - 1 of them, so cost and memory follow
+// min(k, S), not k), then each (i, j) picks its distance's column (an embedding lookup); both
 // taped. Query i stands at position i + query_offset, as in t5_relative_bias.
 Tensor shaw_relative_logits(const Tensor& q, const Tensor& table, int64_t sk,
                             int64_t query_offset = 0);

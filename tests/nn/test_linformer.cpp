@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/linformer.h"
+#include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -223,4 +224,36 @@ TEST_CASE("linformer_projection: U(-1/sqrt(rank), 1/sqrt(rank)) from the global 
   REQUIRE(nn::linformer_projection(64, 16).to_host_f64() != values);  // the generator moved on
   REQUIRE(nn::linformer_projection(3, 2, DType::f64).dtype() == DType::f64);
   REQUIRE_THROWS_AS(nn::linformer_projection(0, 2), Error);
+}
+
+TEST_CASE("linformer module: a mask means what it means on the main path; [Sq, Sk] is refused",
+          "[linformer]") {
+  // B == Sq == Sk == 4: a 2-D mask is [Sq, Sk] (broadcast over batch and heads), never [B, Sk].
+  manual_seed(29);
+  nn::MultiHeadAttention mha(8, 2, 0.0, DType::f64,
+                             {.kind = nn::AttentionKind::linformer, .rank = 3, .max_len = 6});
+  const Tensor x = uniform({4, 4, 8}, -1, 1, DType::f64);
+  REQUIRE_THROWS_WITH(mha.forward(x, nn::causal_mask(4, 4)),
+                      Catch::Contains("linformer") && Catch::Contains("[4, 4]") &&
+                          Catch::Contains("key padding mask"));
+  // A padding mask [B, 1, 1, Sk] is the key padding of the op on the projected heads.
+  const Tensor padding = nn::padding_mask({4, 2, 3, 1}, 4);
+  const std::vector<double> got = mha.forward(x, padding).output.to_host_f64();
+  const Tensor q = mha.split_heads(mha.q_proj->forward(x));
+  const Tensor k = mha.split_heads(mha.k_proj->forward(x));
+  const Tensor v = mha.split_heads(mha.v_proj->forward(x));
+  const Tensor heads = nn::linformer_attention(q, k, v, mha.proj_k, mha.proj_v,
+                                               padding.reshape({4, 4}), false, 0.0);
+  require_close(got, mha.o_proj->forward(mha.merge_heads(heads)).to_host_f64(), 1e-12);
+}
+
+TEST_CASE("linformer: an empty sequence gives an empty output, or 0 without keys", "[linformer]") {
+  const Tensor e = uniform({5, 2}, -1, 1, DType::f64);
+  const Tensor some = uniform({1, 2, 3, 4}, -1, 1, DType::f64);
+  const Tensor none = zeros({1, 2, 0, 4}, DType::f64);
+  REQUIRE(nn::linformer_attention(none, some, some, e, e, Tensor(), false, 0.0).shape() ==
+          Shape{1, 2, 0, 4});
+  const Tensor no_key = nn::linformer_attention(some, none, none, e, e, Tensor(), false, 0.0);
+  REQUIRE(no_key.shape() == Shape{1, 2, 3, 4});
+  for (const double value : no_key.to_host_f64()) REQUIRE(value == 0.0);
 }

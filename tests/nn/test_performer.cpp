@@ -296,3 +296,93 @@ TEST_CASE("performer: bad shapes and dtypes are tg::Errors naming performer_atte
   REQUIRE_THROWS_WITH(nn::performer_attention(q, kv, kv, zeros({6, 4}), Tensor(), false),
                       Catch::Contains("dtype"));
 }
+
+TEST_CASE("performer: causal output of query i does not depend on the keys and values after i",
+          "[performer]") {
+  // Key 0 is long, so its log-features lie about 100 below those of the later keys: one shift
+  // taken over all keys underflowed its features to 0 in f32 and query 0 (which sees key 0 alone)
+  // got 0 instead of v_0. Then every later key and value is made huge: rows up to i must not move.
+  manual_seed(71);
+  const int64_t seq = 6, d = 4;
+  const Tensor w = nn::performer_features(8, d, 9, DType::f64);
+  Tensor k = uniform({1, 2, seq, d}, -1, 1, DType::f64);
+  k = cat({k.narrow(2, 0, 1) * 20.0, k.narrow(2, 1, seq - 1)}, 2);
+  const Tensor q = uniform({1, 2, seq, d}, -1, 1, DType::f64);
+  const Tensor v = uniform({1, 2, seq, 3}, -1, 1, DType::f64);
+  for (const auto& [dtype, tolerance] : {std::pair{DType::f64, 1e-12}, std::pair{DType::f32, 1e-5}}) {
+    INFO(dtype_name(dtype));
+    const auto attend = [&, dtype = dtype](const Tensor& keys, const Tensor& values) {
+      return nn::performer_attention(q.to(dtype), keys.to(dtype), values.to(dtype), w.to(dtype),
+                                     Tensor(), true)
+          .to_host_f64();
+    };
+    const std::vector<double> out = attend(k, v), values = v.to_host_f64();
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t c = 0; c < 3; ++c) {  // query 0 sees key 0 only: its output is v_0
+        REQUIRE(out[h * seq * 3 + c] == Approx(values[h * seq * 3 + c]).margin(tolerance));
+      }
+    }
+    for (int64_t i = 0; i + 1 < seq; ++i) {
+      const int64_t later = seq - 1 - i;
+      const Tensor k2 = cat({k.narrow(2, 0, i + 1), k.narrow(2, i + 1, later) * 1e3}, 2);
+      const Tensor v2 = cat({v.narrow(2, 0, i + 1), v.narrow(2, i + 1, later) * 1e6 + 5.0}, 2);
+      const std::vector<double> changed = attend(k2, v2);
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t row = 0; row <= i; ++row) {
+          for (int64_t c = 0; c < 3; ++c) {
+            INFO("keys after " << i << " changed: head " << h << ", row " << row);
+            const size_t e = (h * seq + row) * 3 + c;
+            REQUIRE(changed[e] == Approx(out[e]).margin(tolerance));
+          }
+        }
+      }
+    }
+  }
+  // And the whole causal result in f32 matches the f64 host loop where the keys are long.
+  require_matches_host({2, 2, 6, 8}, {2, 2, 6, 8}, 16, true, {}, 15.0, DType::f32, 2e-3);
+}
+
+TEST_CASE("performer: an empty sequence gives an empty output, or 0 for queries without keys",
+          "[performer]") {
+  const Tensor w = nn::performer_features(6, 4, 3, DType::f64);
+  const Tensor some = uniform({2, 2, 3, 4}, -1, 1, DType::f64);
+  const Tensor none = zeros({2, 2, 0, 4}, DType::f64);
+  for (const bool causal : {false, true}) {
+    const Tensor no_query = nn::performer_attention(none, some, some, w, Tensor(), causal);
+    REQUIRE(no_query.shape() == Shape{2, 2, 0, 4});
+    const Tensor no_key = nn::performer_attention(some, none, none, w, Tensor(), causal);
+    REQUIRE(no_key.shape() == Shape{2, 2, 3, 4});
+    for (const double value : no_key.to_host_f64()) REQUIRE(value == 0.0);
+    REQUIRE(nn::performer_attention(none, none, none, w, Tensor(), causal).shape() ==
+            Shape{2, 2, 0, 4});
+  }
+}
+
+TEST_CASE("performer module: a mask means what it means on the main path; [Sq, Sk] is refused",
+          "[performer]") {
+  // B == Sq == Sk == 3: a 2-D mask is [Sq, Sk] (broadcast over batch and heads), never [B, Sk].
+  manual_seed(73);
+  nn::MultiHeadAttention mha(8, 2, 0.0, DType::f64,
+                             {.kind = nn::AttentionKind::performer, .features = 6, .seed = 4});
+  const Tensor x = uniform({3, 3, 8}, -1, 1, DType::f64);
+  REQUIRE_THROWS_WITH(mha.forward(x, nn::causal_mask(3, 3)),
+                      Catch::Contains("performer") && Catch::Contains("[3, 3]") &&
+                          Catch::Contains("key padding mask"));
+  REQUIRE_THROWS_WITH(mha.forward(x, ones({3, 2, 1, 3}, DType::b8)),  // by head
+                      Catch::Contains("performer") && Catch::Contains("[3, 2, 1, 3]"));
+  // A padding mask [B, 1, 1, Sk] equals the same padding given to the op on the projected heads.
+  const Tensor padding = nn::padding_mask({3, 1, 2}, 3);
+  const std::vector<double> got = mha.forward(x, padding).output.to_host_f64();
+  const Tensor q = mha.split_heads(mha.q_proj->forward(x));
+  const Tensor k = mha.split_heads(mha.k_proj->forward(x));
+  const Tensor v = mha.split_heads(mha.v_proj->forward(x));
+  const Tensor heads = nn::performer_attention(q, k, v, mha.projection_matrix,
+                                               key_padding({3, 1, 2}, 3), false);
+  require_relatively_close(got, mha.o_proj->forward(mha.merge_heads(heads)).to_host_f64(), 1e-12);
+  // [1, Sk] and [Sk]: one key mask for every batch row (Sq 1 of [Sq, Sk] broadcasts), as [B, 1, 1, Sk].
+  const Tensor row = from_bools({true, false, true}, {1, 3});
+  const std::vector<double> shared = mha.forward(x, row).output.to_host_f64();
+  const Tensor expanded = row.reshape({1, 1, 1, 3}).expand({3, 1, 1, 3}).contiguous();
+  require_relatively_close(shared, mha.forward(x, expanded).output.to_host_f64(), 1e-12);
+  require_relatively_close(mha.forward(x, row.reshape({3})).output.to_host_f64(), shared, 1e-12);
+}

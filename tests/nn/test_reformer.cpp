@@ -11,6 +11,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/storage.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/reformer.h"
@@ -62,6 +63,27 @@ std::vector<std::vector<int64_t>> host_candidates(const std::vector<int64_t>& bu
   return candidates;
 }
 
+// Causal: query i's candidates are the positions of its own bucket whose rank in the bucket (the
+// number of earlier positions there) falls in its chunk of the bucket or the chunk before it:
+// chunks of C cut from each bucket's run, so that nothing about them depends on later positions.
+std::vector<std::vector<int64_t>> host_bucket_candidates(const std::vector<int64_t>& bucket,
+                                                         const LshCase& c) {
+  const int64_t chunk = std::min(c.chunk, c.seq);
+  std::vector<std::vector<int64_t>> candidates(c.seq);
+  for (int64_t i = 0; i < c.seq; ++i) {
+    std::vector<int64_t> same;  // positions of i's bucket, in order
+    for (int64_t j = 0; j < c.seq; ++j) {
+      if (bucket[j] == bucket[i]) same.push_back(j);
+    }
+    const int64_t rank = std::find(same.begin(), same.end(), i) - same.begin();
+    const int64_t own = rank / chunk;
+    for (int64_t r = 0; r < static_cast<int64_t>(same.size()); ++r) {
+      if (r / chunk == own || r / chunk == own - 1) candidates[i].push_back(same[r]);
+    }
+  }
+  return candidates;
+}
+
 // The shared-QK keys q / sqrt(|q|^2 + 1e-6) of every row of q (d values a row).
 std::vector<double> host_keys(const std::vector<double>& q, int64_t d) {
   std::vector<double> keys(q.size());
@@ -102,7 +124,8 @@ std::vector<double> lsh_on_host(const std::vector<double>& q, const std::vector<
     for (int64_t r = 0; r < c.rounds; ++r) {
       std::vector<int64_t> bucket(c.seq);
       for (int64_t i = 0; i < c.seq; ++i) bucket[i] = host_bucket(&item_keys[i * c.d], w, r, c);
-      const auto candidates = host_candidates(bucket, c);
+      const auto candidates =
+          c.causal ? host_bucket_candidates(bucket, c) : host_candidates(bucket, c);
       for (int64_t i = 0; i < c.seq; ++i) {
         for (const int64_t j : candidates[i]) {
           if (j >= length || (c.causal && j > i)) continue;
@@ -215,12 +238,17 @@ TEST_CASE("reformer: matches the host loop over explicit candidate sets", "[refo
     require_matches_host({.seq = 8, .chunk = 4});
   }
   SECTION("one chunk") { require_matches_host({.rounds = 1, .chunk = 20}); }
+  SECTION("causal, one chunk: the keys of the own bucket") {
+    require_matches_host({.rounds = 2, .chunk = 20, .causal = true});
+  }
   SECTION("chunks of 1: a query sees itself and one other") {
     require_matches_host({.seq = 6, .rounds = 3, .chunk = 1, .causal = true});
   }
   SECTION("f32, the buckets of f64") { require_matches_host({.causal = true}, DType::f32, 1e-5); }
 }
 
+// (Non-causal only: causal attention sees the keys of its own bucket alone, so one chunk is not full
+// attention there; the host loop checks it, "causal, one chunk".)
 TEST_CASE("reformer: one chunk over the sequence is full attention with shared QK, self masked",
           "[reformer]") {
   manual_seed(17);
@@ -232,7 +260,7 @@ TEST_CASE("reformer: one chunk over the sequence is full attention with shared Q
     for (int64_t j = 0; j < seq; ++j) off_diagonal.push_back(i != j);
   }
   const Tensor not_self = from_bools(off_diagonal, {seq, seq});
-  for (const bool causal : {false, true}) {
+  for (const bool causal : {false}) {
     // full attention over every other key with k = q / |q| (explicit_attention: -inf masking)
     const std::vector<double> full =
         nn::explicit_attention(q, nn::reformer_keys(q), v, not_self, causal, 0.0)
@@ -280,4 +308,113 @@ TEST_CASE("reformer: bad shapes are tg::Errors naming lsh_attention", "[reformer
                       Catch::Contains("chunk_length must be >= 1"));
   REQUIRE_THROWS_WITH(nn::lsh_attention(q, v, buckets, ones({1, 4}, DType::b8), false, 2),
                       Catch::Contains("key_padding must be bool [B, S] = [1, 5]"));
+}
+
+TEST_CASE("reformer: an empty sequence gives an empty output", "[reformer]") {
+  const Tensor q = zeros({2, 2, 0, 4}, DType::f64), v = zeros({2, 2, 0, 3}, DType::f64);
+  const Tensor w = nn::reformer_rotations(2, 4, 4, 1, DType::f64);
+  for (const bool causal : {false, true}) {
+    REQUIRE(nn::reformer_attention(q, v, w, Tensor(), causal).shape() == Shape{2, 2, 0, 3});
+    REQUIRE(nn::reformer_attention(q, v, w, zeros({2, 0}, DType::b8), causal, 0.0, 3).shape() ==
+            Shape{2, 2, 0, 3});
+    REQUIRE(nn::lsh_attention(q, v, zeros({2, 2, 2, 0}, DType::i64), Tensor(), causal, 3).shape() ==
+            Shape{2, 2, 0, 3});
+  }
+}
+
+TEST_CASE("reformer_buckets: many buckets hash a block of columns at a time, the same argmax",
+          "[reformer]") {
+  // 1000 buckets: 500 columns, hashed in blocks, against the host argmax over all of them.
+  const LshCase c{.batch = 1, .heads = 2, .seq = 9, .d = 4, .buckets = 1000, .rounds = 2};
+  manual_seed(13);
+  const Tensor q = uniform({c.batch, c.heads, c.seq, c.d}, -1, 1, DType::f64);
+  const Tensor w = nn::reformer_rotations(c.rounds, c.d, c.buckets, 3, DType::f64);
+  const std::vector<double> qs = q.to_host_f64(), ws = w.to_host_f64();
+  const Tensor buckets = nn::reformer_buckets(q, w);  // [B, H, R, S]
+  REQUIRE(buckets.shape() == Shape{c.batch, c.heads, c.rounds, c.seq});
+  const std::vector<int64_t> got = buckets.to_host_i64();
+  for (int64_t h = 0; h < c.heads; ++h) {
+    for (int64_t r = 0; r < c.rounds; ++r) {
+      for (int64_t i = 0; i < c.seq; ++i) {
+        REQUIRE(got[(h * c.rounds + r) * c.seq + i] ==
+                host_bucket(&qs[(h * c.seq + i) * c.d], ws, r, c));
+      }
+    }
+  }
+}
+
+TEST_CASE("reformer: memory is bounded by the sequence, not by the number of buckets",
+          "[reformer]") {
+  // At S = 16 the hash of 2^16 buckets formed [B, H, R, S, 2^16] scores (tens of MB here, tens of
+  // GB at a model's sizes); the bytes it allocates beyond the rotations must match those of 128.
+  manual_seed(17);
+  const Tensor q = uniform({2, 2, 16, 4}, -1, 1).requires_grad_();
+  const Tensor v = uniform({2, 2, 16, 4}, -1, 1).requires_grad_();
+  const auto peak_growth = [&](int64_t buckets) {
+    const Tensor w = nn::reformer_rotations(2, 4, buckets, 7);
+    const int64_t before = allocator_stats().current_bytes;
+    reset_allocator_stats();
+    sum(nn::reformer_attention(q, v, w, Tensor(), true)).backward();
+    return allocator_stats().peak_bytes - before;
+  };
+  const int64_t few = peak_growth(128), many = peak_growth(int64_t{1} << 16);
+  INFO("peak growth " << few << " bytes with 128 buckets, " << many << " with 2^16");
+  REQUIRE(many <= few + 4096);
+}
+
+TEST_CASE("reformer: causal output of query i does not depend on the positions after i",
+          "[reformer]") {
+  // Changing every later query and value (and so their buckets, and how many positions sort
+  // before query i) must leave rows up to i as they were: the candidates and the rounds' weights
+  // of query i are taken from positions up to i alone.
+  manual_seed(19);
+  const int64_t seq = 12;
+  const Tensor q = uniform({2, 2, seq, 4}, -1, 1, DType::f64);
+  const Tensor v = uniform({2, 2, seq, 3}, -1, 1, DType::f64);
+  const Tensor w = nn::reformer_rotations(2, 4, 4, 5, DType::f64);
+  const Tensor padding = reformer_key_padding({12, 9}, seq);
+  for (const int64_t chunk : {int64_t{1}, int64_t{2}, int64_t{3}}) {
+    const std::vector<double> out =
+        nn::reformer_attention(q, v, w, padding, true, 0.0, chunk).to_host_f64();
+    for (int64_t i = 0; i + 1 < seq; ++i) {
+      const int64_t later = seq - 1 - i;
+      const Tensor noise = uniform({2, 2, later, 4}, -1, 1, DType::f64);
+      const Tensor q2 = cat({q.narrow(2, 0, i + 1), noise * 1e3}, 2);
+      const Tensor v2 = cat({v.narrow(2, 0, i + 1), v.narrow(2, i + 1, later) * 1e6 - 3.0}, 2);
+      const std::vector<double> changed =
+          nn::reformer_attention(q2, v2, w, padding, true, 0.0, chunk).to_host_f64();
+      for (int64_t item = 0; item < 4; ++item) {
+        for (int64_t row = 0; row <= i; ++row) {
+          for (int64_t e = 0; e < 3; ++e) {
+            INFO("chunk " << chunk << ", positions after " << i << " changed: item " << item
+                          << ", row " << row);
+            const size_t at = (item * seq + row) * 3 + e;
+            REQUIRE(changed[at] == Approx(out[at]).margin(1e-12));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("reformer: a step's peak bytes grow linearly in S once chunks are full", "[reformer]") {
+  // From S = 2 x 64 x B / 2 on, chunks hold 64 positions: each doubling of S may at most double
+  // the peak of a forward and backward (no O(S^2) or O(S x buckets) tensor anywhere).
+  for (const bool causal : {false, true}) {
+    std::vector<int64_t> peaks;
+    for (const int64_t seq : {int64_t{512}, int64_t{1024}, int64_t{2048}}) {
+      manual_seed(23);
+      const Tensor q = uniform({1, 2, seq, 8}, -1, 1).requires_grad_();
+      const Tensor v = uniform({1, 2, seq, 8}, -1, 1).requires_grad_();
+      const Tensor w = nn::reformer_rotations(2, 8, 8, 3);
+      const int64_t before = allocator_stats().current_bytes;
+      reset_allocator_stats();
+      sum(nn::reformer_attention(q, v, w, Tensor(), causal)).backward();
+      peaks.push_back(allocator_stats().peak_bytes - before);
+    }
+    for (size_t i = 1; i < peaks.size(); ++i) {
+      INFO("causal " << causal << ": peaks " << peaks[i - 1] << " and " << peaks[i]);
+      REQUIRE(static_cast<double>(peaks[i]) <= 2.05 * static_cast<double>(peaks[i - 1]));
+    }
+  }
 }

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
@@ -319,4 +321,60 @@ TEST_CASE("MultiHeadAttention: T5 and Shaw refuse attention without scores and b
   REQUIRE_THROWS_WITH(MultiHeadAttention(8, 2, 0.0, DType::f32,
                                          {.position = PositionKind::shaw, .relative = {.clip = 0}}),
                       Catch::Contains("clipping distance >= 1"));
+}
+
+TEST_CASE("shaw_relative_logits: a clip past the context reads only the distances that occur",
+          "[relative-position]") {
+  // Values against plain loops with k = 40 > S, and a query offset (decoding's newest rows).
+  manual_seed(6);
+  const int64_t clip = 40, d = 3, sq = 3, sk = 7, offset = 4;
+  const Tensor q = uniform({2, sq, d}, -1, 1, DType::f64);
+  const Tensor table = uniform({2 * clip + 1, d}, -1, 1, DType::f64);
+  const std::vector<double> got = shaw_relative_logits(q, table, sk, offset).to_host_f64();
+  const std::vector<double> qs = q.to_host_f64(), rows = table.to_host_f64();
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = 0; j < sk; ++j) {
+        const int64_t r = std::clamp<int64_t>(j - (i + offset), -clip, clip) + clip;
+        double expected = 0;
+        for (int64_t c = 0; c < d; ++c) expected += qs[(b * sq + i) * d + c] * rows[r * d + c];
+        REQUIRE(got[(b * sq + i) * sk + j] == Approx(expected).margin(1e-14));
+      }
+    }
+  }
+  // The gradient in f64 against finite differences, for q and every row of the table (the rows
+  // no pair reads get 0), with a clip inside the context and one past it.
+  for (const int64_t k : {int64_t{2}, int64_t{40}}) {
+    INFO("clip " << k);
+    const Tensor q_leaf = uniform({2, 4, d}, -1, 1, DType::f64).requires_grad_();
+    const Tensor table_leaf = uniform({2 * k + 1, d}, -1, 1, DType::f64).requires_grad_();
+    const GradcheckResult result = gradcheck(
+        [](const std::vector<Tensor>& in) { return shaw_relative_logits(in[0], in[1], 5, 1); },
+        {q_leaf, table_leaf});
+    INFO(result.message);
+    REQUIRE(result.passed);
+  }
+}
+
+TEST_CASE("shaw_relative_logits: memory does not grow with the clip beyond the table itself",
+          "[relative-position]") {
+  // At S = 16 only 31 distances exist. With k = 65,536 the product against all 2k + 1 rows formed
+  // [B, S, 131,073] scores and their gradient; now the step's peak may exceed that of k = 16 by
+  // the table's size (its gradient) and no more.
+  manual_seed(7);
+  const int64_t seq = 16, d = 8;
+  const Tensor q = uniform({2, seq, d}, -1, 1).requires_grad_();
+  const auto peak_growth = [&](int64_t clip) {
+    const Tensor table = uniform({2 * clip + 1, d}, -1, 1).requires_grad_();
+    const int64_t before = allocator_stats().current_bytes;
+    reset_allocator_stats();
+    sum(shaw_relative_logits(q, table, seq)).backward();
+    return std::pair{allocator_stats().peak_bytes - before,
+                     static_cast<int64_t>(table.numel() * sizeof(float))};
+  };
+  const auto [small, small_table] = peak_growth(16);
+  const auto [large, large_table] = peak_growth(65536);
+  INFO("peak growth " << small << " bytes at k = 16, " << large << " at k = 65536 (table "
+                      << large_table << " bytes)");
+  REQUIRE(large <= small + large_table);
 }
