@@ -387,5 +387,14 @@ void key_dots_avx2(int64_t, int64_t, int64_t, float, const float*, int64_t, cons
 }
 float exp2_shifted_row_avx2(float*, int64_t, float) { fail("exp2_shifted_row_avx2: not an x86-64 build"); }
 float row_max_avx2(const float*, int64_t) { fail("row_max_avx2: not an x86-64 build"); }
+void online_softmax_avx2(float*, int64_t, int64_t, float*, float*, float*) {
+  fail("online_softmax_avx2: not an x86-64 build");
+}
+void exp2_rows_avx2(float*, int64_t, int64_t, int64_t, const float*) {
+  fail("exp2_rows_avx2: not an x86-64 build");
+}
+void softmax_backward_rows_avx2(float*, const float*, int64_t, int64_t, int64_t, const float*) {
+  fail("softmax_backward_rows_avx2: not an x86-64 build");
+}
 }  // namespace tg::cpu::tiles
 #endif
