@@ -10,7 +10,7 @@
 using namespace tg::cpu::simd;
 
 namespace {
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kFloatInf = std::numeric_limits<float>::infinity();
 }
 
 TEST_CASE("SIMD exp2f is within 1.2e-7 relative (one ulp) of exp2 over [-126, 127]", "[simd]") {
@@ -37,7 +37,7 @@ TEST_CASE("SIMD exp2f is within 1.2e-7 relative (one ulp) of exp2 over [-126, 12
 
 TEST_CASE("SIMD exp2f: 0 below -126.5 and at -inf, subnormal above, NaN stays NaN, 2^127 above 127",
           "[simd]") {
-  const Floats y = exp2_lanes(Floats{-126.51f, -1000.0f, -kInf, std::nanf("")});
+  const Floats y = exp2_lanes(Floats{-126.51f, -1000.0f, -kFloatInf, std::nanf("")});
   REQUIRE(y[0] == 0.0f);
   REQUIRE(y[1] == 0.0f);
   REQUIRE(y[2] == 0.0f);
@@ -50,7 +50,7 @@ TEST_CASE("SIMD exp2f: 0 below -126.5 and at -inf, subnormal above, NaN stays Na
     REQUIRE(band[0] > 0.0f);
     REQUIRE(std::abs(band[0] - exact) <= 0x1.0p-149);
   }
-  const Floats big = exp2_lanes(Floats{127.0f, 128.0f, kInf, 200.0f});
+  const Floats big = exp2_lanes(Floats{127.0f, 128.0f, kFloatInf, 200.0f});
   for (int lane = 0; lane < kLanes; ++lane) REQUIRE(big[lane] == 0x1.0p127f);
 }
 
@@ -60,7 +60,7 @@ TEST_CASE("exp2_shifted_row: every row length (tails of 1 to 3), sum and masked 
     std::vector<float> row(cols), expected(cols);
     double expected_sum = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      row[c] = c % 5 == 3 ? -kInf : 0.37f * static_cast<float>(c) - 2.0f;  // some masked
+      row[c] = c % 5 == 3 ? -kFloatInf : 0.37f * static_cast<float>(c) - 2.0f;  // some masked
       expected[c] = static_cast<float>(std::exp2(static_cast<double>(row[c]) - 1.5));
       expected_sum += expected[c];
     }
@@ -83,7 +83,7 @@ TEST_CASE("exp2_shifted_row: every row length (tails of 1 to 3), sum and masked 
 }
 
 TEST_CASE("row_max_of: every row length, the max in any lane or the tail, NaN skipped", "[simd]") {
-  REQUIRE(row_max_of(static_cast<const float*>(nullptr), 0) == -kInf);
+  REQUIRE(row_max_of(static_cast<const float*>(nullptr), 0) == -kFloatInf);
   for (int64_t cols = 1; cols <= 11; ++cols) {
     for (int64_t at = 0; at < cols; ++at) {
       std::vector<float> row(cols, -3.0f);
@@ -95,6 +95,6 @@ TEST_CASE("row_max_of: every row length, the max in any lane or the tail, NaN sk
       REQUIRE(row_max_of(row64.data(), cols) == 2.5);
     }
   }
-  const std::vector<float> masked(6, -kInf);
-  REQUIRE(row_max_of(masked.data(), 6) == -kInf);
+  const std::vector<float> masked(6, -kFloatInf);
+  REQUIRE(row_max_of(masked.data(), 6) == -kFloatInf);
 }
