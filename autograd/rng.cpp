@@ -90,6 +90,7 @@ BatchShardScope::BatchShardScope(BatchShard shard) : previous_(batch_shard) { ba
 BatchShardScope::~BatchShardScope() { batch_shard = previous_; }
 
 Tensor rand(const Shape& shape, DType dtype, Device device) {
+  check_shape(shape, "rand");
   Tensor out = empty(shape, dtype, device);
   const uint64_t offset = reserve_random(out.numel());
   kernels(out.device()).uniform(out, current_state().seed, offset);
@@ -104,6 +105,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device 
 }
 
 Tensor randn(const Shape& shape, DType dtype, Device device) {
+  check_shape(shape, "randn");  // a negative or overflowing size, named before it is counted
   const int64_t count = numel(shape);
   const uint64_t offset = reserve_random(2 * count);
   const uint64_t seed = current_state().seed;
