@@ -15,15 +15,23 @@ readonly begin_marker='<!-- begin: scripts/reading-path.sh --markdown (do not ed
 readonly end_marker='<!-- end: scripts/reading-path.sh --markdown -->'
 readonly lines_an_hour=400  # careful reading of dense code and prose, for the estimate
 
-# The path, in order: file, function (empty: the whole file), what the step is.
+# The path, in order: file, definition (a function, struct or class; empty: the whole file), what
+# the step is. An afternoon's reading: keep the total at or under 1,600 lines.
 steps=(
   "docs/engine.md||one training step through the engine, linked to the lines it cites"
+  "autograd/tensor.h|TensorImpl|a tensor: a view over shared storage, and its two autograd fields"
+  "autograd/tape.h||the tape's records: Node and Edge, record(), grad mode, backward()"
   "autograd/tape.cpp||the tape: recording, backward(), gradient reduction and accumulation"
   "ops/softmax.cpp||one op: its forward and backward side by side, the derivative in a comment"
   "ops/matmul.cpp||matmul and linear, straight to the GEMM kernel"
   "nn/attention.cpp|explicit_attention|attention written with the ops above"
-  "cpu/reference.cpp||the plain attention kernel (and GEMM, softmax) as loops, formulas beside them"
-  "cpu/fast/attention.cpp||its fast twin: tiles, online softmax in base 2, the backward fused"
+  "cpu/reference.cpp|Attention|the plain attention kernel as loops, the formulas beside them"
+  "cpu/optim.cpp|adam_step|Adam as Kingma & Ba write it (m-hat, v-hat), AdamW's decay before it"
+  "autograd/checkpoint.cpp||gradient checkpointing: forget the activations, recompute in backward"
+)
+# Printed after the total and not counted in it: for the curious.
+appendix=(
+  "cpu/fast/attention.cpp||the plain kernel's fast twin: tiles, online softmax in base 2, the backward fused"
 )
 
 # The readable core: whole folders (cpu/ without cpu/fast/) and nn/'s core modules.
@@ -48,11 +56,13 @@ lines_of() {
   cat -- "$@" | wc -l | tr -d ' '
 }
 
-# "first last" of a function's definition in a file: from the line that starts with its return
-# type and names it (column 0, not a declaration) to the next closing brace in column 0.
+# "first last" of a definition in a file, a function's or a struct's or class's: from the line that
+# names it (column 0, not a declaration; a function's starts with its return type) to the next
+# closing brace in column 0.
 function_range() {
   awk -v name="$2" '
-    !first && $0 ~ "^[A-Za-z].*[^A-Za-z0-9_]" name "\\(" && $0 !~ /;[[:space:]]*$/ { first = NR }
+    !first && ($0 ~ "^[A-Za-z].*[^A-Za-z0-9_]" name "\\(" ||
+               $0 ~ "^(struct|class) " name "([^A-Za-z0-9_]|$)") && $0 !~ /;[[:space:]]*$/ { first = NR }
     first && /^}/ { print first, NR; exit }
   ' "$1"
 }
@@ -72,31 +82,43 @@ folder_sources() {
 
 # ---- The numbers ---------------------------------------------------------------------------------
 
-step_file=() step_label=() step_link=() step_lines=() step_what=()
-path_total=0
-for step in "${steps[@]}"; do
-  IFS='|' read -r file function what <<< "$step"
+# One step, "file|definition|what": sets label, link and lines (exits when it is not there).
+measure_step() {
+  local file definition
+  IFS='|' read -r file definition what <<< "$1"
   if [[ ! -f "$file" ]]; then
     echo "reading path: $file is missing (edit scripts/reading-path.sh)" >&2
     exit 1
   fi
-  if [[ -z "$function" ]]; then
+  if [[ -z "$definition" ]]; then
     lines=$(lines_of "$file")
     label=$file link=$file
   else
-    read -r first last <<< "$(function_range "$file" "$function")"
+    local first last
+    read -r first last <<< "$(function_range "$file" "$definition")"
     if [[ -z "${last:-}" ]]; then
-      echo "reading path: no definition of $function in $file" >&2
+      echo "reading path: no definition of $definition in $file" >&2
       exit 1
     fi
     lines=$((last - first + 1))
-    label="\`$function\` $file:$first-$last" link="$file#L$first-L$last"
+    label="\`$definition\` $file:$first-$last" link="$file#L$first-L$last"
   fi
-  step_file+=("$file") step_label+=("$label") step_link+=("$link") step_lines+=("$lines")
-  step_what+=("$what")
+}
+
+step_label=() step_link=() step_lines=() step_what=()
+path_total=0
+for step in "${steps[@]}"; do
+  measure_step "$step"
+  step_label+=("$label") step_link+=("$link") step_lines+=("$lines") step_what+=("$what")
   path_total=$((path_total + lines))
 done
 hours=$(((path_total + lines_an_hour / 2) / lines_an_hour))
+appendix_label=() appendix_link=() appendix_lines=() appendix_what=()
+for step in "${appendix[@]}"; do
+  measure_step "$step"
+  appendix_label+=("$label") appendix_link+=("$link") appendix_lines+=("$lines")
+  appendix_what+=("$what")
+done
 
 core_files=()
 for folder in "${core_folders[@]}"; do
@@ -124,11 +146,15 @@ done
 print_text() {
   echo "The reading path:"
   for i in "${!step_label[@]}"; do
-    printf '  %d. %-45s %6s lines  %s\n' $((i + 1)) "${step_label[$i]//\`/}" "${step_lines[$i]}" \
+    printf ' %2d. %-45s %6s lines  %s\n' $((i + 1)) "${step_label[$i]//\`/}" "${step_lines[$i]}" \
       "${step_what[$i]}"
   done
   printf '     %-45s %6s lines  (about %d hours at %d lines an hour)\n' "total" "$path_total" \
     "$hours" "$lines_an_hour"
+  for i in "${!appendix_label[@]}"; do
+    printf '  +  %-45s %6s lines  for the curious, not counted: %s\n' \
+      "${appendix_label[$i]//\`/}" "${appendix_lines[$i]}" "${appendix_what[$i]}"
+  done
   echo
   printf 'The readable core (%s, nn/{%s}): %d files, %s lines\n' \
     "$(printf '%s/ ' "${core_folders[@]}" | sed 's| $||; s|cpu/|cpu/ without cpu/fast/|')" \
@@ -153,6 +179,10 @@ print_markdown() {
   done
   echo "| | **the path** | about $hours hours at $lines_an_hour lines an hour |" \
     "**$(with_commas "$path_total")** |"
+  for i in "${!appendix_label[@]}"; do
+    echo "| for the curious | [${appendix_label[$i]}](${appendix_link[$i]}) |" \
+      "${appendix_what[$i]} (not counted in the path) | $(with_commas "${appendix_lines[$i]}") |"
+  done
   echo
   local modules
   modules=$(printf '`%s`, ' "${core_nn_modules[@]}")
