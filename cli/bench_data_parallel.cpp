@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/communicator.h"
 
 namespace tg::train {
 

@@ -1,7 +1,7 @@
 #pragma once
 // `tapegrad bench` under mpirun: data-parallel timing. Each rank runs the workload's own batch
 // (weak scaling: the global batch is ranks x the workload's batch) and averages its gradients
-// over the ranks, overlapped with backward (dist/gradient_sync.h), as `tapegrad train` does. Rank 0 reports
+// over the ranks, overlapped with backward (distributed/gradient_sync.h), as `tapegrad train` does. Rank 0 reports
 // every rank's throughput, their sum, and the time spent in the gradient allreduce.
 #include <functional>
 #include <memory>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/dist/gradient_sync.h"
+#include "tapegrad/distributed/gradient_sync.h"
 
 namespace tg::train {
 

@@ -17,8 +17,8 @@
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/openblas_core.h"
 #include "tapegrad/cpu/features.h"
-#include "tapegrad/dist/communicator.h"
-#include "tapegrad/dist/job.h"
+#include "tapegrad/distributed/communicator.h"
+#include "tapegrad/distributed/job.h"
 
 namespace {
 
@@ -131,8 +131,8 @@ int run(int argc, char** argv) {
     std::cerr << "tapegrad: unknown command '" << name << "' (try tapegrad --help)\n";
     return 2;
   }
-  // In a data-parallel job (dist/job.h) an error names its rank; one seen by a single rank after
-  // setup ends the whole job (MPI_Abort), since the other ranks would wait for it forever.
+  // In a data-parallel job (distributed/job.h) an error names its rank; one seen by a single rank
+  // after setup ends the whole job (MPI_Abort), since the other ranks would wait for it forever.
   const auto stop = [&](int code) {
     if (tg::dist::world_is_distributed()) tg::dist::world().abort(code);
     return code;

@@ -1,8 +1,8 @@
-// Which bucket reducer a device gets (dist/bucket_reducer.h). This file is compiled once per
+// Which bucket reducer a device gets (distributed/bucket_reducer.h). This file is compiled once per
 // command-line library (CMakeLists.txt, tapegrad_add_cli_library): with TAPEGRAD_HAVE_NCCL only in
 // the one over the real CUDA backend. The emulated CUDA device of the tests keeps its "device"
 // memory in host memory, which NCCL cannot reduce, so its command line stages through the host.
-#include "tapegrad/dist/bucket_reducer.h"
+#include "tapegrad/distributed/bucket_reducer.h"
 
 namespace tg::dist {
 

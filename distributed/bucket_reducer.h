@@ -1,6 +1,6 @@
 #pragma once
 // How one bucket of gradients is summed over the ranks: the one choice that depends on where the
-// gradients live, kept out of dist/gradient_sync.cpp (which packs and unpacks the buckets).
+// gradients live, kept out of distributed/gradient_sync.cpp (which packs and unpacks the buckets).
 //
 // A bucket is a contiguous f32 tensor on the parameters' device. start(bucket) begins the sum
 // over the ranks, in place; after wait(handle) the bucket holds the sum, as far as any later
@@ -17,7 +17,7 @@
 //                                without NCCL uses on a GPU; with any Communicator (the tests
 //                                run it on the emulated CUDA device with a fake one).
 //   make_nccl_reducer            GPU buckets, reduced by NCCL in device memory (only in builds
-//                                with NCCL: dist/nccl_reducer.cpp). name "nccl".
+//                                with NCCL: distributed/nccl_reducer.cpp). name "nccl".
 //
 // make_bucket_reducer() picks one for a device: the host reducer for the CPU, NCCL for a CUDA
 // device when the program was built with it, else the host-staged one.
@@ -26,7 +26,7 @@
 
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/communicator.h"
 
 namespace tg::dist {
 

@@ -1,4 +1,4 @@
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/communicator.h"
 
 #include <cstdlib>
 
@@ -7,7 +7,7 @@
 namespace tg::dist {
 
 #if defined(TAPEGRAD_HAVE_MPI)
-std::unique_ptr<Communicator> make_mpi_communicator();  // dist/mpi_communicator.cpp
+std::unique_ptr<Communicator> make_mpi_communicator();  // distributed/mpi_communicator.cpp
 #endif
 
 namespace {

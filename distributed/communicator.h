@@ -8,8 +8,8 @@
 //   start_allreduce()    the same, non-blocking (sum): wait() for it, progress() meanwhile
 //
 // Three implementations: LocalCommunicator (one process: every collective is the identity),
-// MpiCommunicator (dist/mpi_communicator.cpp, built with TAPEGRAD_MPI) and NcclCommunicator
-// (dist/nccl_communicator.h, for device buffers, built with the CUDA backend and NCCL).
+// MpiCommunicator (distributed/mpi_communicator.cpp, built with TAPEGRAD_MPI) and NcclCommunicator
+// (distributed/nccl_communicator.h, for device buffers, built with the CUDA backend and NCCL).
 // The buffers here are host memory; every rank must call the same collectives in the same order
 // (as MPI requires).
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "tapegrad/dist/gradient_sync.h"
+#include "tapegrad/distributed/gradient_sync.h"
 
 #include <algorithm>
 #include <chrono>

@@ -11,8 +11,8 @@
 // A bucket is one contiguous f32 tensor on the parameters' device (host memory for the CPU, device
 // memory for a GPU). Packing and unpacking are the device's own kernels (Kernels::copy converts
 // dtypes and strides, fill zeroes a missing gradient, mul_scalar scales by 1/N), never host loops
-// over device data; the sum over the ranks is a BucketReducer's (dist/bucket_reducer.h: MPI for
-// CPU buckets, NCCL or host-staged MPI for GPU buckets).
+// over device data; the sum over the ranks is a BucketReducer's (distributed/bucket_reducer.h: MPI
+// for CPU buckets, NCCL or host-staged MPI for GPU buckets).
 //
 // Overlap: begin_step() installs a TapeObserver (autograd/tape.h, chained in front of any profiler
 // or trace) for the step. During forward it counts, per parameter, the ops that take it as an
@@ -29,8 +29,8 @@
 
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/dist/bucket_reducer.h"
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/bucket_reducer.h"
+#include "tapegrad/distributed/communicator.h"
 
 namespace tg::dist {
 

@@ -1,11 +1,11 @@
 // The bucket reducers that sum over a host Communicator (MPI): a CPU bucket in place, and a device
-// bucket staged through host memory (dist/bucket_reducer.h).
+// bucket staged through host memory (distributed/bucket_reducer.h).
 #include <unordered_map>
 #include <utility>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/dist/bucket_reducer.h"
+#include "tapegrad/distributed/bucket_reducer.h"
 
 namespace tg::dist {
 namespace {

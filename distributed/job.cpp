@@ -1,4 +1,4 @@
-#include "tapegrad/dist/job.h"
+#include "tapegrad/distributed/job.h"
 
 #include <algorithm>
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/communicator.h"
 
 namespace tg::dist {
 
@@ -52,7 +52,7 @@ std::string first_disagreement(const std::string& rank0_text, const std::string&
 
 // A test hook, called on every rank as each training step starts. The installed tapegrad has
 // none: only the tests' own build of the command line (tapegrad_hooked, made with
-// tests/dist/hooked_tapegrad.cpp) sets one, which makes a chosen rank die at a chosen step.
+// tests/distributed/hooked_tapegrad.cpp) sets one, which makes a chosen rank die at a chosen step.
 using StepHook = void (*)(int rank, long long step);
 void set_step_hook(StepHook hook);
 void run_step_hook(const Communicator& comm, long long step);

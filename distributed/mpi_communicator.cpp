@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/communicator.h"
 
 namespace tg::dist {
 namespace {
@@ -31,8 +31,8 @@ volatile std::sig_atomic_t mpi_leaving = 0;
 
 // The launcher ends the surviving ranks with SIGTERM when one rank dies: say so in one line
 // (write(2) only: this runs in a signal handler), then exit with 128 + SIGTERM as usual. A rank
-// already leaving (every rank stopping together, dist/job.h, each exits as soon as it can) has
-// nothing to add: the launcher only ends it a little earlier.
+// already leaving (every rank stopping together, distributed/job.h, each exits as soon as it can)
+// has nothing to add: the launcher only ends it a little earlier.
 char terminated_line[160];
 void on_terminate(int) {
   if (!mpi_leaving) {

@@ -1,6 +1,6 @@
 // NCCL on the CUDA backend's stream, the legacy default stream (see the header: compiled here,
 // never run on these machines).
-#include "tapegrad/dist/nccl_communicator.h"
+#include "tapegrad/distributed/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

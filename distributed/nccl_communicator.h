@@ -3,15 +3,16 @@
 // Built only with the CUDA backend, MPI and NCCL (CMake finds libnccl in the CUDA toolkit), and
 // linked only into the command line over the real CUDA backend.
 //
-// Used by `tapegrad train --device cuda` under mpirun: dist/nccl_reducer.cpp sums each bucket of
-// gradients with enqueue_allreduce (see docs/distributed.md).
+// Used by `tapegrad train --device cuda` under mpirun: distributed/nccl_reducer.cpp sums each
+// bucket of gradients with enqueue_allreduce (see docs/distributed.md).
 //
-// NEVER RUN HERE: these machines have no GPU, so this file and dist/nccl_reducer.cpp are compiled
-// and linked but have not run. What is tested without a GPU is everything around the NCCL call:
-// the device buckets (packing, reduction over the ranks, 1/N scaling, dtypes, missing gradients)
-// with the host-staged reducer on the emulated CUDA device (tests/cuda/test_cuda_gradient_sync.cpp
-// and the MPI run of the emulated command line). scripts/gpu-check.sh runs `mpirun -np 1` through
-// NCCL on a GPU machine when it has mpirun and libnccl.
+// NEVER RUN HERE: these machines have no GPU, so this file and distributed/nccl_reducer.cpp are
+// compiled and linked but have not run. What is tested without a GPU is everything around the NCCL
+// call: the device buckets (packing, reduction over the ranks, 1/N scaling, dtypes, missing
+// gradients) with the host-staged reducer on the emulated CUDA device
+// (tests/cuda/test_cuda_gradient_sync.cpp and the MPI run of the emulated command line).
+// scripts/gpu-check.sh runs `mpirun -np 1` through NCCL on a GPU machine when it has mpirun and
+// libnccl.
 //
 // The NCCL communicator is bootstrapped over a host communicator: rank 0 makes the unique id and
 // broadcasts it; every rank then joins with its rank and the job's size. Its one collective, the
@@ -21,7 +22,7 @@
 // own, cudaMemcpy), so it runs after the kernels queued before it and before those queued after it.
 #include <cstdint>
 
-#include "tapegrad/dist/communicator.h"
+#include "tapegrad/distributed/communicator.h"
 
 namespace tg::dist {
 

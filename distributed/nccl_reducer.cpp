@@ -1,5 +1,5 @@
-// The bucket reducer on NCCL (dist/bucket_reducer.h): a device bucket summed in device memory.
-// Built only with NCCL, linked only over the real CUDA backend; never run here (no GPU).
+// The bucket reducer on NCCL (distributed/bucket_reducer.h): a device bucket summed in device
+// memory. Built only with NCCL, linked only over the real CUDA backend; never run here (no GPU).
 //
 // start() enqueues ncclAllReduce on the CUDA backend's stream right behind the kernels that packed
 // the bucket and returns; wait() has nothing to do, because the kernels that unpack the bucket are
@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/dist/bucket_reducer.h"
-#include "tapegrad/dist/nccl_communicator.h"
+#include "tapegrad/distributed/bucket_reducer.h"
+#include "tapegrad/distributed/nccl_communicator.h"
 
 namespace tg::dist {
 namespace {

@@ -17,8 +17,8 @@
 #   tests/cpu/       the plain kernels against their references, the allocator, the thread pool
 #   tests/cpu/fast/  the fast kernels: the portable ones run, the AVX2 / AVX-512 cases print
 #                    "[tapegrad: skipped]" (tests/support/skip.h) and CTest counts them as skipped
-# Left out: io/, train/, plot/, cli/, dist/ and docs/ (the command line, files, plots: nothing
-# there depends on the instruction set) and the CUDA tests.
+# Left out: io/, train/, plot/, cli/, distributed/ and docs/ (the command line, files, plots:
+# nothing there depends on the instruction set) and the CUDA tests.
 #
 # Then CTest runs each case under qemu-aarch64 (CMAKE_CROSSCOMPILING_EMULATOR: the arm64 loader and
 # C and C++ runtimes from /usr/aarch64-linux-gnu, the toolchain file says why all three), OpenBLAS

@@ -39,7 +39,7 @@ core_folders=(autograd ops cpu)
 core_nn_modules=(module layers attention optim masks positional_encoding)
 
 # The folders whose source files are counted, in layer order, then the tests and examples.
-folders=(autograd cpu cpu/fast cuda ops io nn dist train plot cli tests examples docs/examples)
+folders=(autograd cpu cpu/fast cuda ops io nn distributed train plot cli tests examples docs/examples)
 
 # ---- Counting ------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 #pragma once
-// What defines a data-parallel training run: the settings every rank of a job must share, which
-// the trainer compares across the ranks before the first step (dist/job.h, check_ranks_agree).
+// What defines a data-parallel training run: the settings every rank of a job must share, which the
+// trainer compares across the ranks before the first step (distributed/job.h, check_ranks_agree).
 //
 // In this order, one (name, value) pair each:
 //   --resume                   "none", or the checkpoint's step and the SHA-256 of its file
@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tapegrad/dist/job.h"
+#include "tapegrad/distributed/job.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/train/config.h"
 

@@ -30,7 +30,7 @@ struct TrainStepOptions {
   // (train/grad_health.h). With clipping on, the norm is the one clipping uses (computed once).
   std::function<void(double)> check_gradient_norm = nullptr;
   // Called right after backward, before anything reads the gradients: data-parallel training
-  // averages them over the ranks here (dist/gradient_sync.h); empty: nothing is called.
+  // averages them over the ranks here (distributed/gradient_sync.h); empty: nothing is called.
   std::function<void()> reduce_gradients = nullptr;
 };
 

@@ -21,9 +21,9 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/threads.h"
-#include "tapegrad/dist/communicator.h"
-#include "tapegrad/dist/gradient_sync.h"
-#include "tapegrad/dist/job.h"
+#include "tapegrad/distributed/communicator.h"
+#include "tapegrad/distributed/gradient_sync.h"
+#include "tapegrad/distributed/job.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/io/json_bytes.h"
 #include "tapegrad/io/sha256.h"
@@ -443,7 +443,7 @@ void Training::start_gradient_sync() {
   shard_first = comm.rank() * shard;  // this rank's examples
   // Overlapped with backward, except when activation checkpointing re-records ops during backward.
   // Gradients on a CUDA device are reduced in device memory (NCCL when built with it, see
-  // dist/bucket_reducer.h). Under an MPI launcher the sync is active even for one process.
+  // distributed/bucket_reducer.h). Under an MPI launcher the sync is active even for one process.
   gradient_sync.emplace(comm, model->parameters(), /*overlap=*/!config.checkpoint_activations);
   data_parallel = gradient_sync->active();
 }
@@ -934,7 +934,7 @@ void Training::print_json_summary(double train_loss, double ms_per_step, int64_t
 }
 
 // The training run; `setup_done` is set once every rank has read its data and built its model
-// (dist/job.h: errors before that point are voted on, so that all ranks stop together).
+// (distributed/job.h: errors before that point are voted on, so that all ranks stop together).
 int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_done) {
   Training training(asked, comm);
   training.resolve_config();
@@ -942,7 +942,7 @@ int train_ranks(const TrainRun& asked, dist::Communicator& comm, bool& setup_don
   training.plan_steps();
   const dist::RunDefinition definition = training.definition();
   // Every rank has its data, model and optimizer: vote, so that a failure on one stops them all;
-  // then check that all of them run the same job (dist/job.h), before anything is written.
+  // then check that all of them run the same job (distributed/job.h), before anything is written.
   dist::setup_succeeded(comm);
   dist::check_ranks_agree(comm, definition);
   if (!training.run.save_init.empty()) training.save_initial_weights();

@@ -3,7 +3,7 @@
 // and --patience each resume to the very checkpoint an uninterrupted run writes (the same bytes:
 // weights, optimizer state, RNG, step, validation record); --save-best keeps the minimum of the
 // logged validation losses. The signals are sent by this process to the tests' tapegrad_hooked,
-// which waits at the chosen step for them (tests/dist/hooked_tapegrad.cpp).
+// which waits at the chosen step for them (tests/distributed/hooked_tapegrad.cpp).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>

@@ -1,9 +1,9 @@
-// dist::GradientSync with its buckets on the CUDA device (dist/bucket_reducer.h), without MPI:
-// N simulated ranks, each a thread of this process with its own parameters and gradients, joined
-// by an in-process communicator that really sums the ranks' buffers. The device buckets are
-// reduced by the host-staged reducer, the same path the NCCL reducer takes apart from the one
-// NCCL call (which needs a GPU and is not tested here). The reference is independent of the
-// buckets: each parameter's gradient averaged over the ranks by hand, in f64 on the host.
+// dist::GradientSync with its buckets on the CUDA device (distributed/bucket_reducer.h), without
+// MPI: N simulated ranks, each a thread of this process with its own parameters and gradients,
+// joined by an in-process communicator that really sums the ranks' buffers. The device buckets are
+// reduced by the host-staged reducer, the same path the NCCL reducer takes apart from the one NCCL
+// call (which needs a GPU and is not tested here). The reference is independent of the buckets:
+// each parameter's gradient averaged over the ranks by hand, in f64 on the host.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "tapegrad/dist/gradient_sync.h"
+#include "tapegrad/distributed/gradient_sync.h"
 #include "tests/cuda/cuda_test_support.h"
 
 namespace tg::testing {

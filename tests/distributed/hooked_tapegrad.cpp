@@ -1,6 +1,6 @@
 // tapegrad_hooked: the tests' own build of the command line, tapegrad's main() (cli/main.cpp)
-// linked with this file, which installs a test hook before main() runs. Built only with the
-// tests and never installed: the installed tapegrad has no such behaviour (dist/job.h's step hook
+// linked with this file, which installs a test hook before main() runs. Built only with the tests
+// and never installed: the installed tapegrad has no such behaviour (distributed/job.h's step hook
 // stays empty there, and no environment variable changes what it does).
 //
 //   TAPEGRAD_TEST_RANK_DIES="R:K"   rank R aborts (SIGABRT) as training step K starts
@@ -21,7 +21,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tapegrad/dist/job.h"
+#include "tapegrad/distributed/job.h"
 #include "tapegrad/train/stop_signals.h"
 
 namespace {

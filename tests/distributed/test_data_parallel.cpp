@@ -24,8 +24,8 @@ CliResult run_ranks(int ranks, const std::string& arguments, const TempDir& dir)
   return run_cli(arguments, dir, mpi_launcher(ranks));
 }
 
-// The tests' tapegrad_hooked (tests/dist/hooked_tapegrad.cpp) on `ranks` processes, with `env`
-// ("NAME=VALUE", its test hook) passed to every rank.
+// The tests' tapegrad_hooked (tests/distributed/hooked_tapegrad.cpp) on `ranks` processes, with
+// `env` ("NAME=VALUE", its test hook) passed to every rank.
 CliResult run_hooked_ranks(int ranks, const std::string& arguments, const TempDir& dir,
                            const std::string& env) {
   return run_cli(arguments, dir, mpi_launcher(ranks) + " -x " + env, TAPEGRAD_HOOKED_BIN);
@@ -254,10 +254,10 @@ TEST_CASE("mpi: one process under mpirun reduces its gradients and trains as wit
 }
 
 
-// Ranks that disagree on what defines the run (dist/job.h's check_ranks_agree): each job is two
-// ranks with different flags (mpirun's `-np 1 A : -np 1 B`), which before the check crashed
-// (--dim, --layers, --task), aborted inside Open MPI (other data), hung (--steps, --stop-after, other
-// checkpoints) or trained inconsistent replicas (--seed, --lr, --batch, --no-shuffle, --amp).
+// Ranks that disagree on what defines the run (distributed/job.h's check_ranks_agree): each job is
+// two ranks with different flags (mpirun's `-np 1 A : -np 1 B`), which before the check crashed
+// (--dim, --layers, --task), aborted inside Open MPI (other data), hung (--steps, --stop-after,
+// other checkpoints) or trained inconsistent replicas (--seed, --lr, --batch, --no-shuffle, --amp).
 namespace {
 
 struct DisagreeCase {

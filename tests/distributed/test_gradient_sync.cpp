@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/dist/gradient_sync.h"
+#include "tapegrad/distributed/gradient_sync.h"
 #include "tapegrad/ops/ops.h"
 
 namespace {

@@ -1,5 +1,5 @@
-// dist/job.h without MPI: the text a rank's run definition is sent as, the sentence naming the
-// first setting two ranks disagree on, check_ranks_agree on a fake rank 1; and the installed
+// distributed/job.h without MPI: the text a rank's run definition is sent as, the sentence naming
+// the first setting two ranks disagree on, check_ranks_agree on a fake rank 1; and the installed
 // tapegrad, which has no test hooks (they live in the tests' tapegrad_hooked).
 #include <catch2/catch.hpp>
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tapegrad/dist/job.h"
+#include "tapegrad/distributed/job.h"
 #include "tests/cli/cli_support.h"
 
 namespace {

@@ -151,7 +151,8 @@ TEST_CASE("docs/reliability.md lists every environment variable the sources read
 }
 
 TEST_CASE("the shipped tapegrad holds no test hook's variable", "[docs][cli]") {
-  // The hooks (TAPEGRAD_TEST_*) are tapegrad_hooked's alone (tests/dist/hooked_tapegrad.cpp).
+  // The hooks (TAPEGRAD_TEST_*) are tapegrad_hooked's alone
+  // (tests/distributed/hooked_tapegrad.cpp).
   std::ifstream binary(TAPEGRAD_BIN, std::ios::binary);
   std::ostringstream bytes;
   bytes << binary.rdbuf();
