@@ -8,7 +8,7 @@
 # The commands: `tapegrad bench` on every training workload (textcls-small, textcls-mid,
 # timeseries, attn-long, charlm: ms per step, the median of STEPS), the int8 inference of
 # textcls-mid (`bench --int8`, the dynamic int8 forward's ms per batch), `tapegrad sample --tokens
-# 300` from a small char LM this script trains first (LM_STEPS steps of the README's recipe, in a
+# 300` from a small char LM this script trains first (LM_STEPS steps of docs/cli.md's recipe, in a
 # temporary directory), and `tapegrad gradcheck --filter attention` (both wall-clock ms).
 #
 #   bench/busy.sh [path/to/tapegrad]        (default: build/tapegrad)

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Checks that the README's PyTorch snippet works as written.
+"""Checks that the PyTorch snippet of docs/checkpoints.md works as written.
 
-Takes the two ```sh / ```python blocks of README.md's "In PyTorch" paragraph, runs the sh block's
-`tapegrad train` and `tapegrad export` commands (with --tapegrad's binary) in a temporary
-directory, runs the python block there as it is (the tutorial's own classes, PositionalEncoding
-with its buffer pe [1, 5000, d_model], loading the exports with load_state_dict(strict=True)), and
-then checks what the loaded PyTorch models compute against tapegrad:
+Takes the two ```sh / ```python blocks of docs/checkpoints.md's "In PyTorch" section, runs the
+sh block's `tapegrad train` and `tapegrad export` commands (with --tapegrad's binary) in a
+temporary directory, runs the python block there as it is (the tutorial's own classes,
+PositionalEncoding with its buffer pe [1, 5000, d_model], loading the exports with
+load_state_dict(strict=True)), and then checks what the loaded PyTorch models compute against
+tapegrad:
 
   - sun (TimeSeriesModel): the mean squared error over every window of data/sunspots.csv, z-scored
     with the statistics in the export's metadata, against `tapegrad eval --json`'s loss;
@@ -15,7 +16,7 @@ then checks what the loaded PyTorch models compute against tapegrad:
     computes in f32, loads back into `tapegrad eval` and gives the same loss.
 
     pip install safetensors torch
-    python bench/load_checkpoint_torch.py [--tapegrad build/tapegrad] [--readme README.md]
+    python bench/load_checkpoint_torch.py [--tapegrad build/tapegrad] [--page docs/checkpoints.md]
 
 Without PyTorch or safetensors it prints why and exits 77 (CTest's "skipped").
 """
@@ -40,11 +41,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["Computers are useless. They can only give answers.", "the cat sat on the mat", "love and war"]
 
 
-def readme_blocks(path):
-    """The sh and python blocks of the README's "In PyTorch" paragraph."""
+def page_blocks(path):
+    """The sh and python blocks of the page's "In PyTorch" section."""
     with open(path, encoding="utf-8") as f:
-        readme = f.read()
-    section = readme[readme.index("**In PyTorch**"):]
+        page = f.read()
+    section = page[page.index("## In PyTorch"):]
     sh = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
     python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     return sh, python
@@ -136,7 +137,7 @@ def check_textcls(model, tapegrad, checkpoint):
     return ok
 
 
-# The README's files: each model's checkpoint (train --save) and its export (tapegrad export).
+# The page's files: each model's checkpoint (train --save) and its export (tapegrad export).
 FILES = {"sun": ("sun.safetensors", "sun-model.safetensors"), "cls": ("cls.safetensors", "cls-model.safetensors")}
 
 
@@ -199,19 +200,19 @@ def check_pytorch_round_trip(namespace, tapegrad, csv):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tapegrad", default=os.path.join(ROOT, "build", "tapegrad"))
-    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
-                        help="the Markdown file whose \"In PyTorch\" paragraph holds the blocks")
+    parser.add_argument("--page", default=os.path.join(ROOT, "docs", "checkpoints.md"),
+                        help="the Markdown file whose \"In PyTorch\" section holds the blocks")
     args = parser.parse_args()
     tapegrad = os.path.abspath(args.tapegrad)
-    sh, python = readme_blocks(os.path.abspath(args.readme))
+    sh, python = page_blocks(os.path.abspath(args.page))
     assert "strict=True" in python and "strict=False" not in python, "the block must load strictly"
     with tempfile.TemporaryDirectory() as tmp:
         os.symlink(os.path.join(ROOT, "data"), os.path.join(tmp, "data"))
         os.chdir(tmp)
         run_sh_block(tapegrad, sh)
-        namespace = {"__name__": "readme"}
-        exec(compile(python, "README.md (In PyTorch)", "exec"), namespace)  # as written
-        print(f"the README's block ran: sun and cls loaded with strict=True (torch {torch.__version__})")
+        namespace = {"__name__": "checkpoints_md"}
+        exec(compile(python, "docs/checkpoints.md (In PyTorch)", "exec"), namespace)  # as written
+        print(f"the page's block ran: sun and cls loaded with strict=True (torch {torch.__version__})")
         ok = check_files(namespace)
         ok = check_timeseries(namespace["sun"], tapegrad, FILES["sun"][1], "data/sunspots.csv") and ok
         ok = check_textcls(namespace["cls"], tapegrad, FILES["cls"][1]) and ok

@@ -243,7 +243,7 @@ def make_workload(name, attention="explicit", shape=(1024, 1024, 1024)):
 
         return (step, batch * seq, 3 * mha_flops(batch, seq, dim, True), list(model.parameters()) + data,
                 parameter_count(model))
-    elif name == "charlm":  # as cli/bench.cpp's char_lm: the README's character LM, one step
+    elif name == "charlm":  # as cli/bench.cpp's char_lm: docs/cli.md's character LM, one step
         vocab, dim, heads, layers, batch, context = 100, 128, 4, 2, 32, 128
         model = CharLM(vocab, dim, heads, layers, attention, max_len=context)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Reruns the README's commands whose output it quotes and compares the figures.
+"""Reruns the commands whose output the docs quote and compares the figures.
 
-    scripts/check-readme-quotes.py [--tapegrad build/tapegrad] [README.md]
+    scripts/check-doc-quotes.py [--tapegrad build/tapegrad]
 
-Each case below names a command printed in the README and the output quoted beside it. The
-command is taken from the README as printed (so an edited command is what runs), with
+Each case below names a page, a command printed there and the output quoted beside it. The
+command is taken from the page as printed (so an edited command is what runs), with
 `--threads 1` added, in a temporary directory where data/ is the repository's; CASES says what
 else, if anything, is added. The quoted lines are compared with what the command printed (or
 wrote), figure by figure:
@@ -18,7 +18,7 @@ wrote), figure by figure:
 
 A quoted line "..." stands for any number of lines: the lines before it are the output's first
 lines, those after it its last lines. A CSV quote is the file's first lines. Exit status 0 when
-every case matches, 1 with a diff of each mismatch, 2 when a case cannot be found in the README.
+every case matches, 1 with a diff of each mismatch, 2 when a case cannot be found on its page.
 """
 import argparse
 import os
@@ -31,22 +31,23 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # name: what the case is, for messages
-# command: a regex matching the command in one of the README's ```sh blocks (continuations joined)
+# page: the Markdown file that prints the command and quotes its output, from the repository root
+# command: a regex matching the command in one of the page's ```sh blocks (continuations joined)
 # add: flags appended to it besides --threads 1
 # quote: where the quoted output is: "next-block" (the next ``` block after the command that
 #   starts with `starts`), or "comment" (the `# ...` text after the command on its own line)
 # compare: "output" (what the command printed, lines starting with `starts` for a comment), or a
 #   file the command writes (a CSV: the quote is its first lines)
 CASES = [
-    {"name": "training output in 'The command line'",
+    {"name": "training output in 'What training prints'", "page": "docs/cli.md",
      "command": r"^tapegrad train --task timeseries --data data/sunspots\.csv .*--log sun\.csv$",
      "add": [], "quote": "next-block", "starts": "timeseries:", "compare": "output"},
-    {"name": "--profile-trace in 'Traces and gradient health'",
+    {"name": "--profile-trace in 'Traces'", "page": "docs/diagnostics.md",
      "command": r"^tapegrad train .*--profile-trace lm\.json",
      "add": [], "quote": "comment", "starts": "wrote ", "compare": "output"},
     # The quote is the CSV's first rows, all of step 1: one step of the run (its schedule is still
     # the 500 steps') writes them.
-    {"name": "--grad-stats CSV in 'Traces and gradient health'",
+    {"name": "--grad-stats CSV in 'Gradient statistics and health'", "page": "docs/diagnostics.md",
      "command": r"^tapegrad train .*--grad-stats grads\.csv$",
      "add": ["--stop-after", "1"], "quote": "next-block", "starts": "step,name,",
      "compare": "grads.csv"},
@@ -58,11 +59,11 @@ FLOAT_RESULT_BEFORE = ("loss",)     # ... preceded by one of these a float resul
 
 
 class CaseError(Exception):
-    """The README does not hold what a case looks for."""
+    """The page does not hold what a case looks for."""
 
 
 def fenced_blocks(text):
-    """[(language, first line index, lines)] of the README's ``` blocks."""
+    """[(language, first line index, lines)] of a page's ``` blocks."""
     blocks, lines, i = [], text.split("\n"), 0
     while i < len(lines):
         if lines[i].startswith("```"):
@@ -195,7 +196,7 @@ def check_case(case, blocks, tapegrad, tolerance):
     """The mismatches of one case, as diff lines (empty when it matches)."""
     argv, quote = find_case(case, blocks)
     argv = argv + ["--threads", "1"] + case["add"]
-    with tempfile.TemporaryDirectory(prefix="readme-quotes-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="doc-quotes-") as workdir:
         os.symlink(os.path.join(ROOT, "data"), os.path.join(workdir, "data"))
         printed = run(argv, tapegrad, workdir)
         if case["compare"] == "output":
@@ -213,26 +214,26 @@ def check_case(case, blocks, tapegrad, tolerance):
         csv_header = header if header is not None and quoted != header else None
         if quoted is not None and got is not None and same_line(quoted, got, tolerance, csv_header):
             continue
-        diff.append(f"  - README: {quoted if quoted is not None else '(no such line)'}")
+        diff.append(f"  - quoted: {quoted if quoted is not None else '(no such line)'}")
         diff.append(f"  + actual: {got if got is not None else '(no such line)'}")
     return shlex.join(argv), diff
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
     parser.add_argument("--tapegrad", default=os.path.join(ROOT, "build", "tapegrad"))
     parser.add_argument("--tolerance", type=float, default=0.01,
                         help="relative tolerance of float results (default 0.01)")
     args = parser.parse_args()
-    with open(args.readme, encoding="utf-8") as f:
-        blocks = fenced_blocks(f.read())
     failed = False
     for case in CASES:
+        with open(os.path.join(ROOT, case["page"]), encoding="utf-8") as f:
+            blocks = fenced_blocks(f.read())
         try:
-            command, diff = check_case(case, blocks, args.tapegrad, args.tolerance)
+            command, diff = check_case(case, blocks, os.path.abspath(args.tapegrad),
+                                       args.tolerance)
         except CaseError as error:
-            print(f"check-readme-quotes: {args.readme}: {case['name']}: {error}", file=sys.stderr)
+            print(f"check-doc-quotes: {case['page']}: {case['name']}: {error}", file=sys.stderr)
             return 2
         print(f"{'ok  ' if not diff else 'FAIL'} {case['name']}: {command}")
         for line in diff:
