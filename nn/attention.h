@@ -81,39 +81,45 @@ class MultiHeadAttention : public Module {
   bool use_fused = true;  // false: always the explicit path (the readable reference)
 
  private:
-  // Optimisation (self-attention on the CPU): q, k, v from one GEMM, attended where it left
-  // them; the same attention as forward's four projections. packs_projections says when.
-  AttentionOutput forward_packed(const Tensor& x, const Tensor& head_mask, bool is_causal,
-                                 double dropout_p) const;
-  bool packs_projections(const Tensor& query, const Tensor& key, const Tensor& value,
-                         bool need_weights) const;
-  // int8: [q; k; v] (stack_quantized_projections).
-  QuantizedRows stacked_weight;
-  Tensor stacked_bias;
   // The steps of forward's attention on projected heads [B, heads, S, head_dim]: attend picks the
   // path and returns (context, weights: defined on the explicit path only).
   std::pair<Tensor, Tensor> attend(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& head_mask, bool is_causal, double dropout_p,
                                    bool need_weights) const;
-  Tensor approximate_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor& head_mask, bool is_causal, double dropout_p) const;
   std::pair<Tensor, Tensor> explicit_heads(const Tensor& q, const Tensor& k, const Tensor& v,
                                            const Tensor& head_mask, bool is_causal,
                                            double dropout_p) const;
+
+  // The variants (nn/attention_variants.cpp). register_variant checks the spec's kind and position
+  // against the sizes and registers their tensors; register_relative_positions those of t5, shaw.
+  void register_variant(DType dtype);
+  void register_relative_positions(DType dtype);
+  Tensor approximate_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& head_mask, bool is_causal, double dropout_p) const;
   // T5's [heads, Sq + Sk - 1] bias for the fused kernel (causal buckets when is_causal), or
   // undefined for any other position.
   Tensor t5_bias(int64_t sq, int64_t sk, bool is_causal) const;
   // Every bias the explicit path adds to the scores, [.., Sq, Sk] (ALiBi, T5, Shaw), or undefined.
   Tensor explicit_bias(const Tensor& q, int64_t sk, bool is_causal) const;
-  // forward_cached's attention of the newest position p = Sk - 1 (q [B, heads, 1, head_dim]) over
-  // the cached k, v [B, heads, Sk, head_dim]: the layout's row p as a mask, the position biases
-  // of row p.
+
+  // Optimisation (nn/attention_packed.cpp; self-attention on the CPU): q, k, v from one GEMM,
+  // attended where it left them; the same attention as forward's four projections.
+  // packs_projections says when.
+  AttentionOutput forward_packed(const Tensor& x, const Tensor& head_mask, bool is_causal,
+                                 double dropout_p) const;
+  bool packs_projections(const Tensor& query, const Tensor& key, const Tensor& value,
+                         bool need_weights) const;
+  // int8: [q; k; v] (stack_quantized_projections, nn/attention_int8.cpp).
+  QuantizedRows stacked_weight;
+  Tensor stacked_bias;
+
+  // Incremental decoding (nn/attention_cached.cpp). forward_cached's attention of the newest
+  // position p = Sk - 1 (q [B, heads, 1, head_dim]) over the cached k, v [B, heads, Sk, head_dim]:
+  // the layout's row p as a mask, the position biases of row p.
   Tensor attend_newest(const Tensor& q, const Tensor& k, const Tensor& v) const;
   // The bias row p = sk - 1 adds to its scores by relative position, [heads, sk] (ALiBi's
   // slope (j - p), T5's buckets of j - p), or undefined for any other position.
   Tensor newest_row_bias(int64_t sk, DType dtype, Device device) const;
-  // Registers the tables of the learned relative positions (t5, shaw) after checking the spec.
-  void register_relative_positions(DType dtype);
 };
 
 // The variants as modules of their own, named as the papers' reference code names them: each is
