@@ -20,6 +20,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/gradcheck.h"
 #include "tapegrad/autograd/kernels.h"
+#include "tapegrad/autograd/op_registry.h"
 #include "tapegrad/autograd/philox.h"
 #include "tapegrad/autograd/portable.h"
 #include "tapegrad/autograd/profiler.h"

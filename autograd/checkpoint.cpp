@@ -88,4 +88,7 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
   return output;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration checkpoint_ops({"checkpoint"});
+
 }  // namespace tg

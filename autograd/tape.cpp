@@ -335,6 +335,7 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
+  check_recordable(op);  // a registered, differentiable name (autograd/op_registry.h)
   if (observer) observer->op_recorded(op, inputs);  // the seam: the profiler times the forward op here
   auto node = std::make_shared<Node>();
   node->op = op;

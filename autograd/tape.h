@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/op_registry.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tg {
@@ -80,7 +81,8 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
 
 // Records `output` as produced by `op` from `inputs` when grad mode is on and an input requires
-// grad. `saved` are detached and kept for `backward`.
+// grad. `saved` are detached and kept for `backward`. `op` must be registered as differentiable
+// (OpRegistration, autograd/op_registry.h), else a tg::Error and nothing is recorded.
 void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward);
 // The same, as ops call it, with braced lists: when nothing is recorded (no_grad, or no input

@@ -396,4 +396,7 @@ Tensor packed_self_attention(const Tensor& qkv_in, int64_t heads, const Tensor& 
                    sparsity, alibi, relative_bias);
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration attention_ops({"scaled_dot_product_attention", "packed_self_attention"});
+
 }  // namespace tg

@@ -48,4 +48,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return out;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration dropout_ops({"dropout"});
+
 }  // namespace tg

@@ -196,4 +196,11 @@ Tensor equal(const Tensor& a_in, const Tensor& b_in) {
   return binary_forward(BinaryOp::eq, a, b, "equal");
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration elementwise_ops({"add", "sub", "mul", "div", "add_scalar", "mul_scalar", "neg",
+                                      "pow", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
+                                      "gelu"});
+// Not differentiable: they record nothing, and record() refuses their names.
+const OpRegistration elementwise_ops_without_gradient({"equal"}, OpGradient::none);
+
 }  // namespace tg

@@ -49,4 +49,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   return out;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration embedding_ops({"embedding"});
+
 }  // namespace tg

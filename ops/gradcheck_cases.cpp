@@ -4,6 +4,7 @@
 // `tapegrad gradcheck`.
 #include "tapegrad/ops/gradcheck_cases.h"
 
+#include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/ops/ops.h"
@@ -117,10 +118,20 @@ std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
                      [](const Inputs& x) { return x[0] * x[0]; }));
   add_case(on_leaves("cat", {{2, 3}, {2, 2}}, [](const Inputs& x) { return cat({x[0], x[1]}, 1) * 2.0; }));
   add_case(on_leaves("stack", {{2, 3}, {2, 3}}, [](const Inputs& x) { return stack({x[0], x[1]}, 1) * 2.0; }));
+  add_case(on_leaves("clone", {{2, 3}}, [](const Inputs& x) { return x[0].clone() * x[0]; }));
+  // On a GPU the round trip through the CPU records to_device twice; on the CPU it is no node.
+  add_case(on_leaves("to_device/through-the-cpu", {{2, 3}}, [](const Inputs& x) {
+    return (x[0].to(kCPU) * 2.0).to(x[0].device()) * x[0];
+  }));
   // Through f32 the function is a staircase at the 1e-7 scale: a wider eps sees the slope.
   add_case(make_case("to-f32-and-back", "[2, 2]", [] { return Inputs{random_leaf({2, 2})}; },
                      [](const Inputs& x) { return x[0].to(DType::f32).to(DType::f64) * 3.0; },
                      GradcheckOptions{.eps = 1e-3, .atol = 1e-3, .rtol = 1e-2}));
+
+  // Recomputed in backward: the gradient of the re-run, not of a recording.
+  add_case(on_leaves("checkpoint/two-ops", {{2, 3}, {3}}, [](const Inputs& x) {
+    return checkpoint([](const Inputs& in) { return tanh(in[0] * in[1]) * in[0]; }, x);
+  }));
 
   for (GradcheckCase& c : indexing_gradcheck_cases()) add_case(std::move(c));
 

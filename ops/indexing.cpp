@@ -223,4 +223,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
   return out;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration indexing_ops({"sort", "gather", "scatter_add", "index_select"});
+// Not differentiable: they record nothing, and record() refuses their names.
+const OpRegistration indexing_ops_without_gradient({"argsort"}, OpGradient::none);
+
 }  // namespace tg

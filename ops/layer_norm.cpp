@@ -101,4 +101,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   return out;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration layer_norm_ops({"layer_norm"});
+
 }  // namespace tg

@@ -94,4 +94,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in) {
   return mean(mul(diff, diff));
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration loss_ops({"nll_loss"});
+
 }  // namespace tg

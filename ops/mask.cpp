@@ -72,4 +72,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return out;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration mask_ops({"where", "masked_fill"});
+
 }  // namespace tg

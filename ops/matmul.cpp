@@ -230,4 +230,7 @@ Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
   return out;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration matmul_ops({"matmul", "linear", "stacked_linear"});
+
 }  // namespace tg

@@ -96,4 +96,8 @@ Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tens
   return out.view(out_shape);
 }
 
+// Not differentiable: they record nothing, and record() refuses their names.
+const OpRegistration quantize_ops_without_gradient(
+    {"quantize_rows", "dequantize_rows", "quantize_weight", "quantized_linear"}, OpGradient::none);
+
 }  // namespace tg

@@ -122,4 +122,7 @@ Tensor max(const Tensor& x) {
   return max(x.reshape({-1}), 0).values;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration reduce_ops({"sum", "max"});
+
 }  // namespace tg

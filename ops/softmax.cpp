@@ -53,4 +53,7 @@ Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   return y;
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration softmax_ops({"softmax", "log_softmax"});
+
 }  // namespace tg

@@ -363,4 +363,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(unsqueezed, d);
 }
 
+// The names this file's ops record on the tape (autograd/op_registry.h).
+const OpRegistration view_ops({"view", "permute", "narrow", "expand", "squeeze", "unsqueeze",
+                               "contiguous", "clone", "to", "cat"});
+// Recorded only when a tensor changes device (its gradcheck case runs on a GPU).
+const OpRegistration view_ops_between_devices({"to_device"}, OpGradient::between_devices);
+
 }  // namespace tg
