@@ -8,6 +8,7 @@
 #include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/textbook.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/relative_position.h"
 #include "tapegrad/nn/rope.h"
@@ -61,7 +62,8 @@ Tensor MultiHeadAttention::attend_newest(const Tensor& q, const Tensor& k, const
   const Tensor mask =
       layout.kind == SparsityKind::full ? Tensor() : newest_row_mask(layout, sk, q.device());
   const DType bias_dtype = is_half(q.dtype()) ? DType::f32 : q.dtype();
-  if (use_fused && spec.position != PositionKind::shaw) {  // the bias row as the kernel's
+  // The bias row as the kernel's; under tg::Textbook (autograd/textbook.h) the explicit path.
+  if (use_fused && !textbook_mode() && spec.position != PositionKind::shaw) {
     return scaled_dot_product_attention(q, k, v, mask, false, 0.0, {}, {}, false,
                                         newest_row_bias(sk, bias_dtype, q.device()));
   }
