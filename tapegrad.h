@@ -6,13 +6,11 @@
 //   tapegrad/ops/gradcheck_cases.h, tapegrad/nn/gradcheck_cases.h: the gradcheck registries, for
 //     the tests and `tapegrad gradcheck`, to include on their own;
 //   tapegrad/io/json_bytes.h: it includes <nlohmann/json.hpp>, which the library uses privately
-//     and find_package(tapegrad) does not provide;
-//   tapegrad/cpu/features.h: the switch that turns the CPU's fast paths off, a backend header to
-//     include on its own (the backends' other headers, cpu/ and cuda/, are not installed).
+//     and find_package(tapegrad) does not provide.
+// The backends' own headers (cpu/, cuda/) are not installed.
 
-// autograd/: tensors, the tape, devices, dtypes, random numbers, mixed precision, checkpointing
+// autograd/: tensors, the tape, devices, dtypes, random numbers, checkpointing
 #include "tapegrad/autograd/attention_layout.h"
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/dtype.h"
@@ -23,14 +21,22 @@
 #include "tapegrad/autograd/op_registry.h"
 #include "tapegrad/autograd/philox.h"
 #include "tapegrad/autograd/portable.h"
-#include "tapegrad/autograd/profiler.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/shape.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/tape_graph.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/autograd/threads.h"
+
+// runtime/: the engine's plumbing: mixed precision, the profiler and the engine's seam for tools,
+// the thread count and the pool, the CPU allocator's cache, the switch of the CPU's fast paths
+#include "tapegrad/runtime/allocator.h"
+#include "tapegrad/runtime/autocast.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/profiler.h"
+#include "tapegrad/runtime/tape_observer.h"
+#include "tapegrad/runtime/thread_pool.h"
+#include "tapegrad/runtime/threads.h"
 
 // ops/: every differentiable op
 #include "tapegrad/ops/ops.h"

@@ -1,11 +1,11 @@
 // checkpoint: run fn unrecorded, keep only its inputs and RNG state, recompute in backward.
 #include "tapegrad/autograd/checkpoint.h"
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/read_log.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {

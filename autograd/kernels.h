@@ -309,7 +309,7 @@ constexpr int64_t kMaxInt8Depth = 133143;
 
 // ---- The backend registry ---------------------------------------------------------------------
 // Each device type has at most one backend. The CPU backend is always there; the CUDA backend is
-// in the registry from the start when the library is built with it (autograd/backends.cpp names
+// in the registry from the start when the library is built with it (runtime/backends.cpp names
 // tg::cuda::cuda_backend()); register_backend() serves test harnesses (the emulated device).
 struct Backend {
   const char* name = "";                          // "cpu", "cuda"

@@ -6,10 +6,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/read_log.h"
+#include "tapegrad/runtime/autocast.h"
+#include "tapegrad/runtime/tape_observer.h"
 
 // The engine: record() notes each op as it runs, backward() walks those notes in reverse.
 //
@@ -42,7 +43,6 @@ thread_local bool grad_mode = true;
 thread_local std::vector<std::weak_ptr<Node>> tape;
 thread_local size_t compact_at = 1024;
 thread_local uint64_t next_sequence = 0;
-thread_local TapeObserver* observer = nullptr;  // the seam (tape.h); null when nobody watches
 
 // Drops the entries of nodes that no tensor owns any more.
 void compact_tape() {
@@ -84,29 +84,6 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
 struct BackwardMode {
   NoGrad no_grad;
   AutocastStateScope no_autocast{std::nullopt};
-};
-
-// The seam, engine side: reports a span to this thread's TapeObserver, if one is installed: the
-// whole sweep (node == nullptr) or one node's backward. The end goes, from the destructor, to the
-// observer that saw the start, so a backward that throws still closes its span.
-class ObservedSpan {
- public:
-  explicit ObservedSpan(const Node* node) : observer_(observer), node_(node) {
-    if (!observer_) return;
-    if (node_) observer_->node_started(*node_);
-    else observer_->backward_started();
-  }
-  ~ObservedSpan() {
-    if (!observer_) return;
-    if (node_) observer_->node_finished(*node_);
-    else observer_->backward_finished();
-  }
-  ObservedSpan(const ObservedSpan&) = delete;
-  ObservedSpan& operator=(const ObservedSpan&) = delete;
-
- private:
-  TapeObserver* observer_;
-  const Node* node_;
 };
 
 // The next node to run: walking the tape down from `cursor`, the latest node with a gradient
@@ -304,12 +281,6 @@ NoGrad::~NoGrad() { grad_mode = previous_; }
 EnableGrad::EnableGrad() : previous_(grad_mode) { grad_mode = true; }
 EnableGrad::~EnableGrad() { grad_mode = previous_; }
 
-TapeObserver* set_tape_observer(TapeObserver* new_observer) {
-  return std::exchange(observer, new_observer);
-}
-
-TapeObserver* tape_observer() { return observer; }
-
 namespace {
 
 // Every op asks this about its inputs, under no_grad too (record() does, before it returns), so it
@@ -336,7 +307,7 @@ void record(const char* op, const std::vector<Tensor>& inputs, Tensor& output,
             std::vector<Tensor> saved, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
   check_recordable(op);  // a registered, differentiable name (autograd/op_registry.h)
-  if (observer) observer->op_recorded(op, inputs);  // the seam: the profiler times the forward op here
+  notify_op_recorded(op, inputs);  // the seam (runtime/tape_observer.h): the profiler's forward row
   auto node = std::make_shared<Node>();
   node->op = op;
   node->sequence = next_sequence++;

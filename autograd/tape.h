@@ -113,30 +113,8 @@ void record(const char* op, std::initializer_list<Tensor> inputs, Tensor& output
 // backward with it; changing a leaf's requires_grad while another thread records ops on it.
 void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
 
-
-// The seam: the one way a tool watches the engine (the profiler and the trace recorder are the
-// tools that do). An observer installed on a thread hears of every op recorded there, of every
-// backward() sweep and node backward run there, and of every ProfileRegion (autograd/profiler.h)
-// opened there; the engine has no other hook. A span's end goes to the observer that saw its
-// start, also when a backward throws. Observing costs one thread_local pointer test per event
-// when no observer is installed.
-class TapeObserver {
- public:
-  virtual ~TapeObserver() = default;
-  // record(): `op` just computed its output from `inputs` (an undefined entry: an absent input).
-  virtual void op_recorded(const char* op, const std::vector<Tensor>& inputs) = 0;
-  virtual void backward_started() = 0;  // backward(): the sweep, seed checked
-  virtual void backward_finished() = 0;
-  virtual void node_started(const Node& node) = 0;  // node.backward(...) is about to run
-  virtual void node_finished(const Node& node) = 0;
-  // A region the caller names (ProfileRegion: "AdamW.step" is name "AdamW" + suffix ".step").
-  virtual void region_started(std::string_view name, const char* suffix) = 0;
-  virtual void region_finished() = 0;
-};
-// Installs `observer` on this thread (nullptr: none) and returns the one it replaces. The
-// observer must outlive every span it has seen start.
-TapeObserver* set_tape_observer(TapeObserver* observer);
-TapeObserver* tape_observer();  // this thread's observer, or nullptr
+// Tools (the profiler, the trace recorder) watch the engine through one seam, the TapeObserver
+// of runtime/tape_observer.h: record() and backward() tell it what they do, and nothing else.
 
 // The tape as text: one line per live node (op, output shape, dtype, saved bytes).
 std::string format_tape();

@@ -3,7 +3,7 @@
 # (`yes > /dev/null`, started and killed here), at tapegrad's default thread count and at
 # --threads 1, with PyTorch 2.x beside the training workloads at its default and at 1 thread.
 # Prints one markdown table, a row per command and load, with the ratio default / 1 thread; the
-# bound the thread policy promises (autograd/threads.h) is a ratio of at most 1.3 on every row.
+# bound the thread policy promises (runtime/threads.h) is a ratio of at most 1.3 on every row.
 #
 # The commands: `tapegrad bench` on every training workload (textcls-small, textcls-mid,
 # timeseries, attn-long, charlm: ms per step, the median of STEPS), the int8 inference of

@@ -14,13 +14,10 @@
 #include <random>
 #include <sstream>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/autograd/profiler.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/bench_attention_scaling.h"
 #include "tapegrad/cli/bench_charlm.h"
 #include "tapegrad/cli/bench_data_parallel.h"
@@ -29,7 +26,6 @@
 #include "tapegrad/cli/bench_int8.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/nn/attention.h"
@@ -37,6 +33,10 @@
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/profiler.h"
+#include "tapegrad/runtime/threads.h"
 #include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/profile_schedule.h"
 #include "tapegrad/train/trace.h"
@@ -343,7 +343,7 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
       ("tf32", po::bool_switch(&math_modes().allow_tf32),
        "cuda: let f32 GEMMs use TF32 tensor cores")
       ("plain-kernels", "CPU: run every kernel's plain loop instead of its vectorised fast path "
-                        "(cpu/features.h), to see what the fast paths pay")
+                        "(runtime/features.h), to see what the fast paths pay")
       ("int8", "inference only: f32 vs int8 dynamic vs int8 static forwards of a textcls workload "
                "or charlm (ms per batch, loss, model bytes; docs/quantization.md; "
                "TAPEGRAD_INT8_KERNEL=avx2|vnni|plain picks the int8 kernels)")
@@ -647,7 +647,7 @@ void print_text(const BenchOptions& o, Device device, const Workload& w, const M
 void print_profile(const BenchOptions& o) {
   std::ostream& out = o.json ? std::cerr : std::cout;
   out << "\nper-op profile of the " << o.steps << " timed steps (totals; forward rows time the gap "
-      << "since the previous op, see autograd/profiler.h):\n"
+      << "since the previous op, see runtime/profiler.h):\n"
       << format_profile(profile_results(), 30);
 }
 

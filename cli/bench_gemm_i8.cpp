@@ -14,11 +14,11 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/fast/quantize.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/ops/quantize.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cli {
 namespace {

@@ -12,9 +12,9 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/bench_charlm.h"
 #include "tapegrad/nn/generation.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cli {
 namespace {

@@ -15,12 +15,12 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/bench_charlm.h"
 #include "tapegrad/cpu/fast/quantize.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/nn/quantization.h"
 #include "tapegrad/ops/loss.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cli {
 namespace {

@@ -4,9 +4,9 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
+#include "tapegrad/runtime/threads.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/flag_scope.h"
 #include "tapegrad/train/tasks.h"

@@ -5,13 +5,13 @@
 #include <string>
 
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/openblas_core.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/fast/quantize.h"
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);
@@ -41,7 +41,7 @@ std::string attention_line() {
   return (wide ? "attention on AVX-512 tile products" : "attention on AVX2 tile products") +
          chosen_by(cpu::tiles::kTilesVariable, "avx2|avx512");
 }
-// The CPU fast paths' instruction sets (cpu/features.h), and whether TAPEGRAD_MAX_CPU_ISA hid
+// The CPU fast paths' instruction sets (runtime/features.h), and whether TAPEGRAD_MAX_CPU_ISA hid
 // AVX-512.
 std::string fast_paths_line() {
   if (!cpu::cpu_has_avx2_fma()) return "off (no AVX2 + FMA: plain loops)";
@@ -60,7 +60,7 @@ int info(const Args& args) {
     std::cout << options << "\nexample:\n  tapegrad info\n";
     return 0;
   }
-  pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, autograd/threads.h)
+  pin_blas_to_one_thread();  // as the first GEMM would (the thread policy, runtime/threads.h)
   const std::string int8 = int8_line();  // before any output: a bad variable is the one line
   const std::string attention = attention_line();
   const std::string core_note = openblas_core_note().empty() ? "" : "; " + openblas_core_note();

@@ -16,9 +16,9 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/openblas_core.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/distributed/communicator.h"
 #include "tapegrad/distributed/job.h"
+#include "tapegrad/runtime/features.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 
 extern "C" char* openblas_get_corename(void);
 

@@ -3,7 +3,7 @@
 #include <typeinfo>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cli {
 namespace {

@@ -19,7 +19,7 @@ boost::program_options::variables_map parse_command_line(
 // The options typed on the command line (not those only defaulted), without the dashes.
 std::set<std::string> given_options(const boost::program_options::variables_map& vm);
 
-// --threads, as every command that computes reads it (the thread policy: autograd/threads.h):
+// --threads, as every command that computes reads it (the thread policy: runtime/threads.h):
 // the help line, which says what 0 means, and the option itself, stored into `threads`.
 extern const char* const kThreadsHelp;
 void add_threads_option(boost::program_options::options_description& options, int& threads);

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape_graph.h"
 #include "tapegrad/cli/cli.h"
@@ -22,6 +21,7 @@
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/plot/png.h"
 #include "tapegrad/plot/tape_plot.h"
+#include "tapegrad/runtime/autocast.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/config.h"
 #include "tapegrad/train/tasks.h"

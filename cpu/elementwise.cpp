@@ -3,8 +3,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
 
 namespace tg::cpu {
 namespace {
@@ -35,7 +35,7 @@ T apply_unary(UnaryOp op, T x, T scalar) {
 }
 
 // Contiguous unary and binary ops of at most this many elements run on the calling thread;
-// larger ones in chunks of at least about half of it (the thread policy: autograd/threads.h).
+// larger ones in chunks of at least about half of it (the thread policy: runtime/threads.h).
 constexpr int64_t kParallelElements = 1 << 15;
 
 // The binary ops, written once: calls body(fn) with fn(a, b) the operation on T, so that the

@@ -8,13 +8,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
 namespace {
 
-// The work threshold of argsort (the thread policy: autograd/threads.h): sorting a line of n
+// The work threshold of argsort (the thread policy: runtime/threads.h): sorting a line of n
 // costs about n log n comparisons, so lines are split among the threads from this many elements.
 // (gather and scatter-add split their slices from kParallelBytes written, as copies do.)
 constexpr int64_t kParallelSortElements = 1 << 14;

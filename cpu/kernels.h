@@ -1,7 +1,7 @@
 #pragma once
 // The CPU implementation of the kernel interface: plain loops over strided memory, OpenBLAS for
-// GEMM, the thread pool (cpu/thread_pool.h) across rows where the work is large enough to pay for
-// the threads (the thread policy: autograd/threads.h). Where a kernel is blocked or vectorised for
+// GEMM, the thread pool (runtime/thread_pool.h) across rows where the work is large enough to pay for
+// the threads (the thread policy: runtime/threads.h). Where a kernel is blocked or vectorised for
 // speed (GEMM, softmax, attention), cpu/reference.h has the same math as plain loops, and the
 // tests compare them.
 #include <algorithm>
@@ -14,8 +14,8 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/autograd/threads.h"
-#include "tapegrad/cpu/thread_pool.h"
+#include "tapegrad/runtime/thread_pool.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
 
@@ -50,7 +50,7 @@ void sum_dim_half(const Tensor& x, DimSplit split, const Tensor& out);
 void gemm_half(const GemmBatch& batch);
 
 // The fast paths, each in its own file compiled for AVX2 + FMA and called only when
-// fast_paths_enabled() (cpu/features.h); the kernel's plain loop is the reference.
+// fast_paths_enabled() (runtime/features.h); the kernel's plain loop is the reference.
 void adam_step_f32_avx2(const AdamStep& step, float* param, const float* grad, float* exp_avg,
                         float* exp_avg_sq, int64_t count);  // cpu/fast/optim_avx2.cpp
 // Elementwise f32 on AVX2 + FMA (cpu/fast/elementwise_avx2.cpp): out[i] = gelu(x[i]) (exact,
@@ -63,13 +63,13 @@ void exp_f32_avx2(const float* x, float* out, int64_t n);
 void gelu_backward_f32_avx2(const float* g, const float* x, float* out, int64_t n);  // g gelu'(x)
 float exp_shifted_f32_avx2(const float* x, float shift, float* out, int64_t n);
 // The three GELU kernels above with 16 lanes (cpu/fast/elementwise_avx512.cpp, compiled for
-// AVX-512 F): taken in their place where cpu_has_avx512f() (cpu/features.h), same bound.
+// AVX-512 F): taken in their place where cpu_has_avx512f() (runtime/features.h), same bound.
 void gelu_f32_avx512(const float* x, float* out, int64_t n);
 void gelu_grad_f32_avx512(const float* x, float* out, int64_t n);
 void gelu_backward_f32_avx512(const float* g, const float* x, float* out, int64_t n);
 
 // The one call into BLAS (cpu/fast/blas.cpp): C = alpha op(A) op(B) + beta C for one row-major
-// matrix, computed on the calling thread (OpenBLAS is single-threaded, autograd/threads.h); at
+// matrix, computed on the calling thread (OpenBLAS is single-threaded, runtime/threads.h); at
 // most 3 rows of C as a GEMV a row, which skips the GEMM's packing of op(B).
 void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -112,9 +112,8 @@ constexpr double kParallelFlops = 1 << 21;
 // Whether the n entries from `row` are all zero (a NaN is not): a row of a gradient that adds
 // nothing (the attention and linear backwards skip them). An entry is +0 or -0 when its bits,
 // the sign shifted out, are all 0. OR-ing those bits over a block of entries has no branch, so the
-// compiler runs it in vector registers (std::all_of compared and branched on every entry: the
-// linear backward's own share of a timeseries step, outside the GEMMs, fell from 6% to 4.5%). A
-// nonzero entry stops the scan at the end of its block.
+// compiler runs it in vector registers (std::all_of, a compare and branch an entry, was slower:
+// docs/design-notes.md). A nonzero entry stops the scan at the end of its block.
 template <typename T>
 bool all_zero(const T* row, int64_t n) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "all_zero: f32 and f64 rows");

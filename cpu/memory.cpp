@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/cpu/allocator.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/allocator.h"
 
 namespace tg {
 
@@ -24,7 +24,7 @@ Backend cpu_backend() {
 
 namespace cpu {
 
-void* CpuKernels::allocate(size_t nbytes) { return allocate_block(nbytes); }  // cpu/allocator.h
+void* CpuKernels::allocate(size_t nbytes) { return allocate_block(nbytes); }  // runtime/allocator.h
 
 void CpuKernels::deallocate(void* ptr, size_t nbytes) { free_block(ptr, nbytes); }
 

@@ -5,14 +5,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
 
 namespace tg::cpu {
 namespace {
 
 // An Adam step of at most this many elements runs on the calling thread (the thread policy:
-// autograd/threads.h); larger ones in chunks of at least about half of it.
+// runtime/threads.h); larger ones in chunks of at least about half of it.
 constexpr int64_t kParallelAdamElements = 1 << 15;
 
 }  // namespace

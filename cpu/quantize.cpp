@@ -9,14 +9,14 @@
 #include <optional>
 
 #include "tapegrad/cpu/fast/quantize.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
 
 namespace tg::cpu {
 namespace {
 
 // Loops over at most this many elements (of the input, or multiply-adds of the plain product) run
-// on the calling thread (the thread policy: autograd/threads.h).
+// on the calling thread (the thread policy: runtime/threads.h).
 constexpr int64_t kParallelInt8Elements = 1 << 14;
 
 // The fast int8 kernels' instruction set, or none: the plain loops (FastPathsOff, or

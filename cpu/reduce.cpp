@@ -5,14 +5,14 @@
 #include <limits>
 #include <vector>
 
-#include "tapegrad/autograd/threads.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
 namespace {
 
-// The work thresholds of this file's loops (the thread policy: autograd/threads.h): at most this
+// The work thresholds of this file's loops (the thread policy: runtime/threads.h): at most this
 // many elements read run on the calling thread. A sum reads each element once; softmax and layer
 // norm read a row two or three times, so they split from fewer.
 constexpr int64_t kParallelSumElements = 1 << 16;

@@ -104,7 +104,7 @@ void CudaKernels::synchronize() {
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
-// The backend as the registry knows it. autograd/backends.cpp puts it in the registry when the
+// The backend as the registry knows it. runtime/backends.cpp puts it in the registry when the
 // library is built with CUDA (no static registrar: an unreferenced object of a static library
 // would be dropped by the linker); the tests' emulated device registers it explicitly.
 Backend cuda_backend() {

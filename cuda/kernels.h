@@ -13,7 +13,7 @@
 //   quantize.cu     int8 rows, the int8 product and its rescale
 //   info.cu         device count and descriptions, synchronize, TF32 switch, and the
 //                   backend's entry for the registry (cuda_backend(), named by
-//                   autograd/backends.cpp when the library is built with CUDA)
+//                   runtime/backends.cpp when the library is built with CUDA)
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -96,7 +96,7 @@ class DeviceGuard {
 int device_count();                        // 0 when no GPU or no driver is present
 std::vector<std::string> describe_devices();  // name, memory, compute capability, versions
 CudaKernels& kernels_for(int device_index);
-// The backend for the registry: put there by autograd/backends.cpp in a build with CUDA, and
+// The backend for the registry: put there by runtime/backends.cpp in a build with CUDA, and
 // registered by the tests' emulated device (tests/cuda/emulation/register_backend.cpp).
 Backend cuda_backend();
 

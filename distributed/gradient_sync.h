@@ -14,12 +14,13 @@
 // over device data; the sum over the ranks is a BucketReducer's (distributed/bucket_reducer.h: MPI
 // for CPU buckets, NCCL or host-staged MPI for GPU buckets).
 //
-// Overlap: begin_step() installs a TapeObserver (autograd/tape.h, chained in front of any profiler
-// or trace) for the step. During forward it counts, per parameter, the ops that take it as an
-// input; during backward it counts those ops' backward runs down. When a parameter's count reaches
-// zero its gradient is final; when all of a bucket's are, the bucket is packed and its allreduce
-// starts (non-blocking) while backward continues with earlier layers. average(), after backward,
-// starts any bucket still waiting (e.g. a parameter no op used), waits for all and unpacks.
+// Overlap: begin_step() installs a TapeObserver (runtime/tape_observer.h, chained in front of any
+// profiler or trace) for the step. During forward it counts, per parameter, the ops that take it as
+// an input; during backward it counts those ops' backward runs down. When a parameter's count
+// reaches zero its gradient is final; when all of a bucket's are, the bucket is packed and its
+// allreduce starts (non-blocking) while backward continues with earlier layers. average(), after
+// backward, starts any bucket still waiting (e.g. a parameter no op used), waits for all and
+// unpacks.
 // With `overlap` false (activation checkpointing, whose recomputation during backward records the
 // parameters' ops a second time) every bucket starts in average().
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/distributed/bucket_reducer.h"
 #include "tapegrad/distributed/communicator.h"
+#include "tapegrad/runtime/tape_observer.h"
 
 namespace tg::dist {
 

@@ -10,11 +10,11 @@
 #include <tuple>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/philox.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg::nn {
 namespace {
@@ -196,7 +196,7 @@ Tensor performer_attention(const Tensor& query, const Tensor& key, const Tensor&
                            bool is_causal) {
   // Under autocast FAVOR+ is GEMM-class, as scaled_dot_product_attention: q, k, v and the f32
   // projection buffer enter in the autocast dtype; inside, each op applies its own policy
-  // (autograd/autocast.h): the matmuls in half, exp, max and the sums in f32.
+  // (runtime/autocast.h): the matmuls in half, exp, max and the sums in f32.
   const Tensor q = autocast_to_half(query), k = autocast_to_half(key), v = autocast_to_half(value);
   const Tensor projection = autocast_to_half(projection_matrix);
   check_performer_shapes(q, k, v, projection, key_padding);

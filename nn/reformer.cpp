@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/philox.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg::nn {
 namespace {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
@@ -12,6 +11,7 @@
 #include "tapegrad/ops/embedding.h"
 #include "tapegrad/ops/reduce.h"
 #include "tapegrad/ops/views.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {

@@ -1,11 +1,11 @@
 // Elementwise ops: forward through one kernel call, backward beside it in terms of other ops.
 #include "tapegrad/ops/elementwise.h"
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/views.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {

@@ -142,13 +142,46 @@ Tensor argsort(const Tensor& x_in, int64_t dim, bool descending) {
   return x_in.dim() == 0 ? order.reshape({}) : order;
 }
 
+namespace {
+
+// gather: x and an i64 index of x's rank, on one device.
+void check_gather_inputs(const Tensor& x, const Tensor& index) {
+  require_indexing_defined("gather", x, "x");
+  require_i64_index("gather", index);
+  check_same_device("gather", {x, index});
+  TG_CHECK(x.dim() == index.dim(), "op 'gather': index of shape ",
+           shape_str(index.shape()), " must have the rank of x of shape ",
+           shape_str(x.shape()));
+}
+
+// scatter_add: x and src of one floating dtype, and an i64 index, all of one rank and device.
+void check_scatter_add_inputs(const Tensor& x, const Tensor& index, const Tensor& src) {
+  require_indexing_defined("scatter_add", x, "x");
+  require_indexing_defined("scatter_add", src, "src");
+  require_i64_index("scatter_add", index);
+  check_same_device("scatter_add", {x, index, src});
+  TG_CHECK(is_floating(x.dtype()) && src.dtype() == x.dtype(), "op 'scatter_add': x and ",
+           "src must have one floating dtype, got ", dtype_name(x.dtype()), " and ",
+           dtype_name(src.dtype()));
+  TG_CHECK(x.dim() == index.dim() && src.dim() == index.dim(), "op 'scatter_add': ",
+           "x of shape ", shape_str(x.shape()), ", index of shape ", shape_str(index.shape()),
+           " and src of shape ", shape_str(src.shape()), " must have one rank");
+}
+
+// index_select: x of at least one dim and a 1-D (or 0-d) i64 index, on one device.
+void check_index_select_inputs(const Tensor& x, const Tensor& index) {
+  require_indexing_defined("index_select", x, "x");
+  require_i64_index("index_select", index);
+  check_same_device("index_select", {x, index});
+  TG_CHECK(x.dim() >= 1 && index.dim() <= 1, "op 'index_select': needs x of at least one dim ",
+           "and a 1-D index, got x of shape ", shape_str(x.shape()), " and index of shape ",
+           shape_str(index.shape()));
+}
+
+}  // namespace
+
 Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
-  require_indexing_defined("gather", x_in, "x");
-  require_i64_index("gather", index_in);
-  check_same_device("gather", {x_in, index_in});
-  TG_CHECK(x_in.dim() == index_in.dim(), "op 'gather': index of shape ",
-           shape_str(index_in.shape()), " must have the rank of x of shape ",
-           shape_str(x_in.shape()));
+  check_gather_inputs(x_in, index_in);
   const Tensor x = at_least_1d(x_in), index = at_least_1d(index_in);
   const int64_t d = normalize_dim(dim, x.dim(), "gather");
   require_index_fits("gather", index, x, "x", d);
@@ -163,16 +196,7 @@ Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
 }
 
 Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
-  require_indexing_defined("scatter_add", x_in, "x");
-  require_indexing_defined("scatter_add", src_in, "src");
-  require_i64_index("scatter_add", index_in);
-  check_same_device("scatter_add", {x_in, index_in, src_in});
-  TG_CHECK(is_floating(x_in.dtype()) && src_in.dtype() == x_in.dtype(), "op 'scatter_add': x and ",
-           "src must have one floating dtype, got ", dtype_name(x_in.dtype()), " and ",
-           dtype_name(src_in.dtype()));
-  TG_CHECK(x_in.dim() == index_in.dim() && src_in.dim() == index_in.dim(), "op 'scatter_add': ",
-           "x of shape ", shape_str(x_in.shape()), ", index of shape ", shape_str(index_in.shape()),
-           " and src of shape ", shape_str(src_in.shape()), " must have one rank");
+  check_scatter_add_inputs(x_in, index_in, src_in);
   const Tensor x = at_least_1d(x_in), index = at_least_1d(index_in), src = at_least_1d(src_in);
   const int64_t d = normalize_dim(dim, x.dim(), "scatter_add");
   require_index_fits("scatter_add", index, src, "src", -1);
@@ -202,12 +226,7 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index_in, cons
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_in) {
-  require_indexing_defined("index_select", x, "x");
-  require_i64_index("index_select", index_in);
-  check_same_device("index_select", {x, index_in});
-  TG_CHECK(x.dim() >= 1 && index_in.dim() <= 1, "op 'index_select': needs x of at least one dim ",
-           "and a 1-D index, got x of shape ", shape_str(x.shape()), " and index of shape ",
-           shape_str(index_in.shape()));
+  check_index_select_inputs(x, index_in);
   const int64_t d = normalize_dim(dim, x.dim(), "index_select");
   require_indices_in_range("index_select", index_in, x.shape()[d], d, x);
   // The index as a broadcast view of out's shape: entry k along dim, the same in every other dim.

@@ -4,12 +4,12 @@
 // (Kernels::layer_norm_backward), else composed from ops.
 #include "tapegrad/ops/layer_norm.h"
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/reduce.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {
@@ -42,13 +42,10 @@ bool layer_norm_grads_fused(const Tensor& g_rows, const Tensor& xhat, const Tens
   return true;
 }
 
-}  // namespace
-
-Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
-                  const Tensor& bias_in, double eps) {
-  // f32 under autocast: mean and variance are sums over the row.
-  const Tensor x = autocast_to_f32(x_in), weight = autocast_to_f32(weight_in);
-  const Tensor bias = autocast_to_f32(bias_in);
+// A floating x whose trailing dims are the non-empty normalized_shape, and weight and bias (when
+// given) of that shape, x's dtype and device.
+void check_layer_norm_inputs(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                             const Tensor& bias) {
   TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'layer_norm': needs a floating tensor");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   TG_CHECK(k >= 1 && k <= x.dim() && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
@@ -56,8 +53,19 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
            " is not the trailing dims of the input's shape ", shape_str(x.shape()));
   check_affine(weight, "weight", x, normalized_shape);
   check_affine(bias, "bias", x, normalized_shape);
+  TG_CHECK(numel(normalized_shape) > 0, "op 'layer_norm': normalized_shape ",
+           shape_str(normalized_shape), " is empty");
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  // f32 under autocast: mean and variance are sums over the row.
+  const Tensor x = autocast_to_f32(x_in), weight = autocast_to_f32(weight_in);
+  const Tensor bias = autocast_to_f32(bias_in);
+  check_layer_norm_inputs(x, normalized_shape, weight, bias);
   const int64_t n = numel(normalized_shape);
-  TG_CHECK(n > 0, "op 'layer_norm': normalized_shape ", shape_str(normalized_shape), " is empty");
   const int64_t rows = x.numel() / n;
 
   const Tensor x_rows = x.detach().contiguous().view({rows, n});

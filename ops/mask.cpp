@@ -1,12 +1,12 @@
 // where and masked_fill: one kernel call forward; backward routes the gradient by the mask.
 #include "tapegrad/ops/mask.h"
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/views.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {
@@ -28,16 +28,32 @@ bool expands_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+// where: branches a and b of one floating dtype, on the condition's device.
+void check_where_branches(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.defined() && b.defined(), "op 'where': undefined tensor");
+  TG_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
+           "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  check_same_device("where", {condition, a, b});
+}
+
+// masked_fill: a floating x and a bool mask that broadcasts to it, on one device.
+void check_masked_fill_inputs(const Tensor& x, const Tensor& mask) {
+  check_bool_mask(mask, "masked_fill", "mask");
+  TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
+           x.defined() ? dtype_name(x.dtype()) : "undefined");
+  check_same_device("masked_fill", {x, mask});
+  TG_CHECK(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
+           shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));
+  TG_CHECK(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");
+}
+
 }  // namespace
 
 Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
   check_bool_mask(condition, "where", "condition");
   Tensor a = a_in, b = b_in;
   autocast_promote(a, b);  // a half and an f32 branch: both f32 under autocast
-  TG_CHECK(a.defined() && b.defined(), "op 'where': undefined tensor");
-  TG_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
-           "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  check_same_device("where", {condition, a, b});
+  check_where_branches(condition, a, b);
   const Shape ab = broadcast_shapes(a.shape(), b.shape(), "where");
   const Shape shape = broadcast_shapes(condition.shape(), ab, "where");
   Tensor out = empty(shape, a.dtype(), a.device());
@@ -54,13 +70,7 @@ Tensor where(const Tensor& condition, const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  check_bool_mask(mask, "masked_fill", "mask");
-  TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
-           x.defined() ? dtype_name(x.dtype()) : "undefined");
-  check_same_device("masked_fill", {x, mask});
-  TG_CHECK(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
-           shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));
-  TG_CHECK(mask.device() == x.device(), "op 'masked_fill': mask and input on different devices");
+  check_masked_fill_inputs(x, mask);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   const Tensor filler = scalar(value, x.dtype(), x.device());
   kernels(x.device()).where(expand_untaped(mask, x.shape()), expand_untaped(filler, x.shape()), x,

@@ -1,13 +1,13 @@
 // matmul and linear: GEMM forward, and backward as two more GEMMs.
 #include "tapegrad/ops/matmul.h"
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/reduce.h"
 #include "tapegrad/ops/views.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {

@@ -64,9 +64,12 @@ Tensor dequantize_rows(const QuantizedRows& q) {
   return q.values.to(DType::f32) * q.scales.contiguous().view({q.scales.size(0), 1});
 }
 
-Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tensor& bias,
-                        double input_scale) {
-  const char* op = "quantized_linear";
+namespace {
+
+// quantized_linear: an i8 weight [out, in] with f32 scales [out], a floating x [..., in] that
+// needs no gradient, a bias [out] if any, all on one device; `in` small enough for int32 sums.
+void check_quantized_linear_inputs(const char* op, const Tensor& x, const QuantizedRows& weight,
+                                   const Tensor& bias) {
   const Tensor& w = weight.values;
   TG_CHECK(w.defined() && w.dim() == 2 && w.dtype() == DType::i8 && weight.scales.defined() &&
                weight.scales.dtype() == DType::f32 && weight.scales.dim() == 1 &&
@@ -82,6 +85,16 @@ Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tens
            " input features would overflow the int32 sums (at most ", kMaxInt8Depth, ")");
   check_same_device(op, {x, w, weight.scales, bias});
   check_no_grad(op, x);
+}
+
+}  // namespace
+
+Tensor quantized_linear(const Tensor& x, const QuantizedRows& weight, const Tensor& bias,
+                        double input_scale) {
+  const char* op = "quantized_linear";
+  check_quantized_linear_inputs(op, x, weight, bias);
+  const Tensor& w = weight.values;
+  const int64_t out_features = w.size(0);
   const Tensor x_rows = as_f32(as_rows(x));  // (in_features may be 0)
   const int64_t rows = x_rows.size(0);
   Kernels& k = kernels(x.device());

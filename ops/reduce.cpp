@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/views.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {

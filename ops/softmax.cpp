@@ -1,12 +1,12 @@
 // softmax / log_softmax: one kernel call forward (max-subtracted), backward composed from ops.
 #include "tapegrad/ops/softmax.h"
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/reduce.h"
+#include "tapegrad/runtime/autocast.h"
 
 namespace tg {
 namespace {

@@ -275,23 +275,29 @@ void check_in_place_write(const Tensor& dst, const char* op) {
            "tape; write under NoGrad (as an optimizer does) or into a detach()ed handle");
 }
 
+// copy_: a defined src that broadcasts to dst, and a dst that may be written in place and has no
+// two elements in one place (an expanded view would take several values at once).
+void check_copy_into(const Tensor& dst, const Tensor& src) {
+  TG_CHECK(src.defined(), "op 'copy_': the source is an undefined tensor");
+  check_in_place_write(dst, "copy_");
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    TG_CHECK(dst.shape()[d] <= 1 || dst.strides()[d] != 0, "op 'copy_': the destination of shape ",
+             shape_str(dst.shape()), " has elements that share memory (an expanded view)");
+  }
+  const int64_t extra = dst.dim() - src.dim();
+  bool broadcasts = extra >= 0;
+  for (int64_t d = 0; broadcasts && d < src.dim(); ++d) {
+    broadcasts = src.shape()[d] == 1 || src.shape()[d] == dst.shape()[extra + d];
+  }
+  TG_CHECK(broadcasts, "op 'copy_': cannot copy a tensor of shape ", shape_str(src.shape()),
+           " into one of shape ", shape_str(dst.shape()));
+}
+
 }  // namespace
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   live("Tensor::copy_");
-  TG_CHECK(src.defined(), "op 'copy_': the source is an undefined tensor");
-  check_in_place_write(*this, "copy_");
-  for (int64_t d = 0; d < dim(); ++d) {
-    TG_CHECK(shape()[d] <= 1 || strides()[d] != 0, "op 'copy_': the destination of shape ",
-             shape_str(shape()), " has elements that share memory (an expanded view)");
-  }
-  const int64_t extra = dim() - src.dim();
-  bool broadcasts = extra >= 0;
-  for (int64_t d = 0; broadcasts && d < src.dim(); ++d) {
-    broadcasts = src.shape()[d] == 1 || src.shape()[d] == shape()[extra + d];
-  }
-  TG_CHECK(broadcasts, "op 'copy_': cannot copy a tensor of shape ", shape_str(src.shape()),
-           " into one of shape ", shape_str(shape()));
+  check_copy_into(*this, src);
   NoGrad no_grad;
   Tensor source = src.device() == device() ? src : copy_to_device(src, device());
   // Reading and writing one storage could read what was just written: read a copy.

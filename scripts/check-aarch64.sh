@@ -2,7 +2,7 @@
 # The library built for 64-bit ARM (aarch64) and its core tests run there, on an x86-64 Debian 12
 # machine: Debian's cross compiler (g++-aarch64-linux-gnu), OpenBLAS for arm64 from the same
 # archive (multiarch: libopenblas-dev:arm64), and qemu-user to run the tests. It proves that the
-# portable paths compile and pass on a CPU without x86's instruction sets: cpu/features.cpp answers
+# portable paths compile and pass on a CPU without x86's instruction sets: runtime/features.cpp answers
 # "no" to AVX2 and AVX-512 there, every kernel takes its plain loop (or OpenBLAS, the tiles' BLAS
 # products, simd.h's vector-extension rows), and the x86-only files are compiled as the stubs of
 # their #else branch. cpu/README.md ("On ARM") says what runs where.
@@ -12,13 +12,14 @@
 # tapegrad_tests from the test folders below only (their sources at -O1, in unity batches as the
 # main build), which is
 #   tests/autograd/  the engine: tensors, tape, RNG, dtypes, checkpointing
+#   tests/runtime/   its plumbing: the thread count and the pool, the allocator, autocast
 #   tests/ops/       every op, with the gradient checks (tests/ops/test_gradcheck_cases.cpp)
 #   tests/nn/        modules, attention, optimizers, models, with theirs (tests/nn/test_gradcheck_cases.cpp)
-#   tests/cpu/       the plain kernels against their references, the allocator, the thread pool
+#   tests/cpu/       the plain kernels against their references, the CPU memory
 #   tests/cpu/fast/  the fast kernels: the portable ones run, the AVX2 / AVX-512 cases print
 #                    "[tapegrad: skipped]" (tests/support/skip.h) and CTest counts them as skipped
-# Left out: io/, train/, plot/, cli/, distributed/ and docs/ (the command line, files, plots:
-# nothing there depends on the instruction set) and the CUDA tests.
+# Left out: io/, train/, analysis/, plot/, cli/, distributed/ and docs/ (the command line, files,
+# plots: nothing there depends on the instruction set) and the CUDA tests.
 #
 # Then CTest runs each case under qemu-aarch64 (CMAKE_CROSSCOMPILING_EMULATOR: the arm64 loader and
 # C and C++ runtimes from /usr/aarch64-linux-gnu, the toolchain file says why all three), OpenBLAS
@@ -36,7 +37,7 @@ export OPENBLAS_CORETYPE=ARMV8
 
 readonly BUILD=${BUILD_AARCH64:-build-aarch64}
 readonly JOBS=${JOBS:-$(nproc)}
-readonly TEST_FOLDERS="autograd;ops;nn;cpu;cpu/fast"
+readonly TEST_FOLDERS="autograd;runtime;ops;nn;cpu;cpu/fast"
 # The cross build's packages: the compiler, OpenBLAS for arm64, and the architecture-free ones
 # (Catch2's headers and CMake files, nlohmann-json) that the x86-64 build uses too.
 readonly PACKAGES=(cmake make ccache g++-aarch64-linux-gnu libopenblas-dev:arm64 catch2

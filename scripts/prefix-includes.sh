@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Puts the project's own includes under the tapegrad/ prefix that installed headers have:
 #   #include "autograd/tensor.h"  ->  #include "tapegrad/autograd/tensor.h"
-# for the directories autograd/ ops/ cpu/ nn/ io/ cuda/ train/ plot/ cli/ distributed/ (quoted or angled), in every tracked C++,
+# for the directories autograd/ runtime/ ops/ cpu/ nn/ io/ cuda/ train/ analysis/ plot/ cli/ distributed/ (quoted or angled), in every tracked C++,
 # CUDA and Markdown file. Idempotent: re-run it after a merge brings unprefixed includes back.
 # Includes of tests/ (test helpers, never installed) and same-directory includes stay as they are.
 #
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pattern='^([[:space:]]*#[[:space:]]*include[[:space:]]*["<])(autograd|ops|cpu|nn|io|cuda|train|plot|cli|distributed)/'
+pattern='^([[:space:]]*#[[:space:]]*include[[:space:]]*["<])(autograd|runtime|ops|cpu|nn|io|cuda|train|analysis|plot|cli|distributed)/'
 mapfile -t files < <(git ls-files -co --exclude-standard -- '*.cpp' '*.h' '*.hpp' '*.cu' '*.cuh' '*.md' | sort | while read -r f; do [[ -f "$f" ]] && echo "$f"; done)
 
 if [[ "${1:-}" == "--check" ]]; then

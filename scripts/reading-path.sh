@@ -37,9 +37,13 @@ appendix=(
 # The readable core: whole folders (cpu/ without cpu/fast/) and nn/'s core modules.
 core_folders=(autograd ops cpu)
 core_nn_modules=(module layers attention optim masks positional_encoding)
+# The engine's plumbing, beside the core and not part of it: the thread count and the pool, the
+# CPU allocator's cache, the profiler and the engine's seam for tools, autocast, the backend
+# registry, the fast-path switch.
+plumbing_folders=(runtime)
 
 # The folders whose source files are counted, in layer order, then the tests and examples.
-folders=(autograd cpu cpu/fast cuda ops io nn distributed train plot cli tests examples docs/examples)
+folders=(autograd runtime cpu cpu/fast cuda ops io nn distributed train analysis plot cli tests examples docs/examples)
 
 # ---- Counting ------------------------------------------------------------------------------------
 
@@ -129,6 +133,33 @@ for module in "${core_nn_modules[@]}"; do
 done
 core_lines=$(lines_of "${core_files[@]}")
 
+plumbing_files=()
+for folder in "${plumbing_folders[@]}"; do
+  mapfile -t -O "${#plumbing_files[@]}" plumbing_files < <(folder_sources "$folder")
+done
+plumbing_lines=$(lines_of "${plumbing_files[@]}")
+
+# The names the plumbing's headers declare at namespace scope (the project does not indent inside
+# a namespace): classes and structs, functions, constants. One a line.
+plumbing_names() {
+  local file headers=()
+  for file in "${plumbing_files[@]}"; do [[ "$file" == *.h ]] && headers+=("$file"); done
+  ((${#headers[@]} > 0)) || return 0
+  grep -hvE '^[[:space:]]*//|^(class|struct) [A-Za-z_][A-Za-z0-9_]*;' "${headers[@]}" |
+    grep -oE '^(class|struct) [A-Za-z_][A-Za-z0-9_]*|^(inline )?constexpr .* [A-Za-z_][A-Za-z0-9_]* =|^[A-Za-z_][A-Za-z0-9_:<>,*& ]* [*&]?[a-z_][a-z0-9_]*\(' |
+    sed -E 's/ =$//; s/\($//; s/.*[ *&]//' | sort -u || true
+}
+
+# The plumbing left in the core: its lines that include runtime/ or name what runtime/ declares
+# (a parallel_for, an autocast cast, the observer's one call a seam). Lines, not statements: a
+# call that spans two lines counts once, a comment that names the pool counts too.
+plumbing_pattern=$(plumbing_names | paste -sd '|' -)
+core_plumbing_lines=$(grep -hE -e 'tapegrad/runtime/' ${plumbing_pattern:+-e "\\b(${plumbing_pattern})\\b"} \
+  -- "${core_files[@]}" | wc -l | tr -d ' ')
+# a as a percentage of b, one decimal.
+percent() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b > 0 ? 100 * a / b : 0) }'; }
+core_plumbing_percent=$(percent "$core_plumbing_lines" "$core_lines")
+
 folder_files=() folder_lines=()
 for folder in "${folders[@]}"; do
   mapfile -t files < <(folder_sources "$folder")
@@ -159,6 +190,13 @@ print_text() {
   printf 'The readable core (%s, nn/{%s}): %d files, %s lines\n' \
     "$(printf '%s/ ' "${core_folders[@]}" | sed 's| $||; s|cpu/|cpu/ without cpu/fast/|')" \
     "$(IFS=,; echo "${core_nn_modules[*]}")" "${#core_files[@]}" "$core_lines"
+  printf 'Beside it, the engine'"'"'s plumbing (%s): %d files, %s lines
+' \
+    "$(printf '%s/ ' "${plumbing_folders[@]}" | sed 's| $||')" "${#plumbing_files[@]}" \
+    "$plumbing_lines"
+  printf 'The core'"'"'s lines that reach into it (an include, or a name it declares): %s, %s%% of the core
+' \
+    "$core_plumbing_lines" "$core_plumbing_percent"
   echo
   echo "Source files (.cpp .h .cu .cuh) per folder:"
   for i in "${!folders[@]}"; do
@@ -188,8 +226,11 @@ print_markdown() {
   modules=$(printf '`%s`, ' "${core_nn_modules[@]}")
   echo "The readable core, the textbook: autograd/, ops/, cpu/ without cpu/fast/, and nn/'s"
   echo "${modules%, }."
-  echo "${#core_files[@]} files, $(with_commas "$core_lines") lines." \
-    "All the sources (.cpp, .h, .cu, .cuh):"
+  echo "${#core_files[@]} files, $(with_commas "$core_lines") lines. Beside it, not in it, the engine's"
+  echo "plumbing ($(printf '%s/ ' "${plumbing_folders[@]}" | sed 's| $||'): threads, the allocator's cache, the profiler, autocast, the backend"
+  echo "registry, the fast-path switch): ${#plumbing_files[@]} files, $(with_commas "$plumbing_lines") lines; the core's lines that"
+  echo "reach into it (an include, or a name it declares): $(with_commas "$core_plumbing_lines"), $core_plumbing_percent% of the core."
+  echo "All the sources (.cpp, .h, .cu, .cuh):"
   echo
   echo "| folder | files | lines |"
   echo "|---|---:|---:|"

@@ -4,9 +4,9 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/io/json_bytes.h"
 #include "tapegrad/nn/layers.h"
+#include "tapegrad/runtime/threads.h"
 #include "tapegrad/train/attention_flags.h"
 
 namespace tg::train {

@@ -206,7 +206,7 @@ nlohmann::json TraceRecorder::trace() const {
                        ": keeping it would pass max_events (" + std::to_string(options_.max_events) + ")";
   }
   metadata["forward_timing"] = "a forward op's slice is the gap since the previous op or span "
-                               "boundary (autograd/profiler.h)";
+                               "boundary (runtime/profiler.h)";
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(metadata)}};
 }
 

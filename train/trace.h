@@ -7,7 +7,7 @@
 //
 //   "ph": "X"  a complete event (a slice), ts and dur in microseconds since the recorder started:
 //              "linear"             a forward op (cat "forward"): the gap since the previous hook,
-//                                   as the profiler's forward rows (see autograd/profiler.h)
+//                                   as the profiler's forward rows (see runtime/profiler.h)
 //              "linear.backward"    a node's backward (cat "backward")
 //              "backward()"         the whole sweep, around every node (cat "backward")
 //              "AdamW.step"         a ProfileRegion, here the optimizer's update (cat "region")
@@ -22,10 +22,10 @@
 // bounded: once keeping the next step would pass max_events, recording stops, only whole steps
 // are written, and the metadata says so ("truncated": true, with the steps written).
 //
-// How it hears of the ops: a TraceRecorder is a TapeObserver (autograd/tape.h), the engine's one
-// seam. It installs itself when made and passes every event on to the observer it replaced, so
-// the profiler of --profile (made before it) keeps working; it takes itself out when destroyed,
-// which must happen before that profiler ends.
+// How it hears of the ops: a TraceRecorder is a TapeObserver (runtime/tape_observer.h), the
+// engine's one seam. It installs itself when made and passes every event on to the observer it
+// replaced, so the profiler of --profile (made before it) keeps working; it takes itself out when
+// destroyed, which must happen before that profiler ends.
 //
 // On a GPU, kernels run asynchronously: an op's host slice would only time its launch. So there
 // the recorder synchronises the device at every hook (Kernels::synchronize), each slice then
@@ -43,6 +43,7 @@
 
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/runtime/tape_observer.h"
 #include "tapegrad/train/profile_schedule.h"
 
 namespace tg::train {

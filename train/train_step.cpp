@@ -2,8 +2,8 @@
 
 #include <optional>
 
-#include "tapegrad/autograd/autocast.h"
-#include "tapegrad/autograd/profiler.h"
+#include "tapegrad/runtime/autocast.h"
+#include "tapegrad/runtime/profiler.h"
 
 namespace tg::train {
 

@@ -15,12 +15,9 @@
 #include <string_view>
 #include <utility>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/profiler.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/distributed/communicator.h"
 #include "tapegrad/distributed/gradient_sync.h"
 #include "tapegrad/distributed/job.h"
@@ -30,6 +27,9 @@
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/nn/schedule.h"
+#include "tapegrad/runtime/autocast.h"
+#include "tapegrad/runtime/profiler.h"
+#include "tapegrad/runtime/threads.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/checkpoint_policy.h"
@@ -856,7 +856,7 @@ void Training::finish_outputs() {
   if (!run.profile_trace.empty()) write_trace_file();
   if (run.profile) {
     std::cerr << "per-op profile of " << last - first << " steps (forward rows time the gap "
-              << "since the previous op, see autograd/profiler.h):\n"
+              << "since the previous op, see runtime/profiler.h):\n"
               << format_profile(profile_results(), 30);
   }
 }

@@ -30,7 +30,7 @@
 // cache) read the keys where they lie, one dot product per (query, key), eight keys at a time
 // (tiles::key_dots_avx2). Otherwise, and for f64, products go to blas_gemm (one BLAS thread each) and
 // rows to cpu/fast/simd.h. The thread pool runs over items, runs of query tiles or batch elements,
-// above kParallelAttentionFlops (autograd/threads.h).
+// above kParallelAttentionFlops (runtime/threads.h).
 // Working memory is per thread and kept between calls (scratch), so a tile allocates nothing.
 // docs/attention.md tells what each choice gained.
 //
@@ -50,11 +50,11 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/fast/simd.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
 namespace {
@@ -520,7 +520,7 @@ void softmax_backward(T* d_probs, const T* probs, int64_t rows, int64_t cols, in
 // ---- Work units and prefetching -----------------------------------------------------------------
 
 // Attention of at most this many flops in all (its products, counted as if no key were masked)
-// runs on the calling thread (the thread policy: autograd/threads.h): a sampled token's attention
+// runs on the calling thread (the thread policy: runtime/threads.h): a sampled token's attention
 // over a short context would otherwise wake the pool for microseconds of work.
 constexpr double kParallelAttentionFlops = kParallelFlops;
 

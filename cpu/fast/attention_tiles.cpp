@@ -5,7 +5,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cpu/fast/attention_tiles.h"
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 
 namespace tg::cpu::tiles {
 namespace {

@@ -16,7 +16,7 @@
 //
 // The _avx2 functions live in cpu/fast/attention_tiles_avx2.cpp, the one file compiled with
 // -mavx2 -mfma, and the attention kernel calls them only where cpu::fast_paths_enabled()
-// (cpu/features.h): elsewhere, or inside a FastPathsOff scope, it runs as on a CPU without
+// (runtime/features.h): elsewhere, or inside a FastPathsOff scope, it runs as on a CPU without
 // AVX2, on BLAS and cpu/fast/simd.h. tests/cpu/fast/test_attention_tiles.cpp checks these
 // against double-precision loops and std::exp2; tests/cpu/test_reference.cpp runs the attention
 // kernel both ways.

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
 
@@ -57,7 +57,7 @@ void gemm_by_rows(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int6
 }  // namespace
 
 // The only calls into BLAS on the CPU: every GEMM (batched ops, attention tiles, half precision)
-// comes here, on one BLAS thread (autograd/threads.h).
+// comes here, on one BLAS thread (runtime/threads.h).
 void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc) {
@@ -82,7 +82,7 @@ void blas_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t
 
 namespace {
 
-// One pool (autograd/threads.h): parallel_for splits the work and each piece is one single-threaded
+// One pool (runtime/threads.h): parallel_for splits the work and each piece is one single-threaded
 // BLAS call. The pieces are the batch items, or, for fewer items than threads, each item's C cut
 // into `threads` blocks of rows (columns when C is wide), in multiples of 16 (whole register
 // tiles). Products of at most kParallelFlops in all, one thread, or a call from inside a parallel

@@ -1,5 +1,5 @@
 // Elementwise f32 fast paths, eight lanes at a time (AVX2 + FMA), taken when fast_paths_enabled()
-// (cpu/features.h): exp (CpuKernels::unary's UnaryOp::exp, and the exponentials of softmax_dim's
+// (runtime/features.h): exp (CpuKernels::unary's UnaryOp::exp, and the exponentials of softmax_dim's
 // rows in cpu/reduce.cpp), and the exact GELU, x Phi(x), with its derivative Phi(x) + x phi(x)
 // (UnaryOp::gelu and gelu_grad). The plain loops call std::exp or std::erf per element, 5 to 9 ns
 // each; these run at a few cycles an element.

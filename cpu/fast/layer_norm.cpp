@@ -20,13 +20,13 @@
 // from one column sum over all rows, within rounding).
 //
 // The plain paths are the ops, which these kernels leave to the caller by returning false: for
-// f16 / bf16, and when the fast paths are off (cpu/features.h). tests/cpu/fast/test_layer_norm.cpp
+// f16 / bf16, and when the fast paths are off (runtime/features.h). tests/cpu/fast/test_layer_norm.cpp
 // compares the two.
 #include <algorithm>
 #include <cmath>
 
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
 
 namespace tg::cpu {
 namespace {

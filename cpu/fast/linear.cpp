@@ -21,12 +21,12 @@
 // that a NaN or infinity of x in a row whose gradient is zero no longer reaches dW (0 * inf).
 //
 // The plain path is the three products (ops/matmul.cpp), which this kernel leaves to the caller
-// by returning false: for f16 / bf16, and when the fast paths are off (cpu/features.h).
+// by returning false: for f16 / bf16, and when the fast paths are off (runtime/features.h).
 // tests/cpu/fast/test_linear.cpp compares the two.
 #include <algorithm>
 
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/runtime/features.h"
 
 namespace tg::cpu {
 namespace {

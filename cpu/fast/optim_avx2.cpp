@@ -1,5 +1,5 @@
 // Adam / AdamW on f32, eight lanes at a time (AVX2 + FMA): the fast path of
-// CpuKernels::adam_step (cpu/optim.cpp), taken when fast_paths_enabled() (cpu/features.h).
+// CpuKernels::adam_step (cpu/optim.cpp), taken when fast_paths_enabled() (runtime/features.h).
 //
 // The plain loop computes each element in f64 and rounds once. This one stays in f32 with
 // PyTorch's order of operations (torch.optim.Adam's single-tensor path):

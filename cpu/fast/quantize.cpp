@@ -14,8 +14,8 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cpu/fast/quantize_kernels.h"
-#include "tapegrad/cpu/features.h"
-#include "tapegrad/cpu/thread_pool.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/thread_pool.h"
 
 namespace tg::cpu::int8 {
 namespace {
@@ -24,7 +24,7 @@ namespace {
 // blocks, small enough that the packed rows (60 x 256 bytes at k = 256) stay in L1 beside B's
 // panels (the widening AVX2 kernel's i16 rows: twice that, in L2).
 constexpr int64_t kChunkRows = 60;
-// The work thresholds (the thread policy: autograd/threads.h): products of at most this many
+// The work thresholds (the thread policy: runtime/threads.h): products of at most this many
 // multiply-adds run on the calling thread (waking a thread costs microseconds), and so do row
 // loops over at most kParallelInt8Elements elements in all, as in the plain cpu/quantize.cpp.
 constexpr int64_t kParallelInt8Work = int64_t{1} << 20;

@@ -1,7 +1,7 @@
 #pragma once
 // The fast paths of the CPU int8 kernels (CpuKernels::quantize_rows, gemm_i8, dequantize_product;
 // their plain loops in cpu/quantize.cpp stay the readable reference). CpuKernels takes these
-// where cpu::fast_paths_enabled() (cpu/features.h); every result equals the plain loop's bit
+// where cpu::fast_paths_enabled() (runtime/features.h); every result equals the plain loop's bit
 // for bit.
 //
 // The product C [m, n] i32 = A [m, k] i8 B [n, k]^T i8 runs on the chosen instruction set

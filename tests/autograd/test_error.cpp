@@ -7,7 +7,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace {
 

@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tapegrad/autograd/profiler.h"
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/profiler.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace {
 

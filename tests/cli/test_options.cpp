@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 #include "tests/cli/cli_support.h"
 
 using namespace tg::testing;

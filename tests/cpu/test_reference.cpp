@@ -29,10 +29,10 @@
 
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/fast/attention_tiles.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/reference.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 #include "tests/support/thread_counts.h"
 
 using namespace tg;

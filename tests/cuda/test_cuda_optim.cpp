@@ -16,7 +16,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tensor.h"
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 #include "tests/cuda/cuda_test_support.h"
 
 using namespace tg;

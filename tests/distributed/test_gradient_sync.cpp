@@ -8,6 +8,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/distributed/gradient_sync.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/tape_observer.h"
 
 namespace {
 

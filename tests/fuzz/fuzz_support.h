@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::fuzz {
 

@@ -10,12 +10,12 @@
 #include <limits>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 
 using namespace tg;
 

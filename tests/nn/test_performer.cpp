@@ -7,13 +7,13 @@
 #include <cmath>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/performer.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 
 using namespace tg;
 

@@ -7,14 +7,14 @@
 #include <optional>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
-#include "tapegrad/autograd/threads.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 
 using namespace tg;
 

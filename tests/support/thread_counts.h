@@ -1,8 +1,8 @@
 #pragma once
-// Runs a check at several thread counts (autograd/threads.h): the kernels split work differently at each.
+// Runs a check at several thread counts (runtime/threads.h): the kernels split work differently at each.
 #include <catch2/catch.hpp>
 
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::testing {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/nn/models.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 #include "tests/cli/cli_support.h"
 
 using namespace tg;

@@ -5,10 +5,11 @@
 #include <map>
 #include <set>
 
-#include "tapegrad/autograd/profiler.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/profiler.h"
+#include "tapegrad/runtime/tape_observer.h"
 #include "tapegrad/train/profile_schedule.h"
 #include "tapegrad/train/trace.h"
 #include "tests/cli/cli_support.h"

@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/nn/grad_scaler.h"
 #include "tapegrad/nn/optim.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 #include "tapegrad/train/train_step.h"
 
 using namespace tg;

@@ -26,7 +26,7 @@
 
 #include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/fast/simd.h"
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 #include "tests/support/skip.h"
 
 using namespace tg::cpu;

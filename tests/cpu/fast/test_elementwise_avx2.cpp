@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/features.h"
 #include "tests/support/skip.h"
 
 using namespace tg;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/cpu/kernels.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/features.h"
 #include "tests/support/skip.h"
 
 // A named namespace, not an anonymous one: the tests are compiled in unity batches, where

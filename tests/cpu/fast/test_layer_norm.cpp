@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/kernels.h"
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 #include "tapegrad/tapegrad.h"
 #include "tests/support/thread_counts.h"
 #include "tests/support/skip.h"

@@ -24,10 +24,10 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/tape.h"
-#include "tapegrad/autograd/threads.h"
 #include "tapegrad/cpu/fast/quantize.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/features.h"
+#include "tapegrad/runtime/threads.h"
 #include "tests/support/thread_counts.h"
 #include "tests/support/skip.h"
 

@@ -7,11 +7,10 @@
 // its cgroup and the cgroup's ancestors rounded up (cgroup v2 cpu.max "150000 100000" is 2 CPUs;
 // v1 cpu.cfs_quota_us / cpu.cfs_period_us), and at least 1. Not the machine's core count: a
 // container given 2 CPUs of 64 would otherwise run 64 threads on 2 cores. No environment variable
-// changes it (OMP_NUM_THREADS did while the pool was OpenMP's; it no longer matters): every command
-// that computes takes --threads N, 0 for this default, and `tapegrad info` prints the count and
-// where it came from.
+// changes it (not OMP_NUM_THREADS: the pool is tapegrad's own): every command that computes takes
+// --threads N, 0 for this default, and `tapegrad info` prints the count and where it came from.
 //
-// Who runs the work. One pool, tapegrad's own (cpu/thread_pool.h), where the calling thread works
+// Who runs the work. One pool, tapegrad's own (runtime/thread_pool.h), where the calling thread works
 // too. parallel_for cuts a loop into chunks, several a thread, which the caller and the workers
 // claim one at a time from an atomic counter: a worker the OS has not run yet (another process
 // holds its core) claims nothing and the caller takes its chunks, where a static schedule would
@@ -45,8 +44,8 @@
 // A loop called from inside another's body runs inline too, as does one called from a second
 // user thread while the first has the pool (both correct, neither waits for the other).
 //
-// BLAS never gets the threads. OpenBLAS (the pthreads build) keeps a pool of its own: two busy
-// pools on two cores made a training step 5x slower at 2 threads than at 1 (docs/design-notes.md).
+// BLAS never gets the threads. OpenBLAS (the pthreads build) keeps a pool of its own, and two busy
+// pools on the same cores slow each other down (docs/design-notes.md measured it).
 // So each BLAS call (all of them go through cpu::blas_gemm) computes one block on the thread that
 // makes it, and the pool splits C above kParallelFlops. Nothing switches OpenBLAS's thread count
 // back and forth: pin_blas_to_one_thread() sets it to 1 once (cpu::blas_gemm calls it before its

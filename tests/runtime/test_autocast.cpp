@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
@@ -17,6 +16,7 @@
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/autocast.h"
 
 using namespace tg;
 

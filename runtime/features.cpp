@@ -1,5 +1,5 @@
-// The fast-path switch of cpu/features.h, and the CPU's features as the kernels see them.
-#include "tapegrad/cpu/features.h"
+// The fast-path switch of runtime/features.h, and the CPU's features as the kernels see them.
+#include "tapegrad/runtime/features.h"
 
 #include <atomic>
 #include <cstdlib>

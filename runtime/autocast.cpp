@@ -1,4 +1,4 @@
-#include "tapegrad/autograd/autocast.h"
+#include "tapegrad/runtime/autocast.h"
 
 #include <map>
 #include <memory>

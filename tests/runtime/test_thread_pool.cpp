@@ -1,4 +1,4 @@
-// The CPU kernels' thread pool (cpu/thread_pool.h): every index runs exactly once, in chunks fixed
+// The CPU kernels' thread pool (runtime/thread_pool.h): every index runs exactly once, in chunks fixed
 // by (count, grain, threads); small loops, nested loops and one thread run inline on the caller;
 // a body's exception reaches the caller and leaves the pool usable; two user threads may call it
 // at once.
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/threads.h"
-#include "tapegrad/cpu/thread_pool.h"
+#include "tapegrad/runtime/thread_pool.h"
+#include "tapegrad/runtime/threads.h"
 
 using tg::cpu::parallel_for;
 

@@ -32,8 +32,9 @@
 // inclusive, "self bytes" without the children. The allocator counts every thread; the times
 // are this thread's (the pool's workers run inside the op that started them).
 //
-// How it hears of the engine: a Profiler installs a TapeObserver (autograd/tape.h) on its thread,
-// the engine's one hook, and takes it out again when it ends. ProfileRegions reach it the same way.
+// How it hears of the engine: a Profiler installs a TapeObserver (runtime/tape_observer.h) on its
+// thread, the engine's one hook, and takes it out again when it ends. ProfileRegions reach it the
+// same way.
 // A tool installed after it (the trace recorder of train/trace.h) passes every event on to it, so
 // both can run at once; that tool must be taken out before the Profiler ends.
 //
@@ -77,10 +78,10 @@ ProfileTable profile_results();
 // The table as text, one row per line (max_rows = 0: all), with a total line.
 std::string format_profile(const ProfileTable& table, size_t max_rows = 0);
 
-// RAII: a named region, reported to this thread's TapeObserver (autograd/tape.h): the profiler
-// gives it a row of its own, with children; a trace (train/trace.h) a slice. The name is name +
-// suffix, joined only when someone observes ("AdamW" + ".step"). Costs one call and a pointer test
-// when nobody observes.
+// RAII: a named region, reported to this thread's TapeObserver (runtime/tape_observer.h): the
+// profiler gives it a row of its own, with children; a trace (train/trace.h) a slice. The name is
+// name + suffix, joined only when someone observes ("AdamW" + ".step"). Costs one call and a
+// pointer test when nobody observes.
 class ProfileRegion {
  public:
   explicit ProfileRegion(std::string_view name, const char* suffix = "");

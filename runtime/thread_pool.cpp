@@ -1,6 +1,6 @@
-// The pool of cpu/thread_pool.h: the caller publishes a loop in one atomic word, and the caller and
+// The pool of runtime/thread_pool.h: the caller publishes a loop in one atomic word, and the caller and
 // the workers claim its chunks from that word until none is left.
-#include "tapegrad/cpu/thread_pool.h"
+#include "tapegrad/runtime/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
 namespace {

@@ -10,18 +10,16 @@
 //
 // A cached block serves a request of its own size class: from kCpuCachedMinBytes on, a block is
 // allocated rounded up to 2^e times 1, 1.25, 1.5 or 1.75 (cpu_block_bytes; at most a fifth more
-// than asked). With exact sizes, shapes that keep changing (generation without the cache, whose
-// context grows by a position a token; batches of other lengths) never met a block of their size
-// again: the freed ones stayed idle up to the limit, 965 MiB after 448 uncached tokens of the bench's
-// charlm model (17 MiB with classes). With classes a size's neighbours share its blocks.
+// than asked), so that shapes which keep changing (generation without the cache, whose context
+// grows by a position a token; batches of other lengths) reuse their neighbours' blocks instead of
+// filling the cache with sizes never asked for again (docs/design-notes.md has the figures).
 //
 // Blocks of 2 MiB and more start on a 2 MiB boundary and are marked for transparent huge pages
 // (madvise; Linux serves them where its setting is "madvise" or "always"). The attention kernel
 // reads one head's rows of a [B, S, H, width] tensor, each row in another 4 KiB page: with 2 MiB
-// pages a 6 MiB activation takes 3 TLB entries instead of 1536, and the misses go. Measured at one
-// thread, best of 8 alternated runs: timeseries 24.48 to 23.44 ms a step, textcls-mid 47.09 to
-// 45.81. The size is not rounded up, so a block's tail past its last whole huge page stays in
-// 4 KiB pages and no memory is spent on it.
+// pages a 6 MiB activation takes 3 TLB entries instead of 1536, and the misses go. The size is not
+// rounded up, so a block's tail past its last whole huge page stays in 4 KiB pages and no memory
+// is spent on it.
 //
 // Under AddressSanitizer (TG_ASAN_BUILD) a block's bytes past those asked for, and every idle block,
 // are poisoned: reading past a tensor's end, or a tensor used after its block went back into the
@@ -29,7 +27,7 @@
 //
 // The cache never changes what allocator_stats() reports (the bytes tensors hold); its idle bytes
 // are counted here, at most kCpuCacheLimit. While a FastPathsOff scope is open
-// (cpu/features.h) nothing is taken from or put into the cache.
+// (runtime/features.h) nothing is taken from or put into the cache.
 #include <cstddef>
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// The thread policy's count (autograd/threads.h): the default is the CPUs of the affinity mask
+// The thread policy's count (runtime/threads.h): the default is the CPUs of the affinity mask
 // capped by the cgroup CPU quota, read by pure functions tested here on the files' texts.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 TEST_CASE("threads: cgroup v2 cpu.max gives ceil(quota / period) CPUs, none for max",
           "[threads]") {

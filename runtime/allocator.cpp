@@ -1,5 +1,5 @@
-// The CPU allocator and its cache of freed large blocks (cpu/allocator.h says why).
-#include "tapegrad/cpu/allocator.h"
+// The CPU allocator and its cache of freed large blocks (runtime/allocator.h says why).
+#include "tapegrad/runtime/allocator.h"
 
 #include <sys/mman.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/cpu/features.h"
+#include "tapegrad/runtime/features.h"
 
 #if defined(TG_ASAN_BUILD)
 #include <sanitizer/asan_interface.h>
@@ -42,7 +42,7 @@ constexpr size_t kMaxBlockBytes = size_t(1) << 47;
 size_t round_up(size_t nbytes) { return (nbytes + kAlignment - 1) / kAlignment * kAlignment; }
 
 // The bytes a block of `size` (a multiple of kAlignment) takes: from kCpuCachedMinBytes on, rounded
-// up to its size class, 2^e times 1, 1.25, 1.5 or 1.75 (cpu/allocator.h says why); below, itself.
+// up to its size class, 2^e times 1, 1.25, 1.5 or 1.75 (runtime/allocator.h says why); below, itself.
 // Whether the cache is on or not: a block may go into the cache after a FastPathsOff scope ends.
 size_t block_bytes(size_t size) {
   if (size < kCpuCachedMinBytes) return size;
@@ -51,7 +51,7 @@ size_t block_bytes(size_t size) {
 }
 
 // A block of `size` bytes (a multiple of kAlignment); from kCpuHugePageBytes on it starts on a
-// huge page boundary and asks for huge pages (cpu/allocator.h says why).
+// huge page boundary and asks for huge pages (runtime/allocator.h says why).
 void* new_block(size_t size) {
   if (size < kCpuHugePageBytes) return std::aligned_alloc(kAlignment, size);
   void* ptr = nullptr;  // (aligned_alloc wants the size a multiple of the alignment: not here)

@@ -1,7 +1,7 @@
 #pragma once
 // The pool behind the CPU kernels' parallel loops: parallel_for. The thread policy it carries out
 // (how many threads, the work thresholds, why BLAS stays on one thread) is written down once, in
-// autograd/threads.h; this file says how a loop is run.
+// runtime/threads.h; this file says how a loop is run.
 //
 // parallel_for(count, grain, body) calls body(begin, end) on disjoint ranges that together cover
 // [0, count) exactly once:

@@ -1,6 +1,6 @@
 // The thread policy (see threads.h): the thread count, its default from the affinity mask and the
 // cgroup CPU quota, and OpenBLAS on one thread.
-#include "tapegrad/autograd/threads.h"
+#include "tapegrad/runtime/threads.h"
 
 #include <sched.h>
 

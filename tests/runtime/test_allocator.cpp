@@ -1,4 +1,4 @@
-// The CPU allocator's cache of freed blocks (cpu/allocator.h): a freed block of the same size is
+// The CPU allocator's cache of freed blocks (runtime/allocator.h): a freed block of the same size is
 // handed out again (a token's rows of activations too, and sizes of one class), blocks under 256
 // bytes and FastPathsOff bypass it, under AddressSanitizer what is not handed out is poisoned,
 // the tensor counters are not changed by it, and empty_cache frees what it holds; blocks from
@@ -11,9 +11,9 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/storage.h"
-#include "tapegrad/cpu/allocator.h"
-#include "tapegrad/cpu/features.h"
 #include "tapegrad/ops/ops.h"
+#include "tapegrad/runtime/allocator.h"
+#include "tapegrad/runtime/features.h"
 #include "tests/support/skip.h"
 
 #if defined(TG_ASAN_BUILD)

@@ -1,4 +1,4 @@
-#include "tapegrad/autograd/profiler.h"
+#include "tapegrad/runtime/profiler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +8,7 @@
 
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/runtime/tape_observer.h"
 
 namespace tg {
 namespace {
