@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/textbook.h"
 
 namespace tg::cpu {
 namespace {
@@ -61,7 +62,7 @@ bool cpu_has_avx512f() {
 }
 
 bool fast_paths_enabled() {
-  return cpu_has_avx2_fma() && open_scopes.load(std::memory_order_relaxed) == 0;
+  return cpu_has_avx2_fma() && open_scopes.load(std::memory_order_relaxed) == 0 && !textbook_mode();
 }
 
 FastPathsOff::FastPathsOff() { open_scopes.fetch_add(1); }

@@ -19,7 +19,9 @@ bool cpu_has_avx512f();
 // Unset, empty or avx512: what the CPU has. Any other value: tg::Error, at the first question.
 inline constexpr const char* kMaxIsaVariable = "TAPEGRAD_MAX_CPU_ISA";
 bool avx512_hidden();  // TAPEGRAD_MAX_CPU_ISA=avx2 is set (tg::Error for a bad value, as above)
-bool fast_paths_enabled();  // cpu_has_avx2_fma() and no FastPathsOff scope open
+// cpu_has_avx2_fma(), no FastPathsOff scope open and no tg::Textbook (autograd/textbook.h), which
+// turns the fast paths off along with BLAS, the tiled attention and the threads.
+bool fast_paths_enabled();
 
 // While one exists (on any thread), every kernel takes its plain path.
 class FastPathsOff {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/textbook.h"
 #include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
@@ -231,7 +232,7 @@ bool in_parallel_region() { return pool_in_body; }
 namespace detail {
 
 bool runs_inline(int64_t count, int64_t grain) {
-  return count <= grain || pool_in_body || num_threads() <= 1;
+  return count <= grain || pool_in_body || num_threads() <= 1 || textbook_mode();
 }
 
 void run_on_pool(int64_t count, int64_t grain, LoopBody body) {

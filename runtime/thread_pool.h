@@ -7,7 +7,8 @@
 // [0, count) exactly once:
 //   - Inline, as one call body(0, count) on the calling thread, when the loop holds at most one
 //     grain (count <= grain: the kernel's work threshold, see grain_for), when num_threads() is 1,
-//     when called from inside a body (a nested loop), or while another user thread has the pool.
+//     while a tg::Textbook is open (autograd/textbook.h: one thread, as the tutorial runs), when
+//     called from inside a body (a nested loop), or while another user thread has the pool.
 //   - Otherwise in chunks: [0, count) is cut into min(ceil(count / grain), kChunksPerThread *
 //     num_threads()) ranges of equal size (the last may be shorter), so each holds more than half
 //     a grain; the ranges depend on (count, grain, num_threads()) alone. The caller and the

@@ -1,6 +1,7 @@
 // CPU fused attention (FlashAttention's algorithm on tiles): the fast kernel. The same math
 // as plain loops is attention_forward / attention_backward in cpu/reference.cpp, and
-// tests/cpu/test_reference.cpp compares the two.
+// tests/cpu/test_reference.cpp compares the two; under tg::Textbook (autograd/textbook.h) the
+// entry points at the end of this file run those loops instead.
 //
 // Forward, per tile of queries: walk the key tiles, S = scale Q K^T on one GEMM, keep a running
 // row max m and row sum l (online softmax), rescale the accumulator when m grows, add P V with a
@@ -50,9 +51,11 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/rng.h"
+#include "tapegrad/autograd/textbook.h"
 #include "tapegrad/cpu/fast/attention_tiles.h"
 #include "tapegrad/cpu/fast/simd.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/cpu/reference.h"
 #include "tapegrad/runtime/features.h"
 #include "tapegrad/runtime/threads.h"
 
@@ -1225,6 +1228,22 @@ void check_rows(const char* kernel, std::initializer_list<const Tensor*> tensors
   }
 }
 
+// The tiled kernel in T, or under tg::Textbook (autograd/textbook.h) the plain loops it is tested
+// against (cpu/reference.cpp), which recompute the probabilities and need no out or lse.
+template <typename T>
+void forward_or_reference(const AttentionProblem& p, const Tensor& out, const Tensor& lse) {
+  if (textbook_mode()) return reference::attention_forward(p, out, lse);
+  forward<T>(p, out, lse);
+}
+
+template <typename T>
+void backward_or_reference(const AttentionProblem& p, const Tensor& out, const Tensor& lse,
+                           const Tensor& grad_out, const Tensor& grad_q, const Tensor& grad_k,
+                           const Tensor& grad_v) {
+  if (textbook_mode()) return reference::attention_backward(p, grad_out, grad_q, grad_k, grad_v);
+  backward<T>(p, out, lse, grad_out, grad_q, grad_k, grad_v);
+}
+
 }  // namespace
 
 void CpuKernels::attention_forward(const AttentionProblem& problem, const Tensor& out,
@@ -1233,12 +1252,12 @@ void CpuKernels::attention_forward(const AttentionProblem& problem, const Tensor
   if (fast_paths_enabled()) tiles::avx512_tiles();  // a bad TAPEGRAD_ATTENTION_TILES: its error, here
   if (is_half(problem.q.dtype())) {
     const Tensor out32 = f32_like(out);
-    forward<float>(f32_problem(*this, problem), out32, logsumexp);
+    forward_or_reference<float>(f32_problem(*this, problem), out32, logsumexp);
     copy(out32, out);
     return;
   }
   dispatch_floating(problem.q.dtype(), "attention_forward",
-                    [&](auto tag) { forward<decltype(tag)>(problem, out, logsumexp); });
+                    [&](auto tag) { forward_or_reference<decltype(tag)>(problem, out, logsumexp); });
 }
 
 void CpuKernels::attention_backward(const AttentionProblem& problem, const Tensor& out,
@@ -1251,15 +1270,15 @@ void CpuKernels::attention_backward(const AttentionProblem& problem, const Tenso
   if (is_half(problem.q.dtype())) {
     const Tensor grad_q32 = f32_copy(*this, grad_q), grad_k32 = f32_copy(*this, grad_k),
                  grad_v32 = f32_copy(*this, grad_v);
-    backward<float>(f32_problem(*this, problem), f32_copy(*this, out), logsumexp,
-                    f32_copy(*this, grad_out), grad_q32, grad_k32, grad_v32);
+    backward_or_reference<float>(f32_problem(*this, problem), f32_copy(*this, out), logsumexp,
+                                 f32_copy(*this, grad_out), grad_q32, grad_k32, grad_v32);
     copy(grad_q32, grad_q);
     copy(grad_k32, grad_k);
     copy(grad_v32, grad_v);
     return;
   }
   dispatch_floating(problem.q.dtype(), "attention_backward", [&](auto tag) {
-    backward<decltype(tag)>(problem, out, logsumexp, grad_out, grad_q, grad_k, grad_v);
+    backward_or_reference<decltype(tag)>(problem, out, logsumexp, grad_out, grad_q, grad_k, grad_v);
   });
 }
 

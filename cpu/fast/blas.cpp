@@ -3,7 +3,8 @@
 // embeddings.
 //
 // The plain twin of CpuKernels::gemm is reference::gemm (cpu/reference.cpp), the triple loop with
-// its sums in double; tests/cpu/test_reference.cpp compares them. What OpenBLAS buys is the
+// its sums in double; tests/cpu/test_reference.cpp compares them, and under tg::Textbook
+// (autograd/textbook.h) CpuKernels::gemm runs it instead. What OpenBLAS buys is the
 // machine's GEMM peak (`tapegrad bench --workload sgemm`, bench/RESULTS.md), against one multiply-
 // add a cycle or less for the loop.
 #include <cblas.h>
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "tapegrad/autograd/textbook.h"
 #include "tapegrad/cpu/kernels.h"
+#include "tapegrad/cpu/reference.h"
 #include "tapegrad/runtime/threads.h"
 
 namespace tg::cpu {
@@ -125,6 +128,8 @@ void gemm_batch(const GemmBatch& g) {
 }  // namespace
 
 void CpuKernels::gemm(const GemmBatch& g) {
+  // Under tg::Textbook (autograd/textbook.h), the triple loop that this kernel is tested against.
+  if (textbook_mode() && !is_half(g.dtype)) return reference::gemm(g);
   if (g.dtype == DType::f32) return gemm_batch<float>(g);
   if (g.dtype == DType::f64) return gemm_batch<double>(g);
   if (is_half(g.dtype)) return gemm_half(g);
@@ -213,7 +218,8 @@ void gemm_half(const GemmBatch& g) {
         if (g.beta != 0) block_to_f32(c_block, g.ldc, rows, g.n, c32.data());
         block32.m = rows;
         block32.lda = g.transpose_a ? rows : g.k;
-        gemm_batch<float>(block32);
+        if (textbook_mode()) reference::gemm(block32);  // the triple loop (autograd/textbook.h)
+        else gemm_batch<float>(block32);
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t col = 0; col < g.n; ++col) c_block[r * g.ldc + col] = convert<H>(c32[r * g.n + col]);
         }
