@@ -17,6 +17,7 @@ int eval(const Args& args) {
   namespace po = boost::program_options;
   std::string load, data, device = "cpu";
   int threads = 0;
+  bool textbook = false;
   int64_t batch = 0;
   po::options_description options("tapegrad eval: a checkpoint's loss (and accuracy) on every example of a file");
   options.add_options()("help,h", "show this help")
@@ -27,6 +28,7 @@ int eval(const Args& args) {
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores")
       ("json", "print one JSON object");
   add_threads_option(options, threads);
+  add_textbook_option(options, textbook);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n  tapegrad eval --load cls.safetensors --data data/fortunes.tsv\n"
@@ -38,6 +40,7 @@ int eval(const Args& args) {
            train::Limits::batch, "], got ", batch);
   train::check_flags_apply(given_options(vm), {train::tf32_scope(device)});
   use_threads_option(threads);
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(textbook, device);
   train::Checkpoint checkpoint = train::load_checkpoint(load);
   checkpoint.config.device = device;  // wherever it was trained
   checkpoint.config.validate();

@@ -25,6 +25,7 @@ int gradcheck(const Args& args) {
   std::string filter;
   std::string device_text = "cpu";
   int threads = 0;
+  bool textbook = false;
   po::options_description options("tapegrad gradcheck: f64 central differences vs backward()");
   options.add_options()("help,h", "show this help")
       ("filter", po::value(&filter), "run only the checks whose name contains this text")
@@ -32,6 +33,7 @@ int gradcheck(const Args& args) {
       ("json", "print one JSON object instead of the table")
       ("list", "list the check names and exit");
   add_threads_option(options, threads);
+  add_textbook_option(options, textbook);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options
@@ -40,6 +42,7 @@ int gradcheck(const Args& args) {
     return 0;
   }
   use_threads_option(threads);
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(textbook, device_text);
   std::vector<GradcheckCase> selected;
   for (GradcheckCase& check : all_gradcheck_cases()) {
     if (check.name.find(filter) != std::string::npos) selected.push_back(std::move(check));

@@ -47,7 +47,9 @@ void usage(std::ostream& out) {
     out << "  " << name << std::string(12 - name.size(), ' ') << command.second << "\n";
   }
   out << "\n`tapegrad <command> --help` shows a command's options and examples;\n"
-         "`tapegrad --version` prints the version.\n";
+         "`tapegrad --version` prints the version.\n"
+         "--textbook, on every command that computes, runs the code the reading path shows: the\n"
+         "plain CPU kernels, attention written with ops, one thread (slow; docs/textbook.md).\n";
 }
 
 // A descriptor among 0, 1 and 2 that the caller closed (`2>&-`) would be handed to the next file

@@ -59,6 +59,22 @@ void use_threads_option(int threads) {
   set_num_threads(threads);
 }
 
+const char* const kTextbookHelp =
+    "run the code the reading path shows: the plain CPU kernels (the reference GEMM and attention "
+    "loops, no SIMD), attention written with ops (three projections, matmul, softmax, dropout, "
+    "matmul), one thread; slow on purpose, for reading, profiling and stepping through";
+
+void add_textbook_option(po::options_description& options, bool& textbook) {
+  options.add_options()("textbook", po::bool_switch(&textbook), kTextbookHelp);
+}
+
+std::unique_ptr<Textbook> open_textbook(bool textbook, const std::string& device) {
+  if (!textbook) return nullptr;
+  TG_CHECK(device.rfind("cuda", 0) != 0, "--textbook runs the plain CPU kernels; it does not "
+           "combine with --device ", device, " (leave out one of the two)");
+  return std::make_unique<Textbook>();
+}
+
 std::set<std::string> given_options(const po::variables_map& vm) {
   std::set<std::string> given;
   for (const auto& [name, value] : vm) {

@@ -3,9 +3,11 @@
 // argument is an option (--name value or a switch), so a stray positional argument is an error,
 // and an explicitly empty value (--save '') is an error too, never taken for "not given".
 #include <boost/program_options.hpp>
+#include <memory>
 #include <set>
 #include <string>
 
+#include "tapegrad/autograd/textbook.h"
 #include "tapegrad/cli/cli.h"
 
 namespace tg::cli {
@@ -26,5 +28,14 @@ void add_threads_option(boost::program_options::options_description& options, in
 // Checks a --threads value (a tg::Error naming the flag outside [0, kMaxThreads]) and sets the
 // thread count to it.
 void use_threads_option(int threads);
+
+// --textbook, on every command that takes --threads (autograd/textbook.h): the run takes the code
+// the reading path shows (the plain CPU kernels, explicit attention written with ops, one
+// thread). add_textbook_option declares the switch, stored into `textbook`; open_textbook opens
+// the tg::Textbook scope the command's run holds (null when the switch is off). The scope governs
+// the CPU backend, so a --device cuda[:N] with it is a tg::Error.
+extern const char* const kTextbookHelp;
+void add_textbook_option(boost::program_options::options_description& options, bool& textbook);
+std::unique_ptr<Textbook> open_textbook(bool textbook, const std::string& device = "cpu");
 
 }  // namespace tg::cli

@@ -34,6 +34,7 @@ struct TapePlotOptions {
   std::string load, out, data;
   int64_t batch = 0;  // 0: the checkpoint's --batch
   int threads = 0;
+  bool textbook = false;  // the step as the tutorial writes it (autograd/textbook.h)
 };
 
 // Parses the command line; nothing (after printing the help) when --help was given.
@@ -54,13 +55,16 @@ std::optional<TapePlotOptions> parse_tape_options(const Args& args) {
       "the task's shape)")("batch", po::value(&o.batch),
                            "examples in the batch (default: the checkpoint's --batch)");
   add_threads_option(options, o.threads);
+  add_textbook_option(options, o.textbook);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options
               << "\nexamples:\n"
                  "  tapegrad plot tape --load lm.safetensors --out tape.html\n"
                  "  tapegrad plot tape --load cls.safetensors --data data/fortunes.tsv --batch 2"
-                 " --out tape.png\n";
+                 " --out tape.png\n"
+                 "  tapegrad plot tape --load cls.safetensors --textbook --out tape.html   (the "
+                 "attention as the tutorial writes it: q, k, v projections, matmul, softmax, ...)\n";
     return std::nullopt;
   }
   TG_CHECK(!vm.count("batch") || (o.batch >= 1 && o.batch <= train::Limits::batch),
@@ -173,6 +177,7 @@ int plot_tape(const Args& args) {
   const std::optional<TapePlotOptions> options = parse_tape_options(args);
   if (!options) return 0;
   const TapePlotOptions& o = *options;
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(o.textbook);
   const bool html = tape_out_is_html(o.out);
   check_distinct_files({{"--load", o.load}, {"--data", o.data}, {"font", plot::font_path()}},
                        {{"--out", o.out}});

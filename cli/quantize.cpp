@@ -47,6 +47,7 @@ struct QuantizeOptions {
   std::string load, out, mode_name, calib, observer = "minmax";
   int64_t calib_batches = 8;
   int threads = 0;
+  bool textbook = false;
   double percentile = 99.99;
   nn::QuantMode mode = nn::QuantMode::none;
   nn::StaticOptions static_options;
@@ -73,6 +74,7 @@ boost::program_options::options_description describe_options(QuantizeOptions& o)
       ("percentile", po::value(&o.percentile)->default_value(o.percentile, "99.99"),
        "static, --observer percentile: its p, in (0, 100]");
   add_threads_option(options, o.threads);
+  add_textbook_option(options, o.textbook);
   return options;
 }
 
@@ -220,6 +222,7 @@ int quantize(const Args& args) {
   std::optional<QuantizeOptions> parsed = parse_options(args);
   if (!parsed) return 0;  // --help
   QuantizeOptions& o = *parsed;
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(o.textbook);
   train::Checkpoint checkpoint = load_f32_checkpoint(o.load);
   const std::string trained_device = checkpoint.config.device;
   checkpoint.config.device = "cpu";  // quantization runs here; the file keeps where it was trained

@@ -95,6 +95,7 @@ int sample(const Args& args) {
   std::string seed = "0";
   std::string device_text = "cpu";
   int threads = 0;
+  bool textbook = false;
   po::options_description options("tapegrad sample: generate from a charlm checkpoint (textcls: classify the prompt)");
   options.add_options()("help,h", "show this help")
       ("load", po::value(&load), "checkpoint written by tapegrad train --save")
@@ -108,6 +109,7 @@ int sample(const Args& args) {
                    "layer's keys and values (the same characters, slower: for comparison)")
       ("tf32", po::bool_switch(&math_modes().allow_tf32), "cuda: let f32 GEMMs use TF32 tensor cores");
   add_threads_option(options, threads);
+  add_textbook_option(options, textbook);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n  tapegrad sample --load lm.safetensors --prompt \"The \" --tokens 300 --temperature 0.8 --top-k 10\n"
@@ -121,6 +123,7 @@ int sample(const Args& args) {
            "], got ", tokens);
   TG_CHECK(top_k >= 0, "--top-k must be >= 0, got ", top_k);
   use_threads_option(threads);
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(textbook, device_text);
   const uint64_t seed_value = train::parse_uint64(seed, "--seed");
   const Device device = parse_device(device_text);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);

@@ -64,8 +64,9 @@ po::options_description model_options(train::TrainConfig& c) {
   return model;
 }
 
-// How to train: batch, length, optimizer and schedule, seed, device, precision, validation.
-po::options_description training_options(train::TrainConfig& c, std::string& seed) {
+// How to train: batch, length, optimizer and schedule, seed, device, precision, validation, and
+// --textbook (not the config's: where and how a run computes, not what it trains).
+po::options_description training_options(train::TrainConfig& c, std::string& seed, bool& textbook) {
   po::options_description training("training");
   training.add_options()
       ("batch", po::value(&c.batch)->default_value(c.batch), "examples per step")
@@ -89,6 +90,7 @@ po::options_description training_options(train::TrainConfig& c, std::string& see
       ("val-frac", shown(c.val_frac), "the last fraction of the data is validation")
       ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "validate every N steps (0: every epoch)")
       ("no-shuffle", "batches in file order, the same every epoch");
+  add_textbook_option(training, textbook);
   return training;
 }
 
@@ -162,6 +164,8 @@ void print_help(const po::options_description& all) {
                "  tapegrad train --task charlm --data data/corpus.txt --attention local:32 --position rope\n"
                "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --profile-trace trace.json --profile-schedule 2,1,5\n"
                "  tapegrad train --task charlm --data data/corpus.txt --steps 500 --grad-stats grads.csv\n"
+               "  tapegrad train --task charlm --data data/corpus.txt --steps 20 --textbook --profile   (the "
+               "tutorial's ops, slow)\n"
                "  tapegrad train --task charlm --data data/corpus.txt --steps 2000 --eval-every 100 "
                "--save lm.safetensors \\\n    --save-every 100 --save-best best.safetensors "
                "--patience 5   (after Ctrl-C: tapegrad train --resume lm.safetensors)\n"
@@ -228,9 +232,10 @@ int train(const Args& args) {
   train::TrainRun run;
   TextOptions text;
   text.seed = std::to_string(run.config.seed);  // --seed's default
+  bool textbook = false;
   po::options_description all("tapegrad train: train a model on a data file");
   all.add(what_options(run.config)).add(model_options(run.config));
-  all.add(training_options(run.config, text.seed)).add(data_options(run.config, text.inputs));
+  all.add(training_options(run.config, text.seed, textbook)).add(data_options(run.config, text.inputs));
   all.add(output_options(run));
   const po::variables_map vm = parse_command_line(args, all);
   if (vm.count("help")) {
@@ -240,6 +245,7 @@ int train(const Args& args) {
   finish_config(vm, text, run.config);
   finish_run(vm, run);
   train::apply_task_defaults(run.config, run.given);  // --task charlm's own --lr, --dropout
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(textbook, run.config.device);
   return train::train(run);
 }
 
