@@ -17,7 +17,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace doc_links {
 
 const fs::path kRoot = fs::path(TAPEGRAD_SOURCE_DIR).lexically_normal();
 
@@ -115,20 +115,20 @@ void check_link(const fs::path& page, const std::string& target) {
   if (inside && fs::exists(resolved) && !fragment.empty()) check_fragment(resolved, fragment);
 }
 
-}  // namespace
+}  // namespace doc_links
 
 TEST_CASE("docs: every relative link of the Markdown pages resolves", "[docs]") {
   static const std::regex link(R"(\]\(([^)\s]+)\))");
   static const std::regex scheme(R"(^[A-Za-z][A-Za-z0-9+.-]*:)");
   int links = 0;
-  for (const fs::path& page : pages()) {
-    for (const auto& [number, line] : lines_of(page)) {
+  for (const fs::path& page : doc_links::pages()) {
+    for (const auto& [number, line] : doc_links::lines_of(page)) {
       const auto end = std::sregex_iterator();
       for (auto it = std::sregex_iterator(line.begin(), line.end(), link); it != end; ++it) {
         const std::string target = (*it)[1];
         if (std::regex_search(target, scheme)) continue;
-        INFO(page.lexically_relative(kRoot).string() << ":" << number << ": " << it->str());
-        check_link(page, target);
+        INFO(page.lexically_relative(doc_links::kRoot).string() << ":" << number << ": " << it->str());
+        doc_links::check_link(page, target);
         ++links;
       }
     }
