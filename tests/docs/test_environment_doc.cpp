@@ -31,7 +31,8 @@ std::string read_text(const fs::path& path) {
 std::vector<fs::path> shipped_sources() {
   std::vector<fs::path> sources;
   for (const char* folder :
-       {"autograd", "ops", "cpu", "nn", "io", "train", "plot", "cli", "distributed", "cuda"}) {
+       {"autograd", "runtime", "ops", "cpu", "nn", "io", "train", "plot", "cli", "distributed",
+        "cuda"}) {
     for (const auto& entry : fs::recursive_directory_iterator(kRoot / folder)) {
       const std::string extension = entry.path().extension().string();
       if (extension == ".cpp" || extension == ".h" || extension == ".cu" || extension == ".cuh") {
