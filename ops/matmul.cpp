@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/ops/elementwise.h"
+#include "tapegrad/ops/linear_grads.h"
 #include "tapegrad/ops/reduce.h"
 #include "tapegrad/ops/views.h"
 #include "tapegrad/runtime/autocast.h"
@@ -65,29 +66,31 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumul
   kernels(out.device()).gemm(g);
 }
 
-// The gradients of y = x W^T + b from g (all as rows: [M, out], [M, in], [out, in]), those that
-// are wanted: dx = g W, dW = g^T x, db = the column sums of g (W is read for dx only, and may be
-// undefined without it). The device's one-pass kernel where it has one (Kernels::linear_backward),
-// else two products and a sum.
-struct LinearGrads {
-  Tensor dx, dw, db;
-};
+// a and b defined, at least 1-D, of one dtype and on one device.
+void check_matmul_operands(const Tensor& a, const Tensor& b) {
+  TG_CHECK(a.defined() && b.defined(), "op 'matmul': undefined tensor");
+  TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), ": both need at least 1 dim");
+  TG_CHECK(a.dtype() == b.dtype(), "op 'matmul': dtypes ", dtype_name(a.dtype()), " and ",
+           dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), ")");
+  check_same_device("matmul", {a, b});
+}
 
-LinearGrads linear_grads(const Tensor& g_rows, const Tensor& x_rows, const Tensor& weight,
-                         bool want_dx, bool want_dw, bool want_db) {
-  if (g_rows.is_contiguous() && x_rows.is_contiguous() && (!want_dx || weight.is_contiguous())) {
-    const auto like = [&](const Tensor& t, Shape shape) { return empty(shape, t.dtype(), t.device()); };
-    LinearGrads fused;
-    if (want_dx) fused.dx = like(x_rows, x_rows.shape());
-    if (want_dw) fused.dw = like(g_rows, {g_rows.size(1), x_rows.size(1)});  // [out, in]
-    if (want_db) fused.db = like(g_rows, {g_rows.size(1)});
-    if (kernels(g_rows.device()).linear_backward(g_rows, x_rows, weight, fused.dx, fused.dw, fused.db)) {
-      return fused;
-    }
-  }  // else the unused outputs are freed before the products allocate theirs
-  return {want_dx ? matmul(g_rows, weight) : Tensor(),
-          want_dw ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor(),
-          want_db ? sum(g_rows, {0}) : Tensor()};
+// x (..., in), weight (out, in) and bias (out) or undefined, of one dtype and on one device.
+void check_linear_operands(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  TG_CHECK(x.defined() && weight.defined(), "op 'linear': undefined tensor");
+  TG_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
+           shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
+           " (expected (..., in) and (out, in))");
+  check_same_device("linear", {x, weight, bias});
+  TG_CHECK(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
+           " and weight dtype ", dtype_name(weight.dtype()), " differ");
+  if (!bias.defined()) return;
+  TG_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "op 'linear': bias ",
+           shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
+  TG_CHECK(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
+           " and input dtype ", dtype_name(x.dtype()), " differ");
 }
 
 Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
@@ -117,13 +120,7 @@ Tensor matmul_2d_or_batched(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   // Under autocast: f16/bf16 operands and result; the kernel accumulates in f32.
   const Tensor a = autocast_to_half(a_in), b = autocast_to_half(b_in);
-  TG_CHECK(a.defined() && b.defined(), "op 'matmul': undefined tensor");
-  TG_CHECK(a.dim() >= 1 && b.dim() >= 1, "op 'matmul': shapes ", shape_str(a.shape()), " and ",
-           shape_str(b.shape()), ": both need at least 1 dim");
-  TG_CHECK(a.dtype() == b.dtype(), "op 'matmul': dtypes ", dtype_name(a.dtype()), " and ",
-           dtype_name(b.dtype()), " differ (shapes ", shape_str(a.shape()), " and ",
-           shape_str(b.shape()), ")");
-  check_same_device("matmul", {a, b});
+  check_matmul_operands(a, b);
   // A 1-D operand is a row (left) or column (right) vector, removed again from the result.
   if (a.dim() == 1 && b.dim() == 1) {  // a dot product: [1, k] @ [k, 1] -> []
     return matmul_2d_or_batched(a.unsqueeze(0), b.unsqueeze(-1)).squeeze(-1).squeeze(-1);
@@ -137,23 +134,13 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // Under autocast: f16/bf16 operands (a weight's cast is cached for the scope) and result.
   const Tensor x = autocast_to_half(x_in), weight = autocast_to_half(weight_in);
   const Tensor bias = autocast_to_half(bias_in);
-  TG_CHECK(x.defined() && weight.defined(), "op 'linear': undefined tensor");
-  TG_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "op 'linear': input ",
-           shape_str(x.shape()), " does not fit weight ", shape_str(weight.shape()),
-           " (expected (..., in) and (out, in))");
-  check_same_device("linear", {x, weight, bias});
-  TG_CHECK(x.dtype() == weight.dtype(), "op 'linear': input dtype ", dtype_name(x.dtype()),
-           " and weight dtype ", dtype_name(weight.dtype()), " differ");
+  check_linear_operands(x, weight, bias);
   const int64_t out_features = weight.size(0);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor rows = as_rows(x.detach());
   Tensor out = empty({rows.size(0), out_features}, x.dtype(), x.device());
   if (bias.defined()) {  // out starts as the bias in every row; the GEMM adds x W^T to it
-    TG_CHECK(bias.dim() == 1 && bias.size(0) == out_features, "op 'linear': bias ",
-             shape_str(bias.shape()), " does not fit weight ", shape_str(weight.shape()));
-    TG_CHECK(bias.dtype() == x.dtype(), "op 'linear': bias dtype ", dtype_name(bias.dtype()),
-             " and input dtype ", dtype_name(x.dtype()), " differ");
     kernels(x.device()).copy(expand_untaped(bias.detach(), out.shape()), out);
   }
   gemm_into(rows, weight.detach().transpose(0, 1), out, /*accumulate=*/bias.defined());
@@ -169,68 +156,26 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return out;
 }
 
-Tensor stacked_linear(const Tensor& x_in, const std::vector<Tensor>& weights_in,
-                      const std::vector<Tensor>& biases_in) {
-  const size_t n = weights_in.size();
-  TG_CHECK(n > 0 && (biases_in.empty() || biases_in.size() == n), "op 'stacked_linear': ", n,
-           " weights and ", biases_in.size(), " biases (expected one or more weights, and no bias or one each)");
-  // Under autocast the operands are cast on the tape, as linear's, so gradients reach the f32 ones
-  const Tensor x = autocast_to_half(x_in);
-  std::vector<Tensor> weights, biases, detached_weights, detached_biases;
-  std::vector<int64_t> rows;  // out features of each linear
-  for (size_t i = 0; i < n; ++i) {
-    weights.push_back(autocast_to_half(weights_in[i]));
-    TG_CHECK(weights[i].defined() && weights[i].dim() == 2, "op 'stacked_linear': weight ", i,
-             " must be 2-D (out, in)");
-    detached_weights.push_back(weights[i].detach());
-    rows.push_back(weights[i].size(0));
-    if (!biases_in.empty()) {
-      biases.push_back(autocast_to_half(biases_in[i]));
-      TG_CHECK(biases[i].defined(), "op 'stacked_linear': bias ", i, " is undefined");
-      detached_biases.push_back(biases[i].detach());
+// linear's backward (ops/linear_grads.h): the device's one-pass kernel where it has one, else two
+// products and a sum.
+LinearGrads linear_grads(const Tensor& g_rows, const Tensor& x_rows, const Tensor& weight,
+                         bool want_dx, bool want_dw, bool want_db) {
+  if (g_rows.is_contiguous() && x_rows.is_contiguous() && (!want_dx || weight.is_contiguous())) {
+    const auto like = [&](const Tensor& t, Shape shape) { return empty(shape, t.dtype(), t.device()); };
+    LinearGrads fused;
+    if (want_dx) fused.dx = like(x_rows, x_rows.shape());
+    if (want_dw) fused.dw = like(g_rows, {g_rows.size(1), x_rows.size(1)});  // [out, in]
+    if (want_db) fused.db = like(g_rows, {g_rows.size(1)});
+    if (kernels(g_rows.device()).linear_backward(g_rows, x_rows, weight, fused.dx, fused.dw, fused.db)) {
+      return fused;
     }
-  }
-  Tensor out;
-  {
-    NoGrad no_grad;  // cat's checks give each mismatch its error; linear checks x against them
-    const Tensor bias = biases.empty() ? Tensor() : cat(detached_biases, 0);
-    out = linear(x.detach(), cat(detached_weights, 0), bias);
-  }
-  std::vector<Tensor> inputs{x}, saved{x};
-  inputs.insert(inputs.end(), weights.begin(), weights.end());
-  inputs.insert(inputs.end(), biases.begin(), biases.end());
-  saved.insert(saved.end(), weights.begin(), weights.end());
-  // y = x W^T + b with W, b stacked:  dx = G W,  dW = G^T x,  db = sum of G over rows; dW_i and
-  // db_i are the rows of dW and db where W_i and b_i went
-  record("stacked_linear", inputs, out, std::move(saved),
-         [n, rows, with_bias = !biases.empty()](const Tensor& g, const Node& node) {
-           Grads grads(node.saved.size() + (with_bias ? n : 0));
-           bool weight_grads = false, bias_grads = false;
-           for (size_t i = 0; i < n; ++i) {
-             weight_grads |= node.needs_grad(1 + i);
-             bias_grads |= with_bias && node.needs_grad(1 + n + i);
-           }
-           const std::vector<Tensor> stacked(node.saved.begin() + 1, node.saved.end());
-           const Tensor weight = node.needs_grad(0) ? cat(stacked, 0) : Tensor();  // for dx only
-           const LinearGrads both = linear_grads(as_rows(g), as_rows(node.saved[0]), weight,
-                                                 node.needs_grad(0), weight_grads, bias_grads);
-           if (node.needs_grad(0)) grads[0] = both.dx.view(node.saved[0].shape());
-           const Tensor& dw = both.dw;
-           const Tensor& db = both.db;
-           int64_t start = 0;
-           for (size_t i = 0; i < n; ++i) {
-             if (node.needs_grad(1 + i)) grads[1 + i] = dw.narrow(0, start, rows[i]);
-             if (with_bias && node.needs_grad(1 + n + i)) {
-               grads[1 + n + i] = db.narrow(0, start, rows[i]);
-             }
-             start += rows[i];
-           }
-           return grads;
-         });
-  return out;
+  }  // else the unused outputs are freed before the products allocate theirs
+  return {want_dx ? matmul(g_rows, weight) : Tensor(),
+          want_dw ? matmul(g_rows.transpose(0, 1), x_rows) : Tensor(),
+          want_db ? sum(g_rows, {0}) : Tensor()};
 }
 
 // The names this file's ops record on the tape (autograd/op_registry.h).
-const OpRegistration matmul_ops({"matmul", "linear", "stacked_linear"});
+const OpRegistration matmul_ops({"matmul", "linear"});
 
 }  // namespace tg

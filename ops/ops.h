@@ -13,4 +13,5 @@
 #include "tapegrad/ops/quantize.h"
 #include "tapegrad/ops/reduce.h"
 #include "tapegrad/ops/softmax.h"
+#include "tapegrad/ops/stacked_linear.h"
 #include "tapegrad/ops/views.h"
