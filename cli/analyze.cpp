@@ -65,6 +65,7 @@ int analyze_heads(const Args& args) {
   std::string load, data;
   int64_t samples = 64, layer = -1;
   int threads = 0;
+  bool textbook = false;
   po::options_description options(
       "tapegrad analyze heads: what each attention head does, over a sample of a data file\n"
       "(per layer and head: mean attention entropy in nats, mean attention distance\n"
@@ -78,6 +79,7 @@ int analyze_heads(const Args& args) {
       ("layer", po::value(&layer)->default_value(layer), "only this layer (0 = the first; -1: every layer)")
       ("json", "print one JSON object instead of the table");
   add_threads_option(options, threads);
+  add_textbook_option(options, textbook);
   const po::variables_map vm = parse_command_line(args, options);
   if (vm.count("help")) {
     std::cout << options << "\nexamples:\n"
@@ -87,6 +89,7 @@ int analyze_heads(const Args& args) {
   }
   TG_CHECK(!load.empty() && !data.empty(), "--load and --data are required");
   use_threads_option(threads);
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(textbook);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
   const train::HeadAnalysis analysis = train::analyze_heads(checkpoint, data, samples, layer);
   if (vm.count("json")) {

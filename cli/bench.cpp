@@ -303,6 +303,7 @@ struct BenchOptions {
   int threads = 0, steps = 20, warmup = 3;
   int64_t max_seq = AttentionScalingOptions{}.max_seq;
   bool json = false, profile = false, tracing = false, plain_kernels = false, int8 = false;
+  bool textbook = false;  // --textbook (autograd/textbook.h)
   bool steps_given = false, warmup_given = false, max_seq_given = false, schedule_given = false;
   train::ProfileSchedule schedule;  // --profile-schedule, parsed
   GemmShape gemm_shape;             // --shape, parsed (sgemm)
@@ -353,6 +354,7 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
       ("profile-trace", po::value(&o.trace_path), trace_help.c_str())
       ("profile-schedule", po::value(&o.schedule_text),
        "wait,warmup,active[,repeat] over the timed steps, as tapegrad train --profile-schedule");
+  add_textbook_option(options, o.textbook);
   return options;
 }
 
@@ -364,6 +366,7 @@ void print_help(const boost::program_options::options_description& options) {
                "  tapegrad bench --workload textcls-mid --json\n"
                "  tapegrad bench --workload textcls-mid --int8\n"
                "  tapegrad bench --workload timeseries --profile\n"
+               "  tapegrad bench --workload textcls-small --textbook --steps 3 --profile\n"
                "  tapegrad bench --workload charlm --threads 1\n"
                "  tapegrad bench --workload textcls-small --steps 5 --profile-trace bench.json\n"
                "  tapegrad bench --workload attn-long --device cuda\n"
@@ -456,6 +459,8 @@ std::vector<train::FlagScope> bench_flag_scopes(const BenchOptions& o) {
           {{"device"}, on_cpu || !o.int8, "--int8 (a CPU bench)"},
           {{"plain-kernels"}, o.workload != "gemm-i8", workload + " (it times both)"},
           {{"plain-kernels"}, on_cpu, "--device " + o.device},
+          {{"textbook"}, o.workload != "gemm-i8", workload + " (it times fast and plain kernels)"},
+          {{"path"}, !o.textbook, "--textbook (attention written with ops: the explicit path)"},
           train::tf32_scope(o.device)};
 }
 
@@ -584,13 +589,13 @@ struct Measurements {
 
 // --json: one line.
 void print_json(const BenchOptions& o, Device device, const Measurements& m) {
-  nlohmann::json report = {{"workload", o.workload}, {"threads", num_threads()},
+  nlohmann::json report = {{"workload", o.workload}, {"threads", o.textbook ? 1 : num_threads()},
                            {"ms_per_step", m.ms_per_step}, {"tokens_per_s", m.tokens_per_s},
                            {"gflops", m.gflops}, {"peak_bytes", m.memory.asked.peak},
                            {"path", o.path}, {"amp", o.amp},
                            {"peak_bytes_f32", m.memory.f32.peak},
                            {"device", device_name(device)}, {"tf32", math_modes().allow_tf32},
-                           {"plain_kernels", o.plain_kernels},
+                           {"plain_kernels", o.plain_kernels}, {"textbook", o.textbook},
                            {"parameters", m.parameter_count}};
   if (!m.data_parallel.empty()) report["data_parallel"] = m.data_parallel;
   std::cout << report.dump() << "\n";
@@ -625,12 +630,18 @@ void print_text(const BenchOptions& o, Device device, const Workload& w, const M
   std::printf("workload     %s\n             %s\n", o.workload.c_str(), w.description.c_str());
   std::printf("device       %s%s\n", device_name(device).c_str(),
               math_modes().allow_tf32 ? " (TF32 allowed)" : "");
-  std::printf("threads      %d (%s; BLAS single-threaded)\n", num_threads(),
-              describe_num_threads().c_str());
-  std::printf("attention    %s path\n", o.path.c_str());
-  std::printf("kernels      %s\n", o.plain_kernels            ? "plain loops (--plain-kernels)"
-                                   : cpu::fast_paths_enabled() ? "fast paths (AVX2 + FMA)"
-                                                               : "plain loops (no AVX2 + FMA)");
+  if (o.textbook) {
+    std::printf("threads      1 (--textbook: every loop on the calling thread)\n");
+  } else {
+    std::printf("threads      %d (%s; BLAS single-threaded)\n", num_threads(),
+                describe_num_threads().c_str());
+  }
+  std::printf("attention    %s path\n", o.textbook ? "explicit (--textbook)" : o.path.c_str());
+  std::printf("kernels      %s\n",
+              o.textbook                  ? "the textbook's: plain loops, reference GEMM, one thread (--textbook)"
+              : o.plain_kernels           ? "plain loops (--plain-kernels)"
+              : cpu::fast_paths_enabled() ? "fast paths (AVX2 + FMA)"
+                                          : "plain loops (no AVX2 + FMA)");
   std::printf("steps        %d timed after %d warm-up\n", o.steps, o.warmup);
   std::printf("ms/step      %.3f median (min %.3f, max %.3f)\n", m.ms_per_step,
               *std::min_element(m.ms.begin(), m.ms.end()),
@@ -685,6 +696,7 @@ int bench(const Args& args) {
   if (!parsed) return 0;  // --help
   const BenchOptions& o = *parsed;
   use_threads_option(o.threads);  // 0: the cores available
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(o.textbook, o.device);
   std::optional<cpu::FastPathsOff> plain_kernels;
   if (o.plain_kernels) plain_kernels.emplace();
   const Device device = parse_device(o.device);

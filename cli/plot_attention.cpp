@@ -49,6 +49,7 @@ struct AttentionPlotOptions {
   std::string load, text, out, html, data;
   int64_t layer = 0, samples = 64, index = -1;  // index -1: the last window
   int threads = 0;
+  bool textbook = false;
   bool summary = false;
   std::set<std::string> given;  // the flags typed, checked against the checkpoint once loaded
 };
@@ -75,6 +76,7 @@ void describe_attention_plot_options(boost::program_options::options_description
       ("samples", po::value(&o.samples)->default_value(o.samples),
        "--summary: sequences to average over");
   add_threads_option(options, o.threads);
+  add_textbook_option(options, o.textbook);
 }
 
 // Parses the command line; nothing (after printing the help) when --help was given.
@@ -262,6 +264,7 @@ int plot_attention(const Args& args) {
   const std::optional<AttentionPlotOptions> options = parse_options(args);
   if (!options) return 0;
   const AttentionPlotOptions& o = *options;
+  const std::unique_ptr<Textbook> textbook_scope = open_textbook(o.textbook);
   if (o.summary) return plot_head_summary(o);
   TG_CHECK(!o.load.empty() && (!o.out.empty() || !o.html.empty()),
            "--load and --out or --html (or both) are required");
