@@ -202,7 +202,7 @@ Workload long_attention() {
   return w;
 }
 
-// The README's character LM (nn::CharLM): 2 pre-norm layers, dim 128, 4 heads, the MLP of 4 x dim,
+// The recipes' character LM (nn::CharLM): 2 pre-norm layers, dim 128, 4 heads, the MLP of 4 x dim,
 // dropout 0, sinusoidal positions; batch 32 x context 128 over 100 symbols, causal, cross_entropy
 // over every position (the step `tapegrad train --task charlm` runs).
 Workload char_lm() {
@@ -322,7 +322,7 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
   options.add_options()("help,h", "show this help")
       ("workload", po::value(&o.workload)->required(),
        "textcls-small | textcls-mid | timeseries | attn-long | charlm (a training step of the "
-       "README's character LM: 2 layers, dim 128, context 128) | sgemm (one f32 GEMM, 1024^3 "
+       "character LM of docs/cli.md: 2 layers, dim 128, context 128) | sgemm (one f32 GEMM, 1024^3 "
        "unless --shape: the machine's GEMM peak) | attn-scaling (the fused attention op, full "
        "and local:256, and reformer:32,2 (taped ops), causal, "
        "at S = 1024 ... 16384: one row each) | gemm-i8 (CPU: the int8 product and quantized_linear "

@@ -1,8 +1,8 @@
 #pragma once
 // The benchmarks' character LM, one definition for the charlm training workload (cli/bench.cpp),
-// its int8 forwards (cli/bench_int8.cpp) and generation (cli/bench_generate.cpp): the README's
-// model, nn::CharLM with 2 pre-norm layers, dim 128, 4 heads, the MLP of 4 x dim, dropout 0,
-// sinusoidal positions, over 100 symbols. bench/torch_ref.py's CharLM is the same model.
+// its int8 forwards (cli/bench_int8.cpp) and generation (cli/bench_generate.cpp): the recipes'
+// model (docs/cli.md), nn::CharLM with 2 pre-norm layers, dim 128, 4 heads, the MLP of 4 x dim,
+// dropout 0, sinusoidal positions, over 100 symbols. bench/torch_ref.py's CharLM is the same model.
 #include <cstdint>
 
 #include "tapegrad/nn/models.h"

@@ -89,7 +89,7 @@ std::vector<FlagScope> train_flag_scopes(const TrainConfig& config);
 std::vector<std::string> parse_inputs(const std::string& text);
 
 // A character LM's defaults where they differ from TrainConfig's (which suit textcls and
-// timeseries): tuned on data/corpus.txt so that the README's recipe (--context 64 --layers 2
+// timeseries): tuned on data/corpus.txt so that docs/cli.md's recipe (--context 64 --layers 2
 // --steps 2000) beats a trigram count model (bench/ngram_charlm.py) clearly: validation 1.89
 // nats/char against 2.13 (1e-3 and dropout 0.1 gave 2.127). The model is small and sees each
 // character about ten times in 2000 steps: it underfits, so a high rate and no dropout. (2e-2

@@ -20,7 +20,7 @@
 //               carry the bias -- Performer's kernel, Linformer's projected keys -- the key bias
 //               learns, and its gradient is not that small.)
 //
-// Why these thresholds: healthy runs of the README recipes keep their global norm within 6x of
+// Why these thresholds: healthy runs of docs/cli.md's recipes keep their global norm within 6x of
 // the first step's and change it by at most 6x between steps (measured: textcls, charlm,
 // timeseries); 100x in one step or 1000x overall is two orders of magnitude past that. The level
 // is relative to the first step, not absolute, because the scale of a gradient is the loss's: an

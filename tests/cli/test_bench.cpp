@@ -84,7 +84,7 @@ TEST_CASE("bench sgemm --shape: 2 M K N FLOPs, A, B and C at the peak; a bad sha
       tg::testing::run_cli("bench --workload charlm --shape 8x8x8", dir), "--shape");
 }
 
-TEST_CASE("bench charlm: the README's character LM, its parameters and GEMM FLOPs", "[bench]") {
+TEST_CASE("bench charlm: the recipes' character LM, its parameters and GEMM FLOPs", "[bench]") {
   const auto [output, code] = run_command(
       bin() + " bench --workload charlm --steps 1 --warmup 1 --threads 1 --json 2>/dev/null");
   REQUIRE(code == 0);

@@ -1,5 +1,5 @@
 // plot/module_panels.h: parameter names grouped a few a panel for `tapegrad plot grads`, checked
-// on the names of the README's models (as train --grad-stats writes them) and on names without
+// on the names of docs/cli.md's models (as train --grad-stats writes them) and on names without
 // modules; the panels' structure, before anything is drawn.
 #include <catch2/catch.hpp>
 
@@ -50,7 +50,7 @@ Names panel_outline(const std::vector<tg::plot::LinePanel>& panels) {
 
 TEST_CASE("module panels: a layer's attention, its norms and mlp, the rest, at most 8 a panel",
           "[plot]") {
-  // The README's textcls (--layers 1): 19 tensors.
+  // docs/cli.md's textcls (--layers 1): 19 tensors.
   Names names = {"embedding.weight"};
   for (const std::string& name : layer_names("layers.0.")) names.push_back(name);
   names.insert(names.end(), {"fc.weight", "fc.bias"});

@@ -1,7 +1,7 @@
 // Gradient health judged (train/grad_health.h): the judge on hand-made norm sequences (exploding
 // by a jump, by the level and by inf/NaN; vanishing; zero; a key bias zero by construction; the
-// summary), and `tapegrad train` printing the findings (the README's textcls at --lr 100 warns
-// before it diverges; a healthy run without --grad-stats says nothing).
+// summary), and `tapegrad train` printing the findings (docs/cli.md's textcls recipe at --lr 100
+// warns before it diverges; a healthy run without --grad-stats says nothing).
 #include <cmath>
 #include <limits>
 
@@ -75,7 +75,7 @@ TEST_CASE("grad health: a global norm past 1000x the first step's is exploding",
                        "1e+04 times the first step's 1 (the limit: 1e+03 times)");
   CHECK(found->parameters.empty());  // nothing measured to name
 
-  // The norms of healthy runs (textcls of the README, measured: 0.751 at step 1, 0.438 to 1.88
+  // The norms of healthy runs (docs/cli.md's textcls, measured: 0.751 at step 1, 0.438 to 1.88
   // later, at most 3.8x between steps) make no finding.
   GradHealthJudge healthy;
   int step = 0;
@@ -181,10 +181,11 @@ TEST_CASE("grad health: which names are key projection biases", "[grad_health]")
   CHECK_FALSE(is_key_projection_bias("desk_proj.bias"));
 }
 
-TEST_CASE("train: the README's textcls at --lr 100 warns of exploding gradients before it "
+TEST_CASE("train: the textcls recipe at --lr 100 warns of exploding gradients before it "
           "diverges; healthy runs say nothing", "[grad_health][cli]") {
   TempDir dir;
-  // The README's command (without --save), at --lr 100, without --grad-stats.
+  // The textcls recipe of docs/cli.md (without --save), at --lr 100, without --grad-stats, as
+  // docs/diagnostics.md quotes it.
   const std::string readme = "train --task textcls --data " + std::string(TAPEGRAD_SOURCE_DIR) +
                              "/data/fortunes.tsv --tokenizer word --layers 1 --epochs 3 "
                              "--threads 1";
