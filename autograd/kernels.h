@@ -94,15 +94,17 @@ struct IndexSummary {
 //          p -= lr * d.
 //   Adam:  p *= decay_factor (AdamW's decoupled decay, else 1); g += l2 * p (Adam's L2, else 0);
 //          m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
-//          p -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps).
+//          m_hat = m / bias_correction1; v_hat = v / bias_correction2;
+//          p -= lr * m_hat / (sqrt(v_hat) + eps)   (Kingma & Ba's Algorithm 1).
 // Arithmetic in f64, each stored value rounded to the tensor's dtype (the CPU's f32 Adam fast
-// path computes in f32, in this order: cpu/fast/optim_avx2.cpp).
+// path computes in f32, in PyTorch's order: cpu/fast/optim_avx2.cpp).
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, first_step = false;
 };
 struct AdamStep {
-  double step_size = 0, bias_correction2_sqrt = 1, beta1 = 0, beta2 = 0, eps = 0;
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t at step t
   double decay_factor = 1, l2 = 0;
 };
 

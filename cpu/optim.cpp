@@ -63,17 +63,15 @@ void CpuKernels::adam_step(const AdamStep& s, const Tensor& param, const Tensor&
     //   m = b1 m + (1 - b1) g            v = b2 v + (1 - b2) g^2
     //   m_hat = m / (1 - b1^t)           v_hat = v / (1 - b2^t)
     //   p = p - lr m_hat / (sqrt(v_hat) + eps)
-    // The step brings lr / (1 - b1^t) as step_size and sqrt(1 - b2^t) as bias_correction2_sqrt
-    // (Adam::update, nn/optim.cpp), so lr m_hat = step_size m, sqrt(v_hat) = sqrt(v) / that.
     parallel_for(count, kParallelAdamElements, [&](int64_t first, int64_t past) {
       for (int64_t i = first; i < past; ++i) {
         const T decayed = static_cast<T>(p[i] * s.decay_factor);  // AdamW: p (1 - lr wd); Adam: p
         const double gradient = g[i] + s.l2 * decayed;             // Adam's L2: g + wd p; AdamW: g
         m[i] = static_cast<T>(s.beta1 * m[i] + (1 - s.beta1) * gradient);
         v[i] = static_cast<T>(s.beta2 * v[i] + (1 - s.beta2) * gradient * gradient);
-        const double lr_m_hat = s.step_size * m[i];
-        const double sqrt_v_hat = std::sqrt(static_cast<double>(v[i])) / s.bias_correction2_sqrt;
-        p[i] = static_cast<T>(decayed - lr_m_hat / (sqrt_v_hat + s.eps));
+        const double m_hat = static_cast<double>(m[i]) / s.bias_correction1;
+        const double v_hat = static_cast<double>(v[i]) / s.bias_correction2;
+        p[i] = static_cast<T>(decayed - s.lr * m_hat / (std::sqrt(v_hat) + s.eps));
       }
     });
   });

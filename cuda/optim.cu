@@ -53,7 +53,8 @@ __global__ void sgd_step_kernel(T* param, const T* grad, T* buf, int64_t count, 
 
 // The Adam/AdamW update of one parameter, one thread an element:
 //   p *= decay_factor; g += l2 * p; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
-//   p -= step_size * m / (sqrt(v) / bias_correction2_sqrt + eps),
+//   m_hat = m / bias_correction1; v_hat = v / bias_correction2;
+//   p -= lr * m_hat / (sqrt(v_hat) + eps),
 // each of p (after the decay), m, v and the final p rounded to T before it is used again.
 template <typename T>
 __global__ void adam_step_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, int64_t count,
@@ -65,10 +66,11 @@ __global__ void adam_step_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg
     const T m = static_cast<T>(add(mul(s.beta1, exp_avg[i]), mul(one_minus_beta1, gradient)));
     const T v = static_cast<T>(
         add(mul(s.beta2, exp_avg_sq[i]), mul(mul(one_minus_beta2, gradient), gradient)));
-    const double denom = add(sqrt(static_cast<double>(v)) / s.bias_correction2_sqrt, s.eps);
+    const double m_hat = static_cast<double>(m) / s.bias_correction1;
+    const double v_hat = static_cast<double>(v) / s.bias_correction2;
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
-    param[i] = static_cast<T>(sub(decayed, mul(s.step_size, m) / denom));
+    param[i] = static_cast<T>(sub(decayed, mul(s.lr, m_hat) / add(sqrt(v_hat), s.eps)));
   }
 }
 

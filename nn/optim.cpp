@@ -277,8 +277,9 @@ void Adam::update(size_t index, const Tensor& param, const Tensor& grad) {
   const double bias_correction1 = 1 - std::pow(beta1_, static_cast<double>(step));
   const double bias_correction2 = 1 - std::pow(beta2_, static_cast<double>(step));
   AdamStep update;
-  update.step_size = lr() / bias_correction1;
-  update.bias_correction2_sqrt = std::sqrt(bias_correction2);
+  update.lr = lr();
+  update.bias_correction1 = bias_correction1;
+  update.bias_correction2 = bias_correction2;
   update.beta1 = beta1_;
   update.beta2 = beta2_;
   update.eps = eps_;

@@ -2,12 +2,14 @@
 // CpuKernels::adam_step (cpu/optim.cpp), taken when fast_paths_enabled() (runtime/features.h).
 //
 // The plain loop computes each element in f64 and rounds once. This one stays in f32 with
-// PyTorch's order of operations (torch.optim.Adam's single-tensor path):
+// PyTorch's order of operations (torch.optim.Adam's single-tensor path), the bias corrections
+// folded into two constants:
 //   p *= decay;  g += l2 p;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
-//   p -= step_size m / (sqrt(v) / bias_correction2_sqrt + eps)
+//   p -= step_size m / (sqrt(v) / sqrt(1 - beta2^t) + eps),  step_size = lr / (1 - beta1^t)
 // so the two agree to a few f32 roundings (tests/cpu/fast/test_optim_avx2.cpp). Why it pays: the
 // f64 square root and division of the plain loop cost about 20 cycles an element; here 8 elements
 // share them and the loop runs at memory speed (`tapegrad bench --plain-kernels` compares).
+#include <cmath>
 #include <cstdint>
 
 #include "tapegrad/autograd/error.h"
@@ -24,7 +26,8 @@ __attribute__((target("avx2,fma"))) void adam_step_f32_avx2(const AdamStep& s, f
   const float beta1 = float(s.beta1), beta2 = float(s.beta2);
   const float one_minus_beta1 = float(1 - s.beta1), one_minus_beta2 = float(1 - s.beta2);
   const float decay = float(s.decay_factor), l2 = float(s.l2), eps = float(s.eps);
-  const float inv_correction2 = float(1 / s.bias_correction2_sqrt), step_size = float(s.step_size);
+  const float inv_correction2 = float(1 / std::sqrt(s.bias_correction2));
+  const float step_size = float(s.lr / s.bias_correction1);
   // One element with the vector loop's operations, for the tail.
   const auto element = [&](int64_t i) {
     const float param = p[i] * decay;

@@ -44,10 +44,9 @@ struct SgdCase {
 AdamStep adam_scalars(int64_t step, double lr, double beta1, double beta2, double eps,
                       double weight_decay, bool decoupled) {
   AdamStep s;
-  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
-  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
-  s.step_size = lr / bias_correction1;
-  s.bias_correction2_sqrt = std::sqrt(bias_correction2);
+  s.lr = lr;
+  s.bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+  s.bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
   s.beta1 = beta1;
   s.beta2 = beta2;
   s.eps = eps;

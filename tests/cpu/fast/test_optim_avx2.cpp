@@ -55,8 +55,9 @@ TEST_CASE("Adam f32: the AVX2 path agrees with the plain loop", "[optim][simd]")
   if (tg::testing::skip_unless(cpu::cpu_has_avx2_fma(), "this CPU has no AVX2 + FMA")) return;
   std::mt19937 gen(7);
   AdamStep adam;  // step 3 of Adam(lr 1e-2, betas 0.9, 0.999), L2 weight decay 0.1
-  adam.step_size = 1e-2 / (1 - std::pow(0.9, 3));
-  adam.bias_correction2_sqrt = std::sqrt(1 - std::pow(0.999, 3));
+  adam.lr = 1e-2;
+  adam.bias_correction1 = 1 - std::pow(0.9, 3);
+  adam.bias_correction2 = 1 - std::pow(0.999, 3);
   adam.beta1 = 0.9, adam.beta2 = 0.999, adam.eps = 1e-8, adam.l2 = 0.1;
   AdamStep adamw = adam;  // AdamW: decoupled decay, no L2 term
   adamw.l2 = 0, adamw.decay_factor = 1 - 1e-2 * 0.05;
