@@ -9,7 +9,7 @@
 //     and find_package(tapegrad) does not provide.
 // The backends' own headers (cpu/, cuda/) are not installed.
 
-// autograd/: tensors, the tape, devices, dtypes, random numbers, checkpointing
+// autograd/: tensors, the tape, devices, dtypes, random numbers, checkpointing, the textbook mode
 #include "tapegrad/autograd/attention_layout.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/device.h"
@@ -27,6 +27,7 @@
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/autograd/tape_graph.h"
 #include "tapegrad/autograd/tensor.h"
+#include "tapegrad/autograd/textbook.h"
 
 // runtime/: the engine's plumbing: mixed precision, the profiler and the engine's seam for tools,
 // the thread count and the pool, the CPU allocator's cache, the switch of the CPU's fast paths

@@ -13,6 +13,12 @@ TEST_CASE("umbrella: tapegrad.h declares the engine, the ops and nn", "[umbrella
   REQUIRE(layer.weight.grad().defined());
   optimizer.step();
   REQUIRE(layer.state_dict().size() == 2);
+  // autograd/textbook.h: the switch to the code the reading path shows.
+  {
+    const tg::Textbook textbook;
+    REQUIRE(tg::textbook_mode());
+  }
+  REQUIRE_FALSE(tg::textbook_mode());
 }
 
 TEST_CASE("umbrella: tapegrad.h declares generation and the attention weights", "[umbrella]") {
