@@ -1,5 +1,5 @@
 // `tapegrad analyze <what>`: numbers about a trained model. `heads` measures what each attention
-// head does over a sample of a data file (train/head_metrics.h explains the five metrics).
+// head does over a sample of a data file (analysis/head_metrics.h explains the five metrics).
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tapegrad/analysis/head_analysis.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/train/checkpoint_file.h"
-#include "tapegrad/train/head_analysis.h"
 
 namespace tg::cli {
 namespace {
@@ -30,13 +30,13 @@ std::string bracketed(double value, int decimals) {  // "(1.386)": a baseline ne
   return text;
 }
 
-void print_table(const train::HeadAnalysis& analysis) {
+void print_table(const analysis::HeadAnalysis& analysis) {
   std::cout << "over " << analysis.sequences << " sequence" << (analysis.sequences == 1 ? "" : "s") << ", "
             << analysis.queries << " real queries" << (analysis.causal ? " (causal)" : "") << "\n"
             << "layer  head  entropy  (uniform)  distance  (uniform)  previous    same   first\n";
   for (const auto& layer : analysis.layers) {
     for (size_t h = 0; h < layer.heads.size(); ++h) {
-      const train::HeadMetrics& m = layer.heads[h];
+      const analysis::HeadMetrics& m = layer.heads[h];
       std::printf("%5lld  %4zu  %7s  %9s  %8s  %9s  %8s  %6s  %6s\n", static_cast<long long>(layer.layer), h,
                   fixed(m.entropy, 3).c_str(), bracketed(m.uniform_entropy, 3).c_str(),
                   fixed(m.distance, 2).c_str(), bracketed(m.uniform_distance, 2).c_str(),
@@ -46,11 +46,11 @@ void print_table(const train::HeadAnalysis& analysis) {
   std::fflush(stdout);
 }
 
-nlohmann::json to_json(const train::HeadAnalysis& analysis) {
+nlohmann::json to_json(const analysis::HeadAnalysis& analysis) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& layer : analysis.layers) {
     nlohmann::json heads = nlohmann::json::array();
-    for (const train::HeadMetrics& m : layer.heads) {
+    for (const analysis::HeadMetrics& m : layer.heads) {
       heads.push_back({{"entropy", m.entropy}, {"distance", m.distance}, {"previous", m.previous},
                        {"same", m.same}, {"first", m.first}, {"uniform_entropy", m.uniform_entropy},
                        {"uniform_distance", m.uniform_distance}});
@@ -91,7 +91,7 @@ int analyze_heads(const Args& args) {
   use_threads_option(threads);
   const std::unique_ptr<Textbook> textbook_scope = open_textbook(textbook);
   const train::Checkpoint checkpoint = train::load_checkpoint(load);
-  const train::HeadAnalysis analysis = train::analyze_heads(checkpoint, data, samples, layer);
+  const analysis::HeadAnalysis analysis = analysis::analyze_heads(checkpoint, data, samples, layer);
   if (vm.count("json")) {
     std::cout << to_json(analysis).dump() << "\n";
   } else {

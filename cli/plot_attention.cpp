@@ -11,6 +11,8 @@
 #include <optional>
 #include <set>
 
+#include "tapegrad/analysis/attention_maps.h"
+#include "tapegrad/analysis/head_analysis.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
@@ -21,10 +23,8 @@
 #include "tapegrad/plot/head_summary_chart.h"
 #include "tapegrad/plot/png.h"
 #include "tapegrad/train/attention_flags.h"
-#include "tapegrad/train/attention_maps.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/flag_scope.h"
-#include "tapegrad/train/head_analysis.h"
 
 namespace tg::cli {
 namespace {
@@ -119,7 +119,7 @@ int plot_head_summary(const AttentionPlotOptions& o) {
                        {{"--out", o.out}});
   check_output_path(o.out, "--out");
   const train::Checkpoint checkpoint = train::load_checkpoint(o.load);
-  const train::HeadAnalysis analysis = train::analyze_heads(checkpoint, o.data, o.samples);
+  const analysis::HeadAnalysis analysis = analysis::analyze_heads(checkpoint, o.data, o.samples);
   const train::TrainConfig& config = checkpoint.config;
   plot::head_summary_png(o.out, analysis,
                          config.task + " heads over " + std::to_string(analysis.sequences) +
@@ -130,18 +130,18 @@ int plot_head_summary(const AttentionPlotOptions& o) {
 
 // The flags that apply to the checkpoint's task, then its input: --text for textcls and charlm,
 // a window of --data for timeseries.
-train::AttentionMaps input_maps(const train::Checkpoint& checkpoint,
-                                const AttentionPlotOptions& o) {
+analysis::AttentionMaps input_maps(const train::Checkpoint& checkpoint,
+                                   const AttentionPlotOptions& o) {
   const bool series = checkpoint.config.task == "timeseries";
   train::check_flags_apply(
       o.given, {{{"text"}, !series, "a timeseries checkpoint (it plots one window of --data)"},
                 {{"data", "index"}, series, "a plot of one --text (no --summary)"}});
   if (series) {
     TG_CHECK(!o.data.empty(), "a timeseries checkpoint needs --data, the CSV to take a window of");
-    return train::series_attention_maps(checkpoint, o.data, o.index);
+    return analysis::series_attention_maps(checkpoint, o.data, o.index);
   }
   TG_CHECK(!o.text.empty(), "a ", checkpoint.config.task, " checkpoint needs --text");
-  return train::text_attention_maps(checkpoint, o.text);
+  return analysis::text_attention_maps(checkpoint, o.text);
 }
 
 // What the implied weights of an attention that forms none are (empty for the others).
@@ -170,7 +170,7 @@ std::string implied_note(const nn::AttentionSpec& spec) {
 
 // The page's notes: what the input is and how to read the weights.
 std::vector<std::string> page_notes(const train::Checkpoint& checkpoint,
-                                    const train::AttentionMaps& maps,
+                                    const analysis::AttentionMaps& maps,
                                     const AttentionPlotOptions& o) {
   const train::TrainConfig& config = checkpoint.config;
   const nn::AttentionSpec spec = config.model_config().attention;
@@ -196,7 +196,7 @@ std::vector<std::string> page_notes(const train::Checkpoint& checkpoint,
 
 // The page of every layer's weights.
 plot::AttentionPage attention_page(const train::Checkpoint& checkpoint,
-                                   const train::AttentionMaps& maps,
+                                   const analysis::AttentionMaps& maps,
                                    const AttentionPlotOptions& o) {
   const train::TrainConfig& config = checkpoint.config;
   plot::AttentionPage page;
@@ -236,7 +236,7 @@ std::vector<plot::Heatmap> head_panels(const Tensor& weights,
 }
 
 // --out: one heatmap a head of --layer, and the layout's panel for a sparse one.
-void attention_png(const train::Checkpoint& checkpoint, const train::AttentionMaps& maps,
+void attention_png(const train::Checkpoint& checkpoint, const analysis::AttentionMaps& maps,
                    const AttentionPlotOptions& o) {
   const train::TrainConfig& config = checkpoint.config;
   const nn::AttentionSpec spec = config.model_config().attention;
@@ -274,7 +274,7 @@ int plot_attention(const Args& args) {
   if (!o.out.empty()) check_output_path(o.out, "--out");
   if (!o.html.empty()) check_output_path(o.html, "--html");
   const train::Checkpoint checkpoint = train::load_checkpoint(o.load);
-  const train::AttentionMaps maps = input_maps(checkpoint, o);
+  const analysis::AttentionMaps maps = input_maps(checkpoint, o);
   const auto layers = static_cast<int64_t>(maps.layers.size());
   TG_CHECK(o.layer >= 0 && o.layer < layers, "--layer ", o.layer, " is outside the model's ",
            layers, " attention layer", layers == 1 ? "" : "s", " (0 to ", layers - 1, ")");

@@ -7,9 +7,9 @@
 
 namespace tg::plot {
 
-void head_summary_png(const std::string& path, const train::HeadAnalysis& analysis, const std::string& title) {
+void head_summary_png(const std::string& path, const analysis::HeadAnalysis& analysis, const std::string& title) {
   TG_CHECK(!analysis.layers.empty(), "head summary: no layers to draw");
-  using Metric = std::function<double(const train::HeadMetrics&)>;
+  using Metric = std::function<double(const analysis::HeadMetrics&)>;
   const std::pair<const char*, Metric> metrics[] = {
       {"entropy / uniform's", [](const auto& m) { return m.entropy / m.uniform_entropy; }},
       {"distance / uniform's", [](const auto& m) { return m.distance / m.uniform_distance; }},
@@ -29,7 +29,7 @@ void head_summary_png(const std::string& path, const train::HeadAnalysis& analys
     panel.rows = layers;
     panel.cols = heads;
     for (const auto& layer : analysis.layers) {
-      for (const train::HeadMetrics& m : layer.heads) panel.values.push_back(metric(m));
+      for (const analysis::HeadMetrics& m : layer.heads) panel.values.push_back(metric(m));
     }
     panel.row_labels = layer_labels;
     panel.col_labels = head_labels;

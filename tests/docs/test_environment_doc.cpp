@@ -30,9 +30,8 @@ std::string read_text(const fs::path& path) {
 // The shipped sources: every folder but tests/, examples/, bench/ and the build.
 std::vector<fs::path> shipped_sources() {
   std::vector<fs::path> sources;
-  for (const char* folder :
-       {"autograd", "runtime", "ops", "cpu", "nn", "io", "train", "plot", "cli", "distributed",
-        "cuda"}) {
+  for (const char* folder : {"autograd", "runtime", "ops", "cpu", "nn", "io", "train",
+                             "analysis", "plot", "cli", "distributed", "cuda"}) {
     for (const auto& entry : fs::recursive_directory_iterator(kRoot / folder)) {
       const std::string extension = entry.path().extension().string();
       if (extension == ".cpp" || extension == ".h" || extension == ".cu" || extension == ".cuh") {

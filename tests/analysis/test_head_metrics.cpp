@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "tapegrad/ops/ops.h"
-#include "tapegrad/train/head_metrics.h"
+#include "tapegrad/analysis/head_metrics.h"
 
 using namespace tg;
 
@@ -31,7 +31,7 @@ TEST_CASE("head metrics: a previous-token head and a uniform head", "[head_metri
     if (h == 1) return 0.25;
     return j == std::max<int64_t>(i - 1, 0) ? 1.0 : 0.0;
   });
-  const auto m = train::head_metrics(w);
+  const auto m = analysis::head_metrics(w);
   REQUIRE(m.size() == 2);
   CHECK(m[0].entropy == Approx(0).margin(1e-12));
   CHECK(m[0].distance == Approx(3.0 / 4));  // |i - (i-1)| = 1 for queries 1..3, 0 for query 0
@@ -56,14 +56,14 @@ TEST_CASE("head metrics: padding is never read, and causal baselines see keys j 
     if (i >= 3 || j >= 3) return 7.0;
     return 1.0 / 3;
   });
-  const auto m = train::head_metrics(padded, 3);
+  const auto m = analysis::head_metrics(padded, 3);
   CHECK(m[0].entropy == Approx(std::log(3.0)));
   CHECK(m[0].distance == Approx((3.0 / 3 + 2.0 / 3 + 3.0 / 3) / 3));
   CHECK(m[0].same == Approx(1.0 / 3));
 
   // causal uniform: query i spreads over i + 1 keys
   const Tensor causal = weights_of(1, 3, [](int64_t, int64_t i, int64_t j) { return j <= i ? 1.0 / (i + 1) : 0.0; });
-  const auto c = train::head_metrics(causal, -1, /*causal=*/true);
+  const auto c = analysis::head_metrics(causal, -1, /*causal=*/true);
   const double entropy = (std::log(1.0) + std::log(2.0) + std::log(3.0)) / 3;
   CHECK(c[0].entropy == Approx(entropy));
   CHECK(c[0].uniform_entropy == Approx(entropy));
@@ -76,18 +76,18 @@ TEST_CASE("head metrics: padding is never read, and causal baselines see keys j 
 TEST_CASE("head metric totals of several sequences average over every real query", "[head_metrics]") {
   const Tensor one_hot_self = weights_of(1, 2, [](int64_t, int64_t i, int64_t j) { return i == j ? 1.0 : 0.0; });
   const Tensor uniform = weights_of(1, 4, [](int64_t, int64_t, int64_t) { return 0.25; });
-  train::HeadMetricTotals totals = train::head_metric_totals(one_hot_self)[0];
-  totals += train::head_metric_totals(uniform)[0];
+  analysis::HeadMetricTotals totals = analysis::head_metric_totals(one_hot_self)[0];
+  totals += analysis::head_metric_totals(uniform)[0];
   REQUIRE(totals.queries == 6);
   REQUIRE(totals.queries_with_previous == 4);
-  const train::HeadMetrics mean = totals.mean();
+  const analysis::HeadMetrics mean = totals.mean();
   CHECK(mean.entropy == Approx(4 * std::log(4.0) / 6));
   CHECK(mean.same == Approx((2 + 4 * 0.25) / 6));
   CHECK(mean.previous == Approx((0 + 3 * 0.25) / 4));
 }
 
 TEST_CASE("head metrics refuse weights that are not [heads, S, S] and lengths out of range", "[head_metrics]") {
-  CHECK_THROWS_WITH(train::head_metrics(zeros({2, 3, 4})), Catch::Contains("[heads, S, S]"));
-  CHECK_THROWS_WITH(train::head_metrics(zeros({1, 3, 3}), 4), Catch::Contains("length 4"));
-  CHECK_THROWS_WITH(train::head_metrics(zeros({1, 3, 3}), 0), Catch::Contains("length 0"));
+  CHECK_THROWS_WITH(analysis::head_metrics(zeros({2, 3, 4})), Catch::Contains("[heads, S, S]"));
+  CHECK_THROWS_WITH(analysis::head_metrics(zeros({1, 3, 3}), 4), Catch::Contains("length 4"));
+  CHECK_THROWS_WITH(analysis::head_metrics(zeros({1, 3, 3}), 0), Catch::Contains("length 0"));
 }

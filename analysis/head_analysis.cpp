@@ -1,4 +1,4 @@
-#include "tapegrad/train/head_analysis.h"
+#include "tapegrad/analysis/head_analysis.h"
 
 #include <algorithm>
 
@@ -9,7 +9,7 @@
 #include "tapegrad/train/datasets.h"
 #include "tapegrad/train/tasks.h"
 
-namespace tg::train {
+namespace tg::analysis {
 namespace {
 
 constexpr int64_t kBatch = 32;
@@ -24,9 +24,10 @@ std::vector<int64_t> evenly_spaced(int64_t total, int64_t count) {
 
 // What attention layer `layer` reads, checked finite: huge but finite weights overflow f32 before
 // it (a LayerNorm's sum), and softmax turns a row of NaN scores into zeros, not NaN.
-Tensor finite_attention_input(const Tensor& input, size_t layer, const Checkpoint& checkpoint) {
-  check_finite_results(input.to_host_f64(), "the input of attention layer " + std::to_string(layer),
-                       checkpoint);
+Tensor finite_attention_input(const Tensor& input, size_t layer,
+                              const train::Checkpoint& checkpoint) {
+  train::check_finite_results(input.to_host_f64(),
+                              "the input of attention layer " + std::to_string(layer), checkpoint);
   return input;
 }
 
@@ -36,7 +37,7 @@ Tensor finite_attention_input(const Tensor& input, size_t layer, const Checkpoin
 std::vector<Tensor> all_layer_weights(const std::vector<std::shared_ptr<nn::TransformerEncoderLayer>>& layers,
                                       const std::shared_ptr<nn::MultiHeadAttention>& single, Tensor h,
                                       const Tensor& mask, bool causal,
-                                      const Checkpoint& checkpoint) {
+                                      const train::Checkpoint& checkpoint) {
   if (single) {
     finite_attention_input(h, 0, checkpoint);
     return {single->forward(h, h, h, mask, /*need_weights=*/true, causal).weights};
@@ -68,19 +69,19 @@ void accumulate(std::vector<std::vector<HeadMetricTotals>>& totals, const std::v
 // The weights of every layer finite, or check_finite_result's error naming the layer: huge but
 // finite weights overflow f32 and leave NaN attention, whose metrics would read as zeros.
 const std::vector<Tensor>& finite_attention_weights(const std::vector<Tensor>& weights,
-                                                    const Checkpoint& checkpoint) {
+                                                    const train::Checkpoint& checkpoint) {
   for (size_t l = 0; l < weights.size(); ++l) {
-    check_finite_results(weights[l].to_host_f64(),
-                         "the attention weights of layer " + std::to_string(l), checkpoint);
+    train::check_finite_results(weights[l].to_host_f64(),
+                                "the attention weights of layer " + std::to_string(l), checkpoint);
   }
   return weights;
 }
 
 }  // namespace
 
-HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data_path, int64_t samples,
-                           int64_t layer) {
-  const TrainConfig& config = checkpoint.config;
+HeadAnalysis analyze_heads(const train::Checkpoint& checkpoint, const std::string& data_path,
+                           int64_t samples, int64_t layer) {
+  const train::TrainConfig& config = checkpoint.config;
   TG_CHECK(config.task == "textcls" || config.task == "charlm",
            "head analysis needs a textcls or charlm checkpoint, not a ", config.task, " one");
   TG_CHECK(samples >= 1, "--samples must be >= 1, got ", samples);
@@ -89,22 +90,23 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
                spec.kind != nn::AttentionKind::reformer,
            "the checkpoint was trained with --attention ", config.attention,
            ", which never forms the [S, S] attention weights: there are no heads to measure");
-  const DataState state = data_state_from_json(config, checkpoint.data_state);
+  const train::DataState state = train::data_state_from_json(config, checkpoint.data_state);
   NoGrad no_grad;
   HeadAnalysis analysis;
   std::vector<std::vector<HeadMetricTotals>> totals;  // [layer][head]
   if (config.task == "textcls") {
-    const TextClsData data = load_textcls(data_path, parse_tokenizer(config.tokenizer), config.max_len,
-                                          0.0, &state.vocab, &state.labels);
+    const train::TextClsData data =
+        train::load_textcls(data_path, train::parse_tokenizer(config.tokenizer), config.max_len, 0.0,
+                            &state.vocab, &state.labels);
     nn::TextClassifier model(state.vocab.size(), static_cast<int64_t>(state.labels.size()),
                              config.model_config());
-    load_model(model, checkpoint);
+    train::load_model(model, checkpoint);
     model.eval();
     const std::vector<int64_t> ids = evenly_spaced(static_cast<int64_t>(data.train.size()), samples);
     for (size_t start = 0; start < ids.size(); start += kBatch) {
       const std::vector<int64_t> batch_ids(ids.begin() + start,
                                            ids.begin() + std::min(ids.size(), start + kBatch));
-      const TextBatch batch = make_text_batch(data.train, batch_ids);
+      const train::TextBatch batch = train::make_text_batch(data.train, batch_ids);
       const Tensor mask = nn::padding_mask(batch.lengths, batch.tokens.size(1));  // true = a real key
       const std::vector<Tensor> weights = all_layer_weights(
           model.layers, model.mha, model.embed(batch.tokens), mask, false, checkpoint);
@@ -113,17 +115,17 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
     analysis.sequences = static_cast<int64_t>(ids.size());
   } else {
     analysis.causal = true;
-    const CharLMData data = load_charlm(data_path, 0.0, &state.vocab);
-    const int64_t windows = charlm_examples(data.train, config.context);
+    const train::CharLMData data = train::load_charlm(data_path, 0.0, &state.vocab);
+    const int64_t windows = train::charlm_examples(data.train, config.context);
     TG_CHECK(windows > 0, data_path, " is shorter than one window of ", config.context + 1, " characters");
     nn::CharLM model(state.vocab.size(), config.model_config());
-    load_model(model, checkpoint);
+    train::load_model(model, checkpoint);
     model.eval();
     const std::vector<int64_t> ids = evenly_spaced(windows, samples);
     for (size_t start = 0; start < ids.size(); start += kBatch) {
       const std::vector<int64_t> batch_ids(ids.begin() + start,
                                            ids.begin() + std::min(ids.size(), start + kBatch));
-      const Tensor inputs = make_charlm_batch(data.train, config.context, batch_ids).first;
+      const Tensor inputs = train::make_charlm_batch(data.train, config.context, batch_ids).first;
       const std::vector<int64_t> lengths(batch_ids.size(), config.context);
       const std::vector<Tensor> weights =
           all_layer_weights(model.layers, nullptr, model.embed(inputs), Tensor(), true, checkpoint);
@@ -146,4 +148,4 @@ HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data
   return analysis;
 }
 
-}  // namespace tg::train
+}  // namespace tg::analysis

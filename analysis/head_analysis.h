@@ -1,5 +1,5 @@
 #pragma once
-// The head metrics (train/head_metrics.h) of every attention head of a textcls or charlm
+// The head metrics (analysis/head_metrics.h) of every attention head of a textcls or charlm
 // checkpoint, over a sample of a data file: the numbers behind `tapegrad analyze heads` and
 // `tapegrad plot attention --summary`.
 #include <cstdint>
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "tapegrad/train/checkpoint_file.h"
-#include "tapegrad/train/head_metrics.h"
+#include "tapegrad/analysis/head_metrics.h"
 
-namespace tg::train {
+namespace tg::analysis {
 
 struct LayerHeadMetrics {
   int64_t layer = 0;
@@ -28,7 +28,7 @@ struct HeadAnalysis {
 // head's metrics over every real query. textcls batches are padded: the padding mask the model
 // uses hides padded keys, and only real queries and keys are read. `layer` picks one layer
 // (-1: all). Linformer and Performer never form [S, S] weights: a tg::Error says so.
-HeadAnalysis analyze_heads(const Checkpoint& checkpoint, const std::string& data_path, int64_t samples,
-                           int64_t layer = -1);
+HeadAnalysis analyze_heads(const train::Checkpoint& checkpoint, const std::string& data_path,
+                           int64_t samples, int64_t layer = -1);
 
-}  // namespace tg::train
+}  // namespace tg::analysis

@@ -1,4 +1,4 @@
-#include "tapegrad/train/attention_maps.h"
+#include "tapegrad/analysis/attention_maps.h"
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
@@ -7,19 +7,19 @@
 #include "tapegrad/train/datasets.h"
 #include "tapegrad/train/tasks.h"
 
-namespace tg::train {
+namespace tg::analysis {
 namespace {
 
 // The weights of one attention on its input h [1, S, dim], checked finite before and after:
 // huge weights overflow f32 before it, and softmax turns a row of NaN scores into zeros.
 Tensor finite_layer_weights(const nn::MultiHeadAttention& attention, const Tensor& h, bool causal,
-                            size_t layer, const Checkpoint& checkpoint, bool& implied) {
-  check_finite_results(h.to_host_f64(), "the input of attention layer " + std::to_string(layer),
-                       checkpoint);
+                            size_t layer, const train::Checkpoint& checkpoint, bool& implied) {
+  train::check_finite_results(h.to_host_f64(),
+                              "the input of attention layer " + std::to_string(layer), checkpoint);
   const nn::SelfAttentionWeights result =
       nn::self_attention_weights(attention, h, Tensor(), causal);
-  check_finite_results(result.weights.to_host_f64(),
-                       "the attention weights of layer " + std::to_string(layer), checkpoint);
+  train::check_finite_results(result.weights.to_host_f64(),
+                              "the attention weights of layer " + std::to_string(layer), checkpoint);
   implied = result.implied;
   return result.weights.squeeze(0);  // [heads, S, S]
 }
@@ -28,7 +28,7 @@ Tensor finite_layer_weights(const nn::MultiHeadAttention& attention, const Tenso
 // lone MHA of the tutorial-form models, or each pre-norm encoder layer's attention on norm1.
 AttentionMaps model_maps(const std::vector<std::shared_ptr<nn::TransformerEncoderLayer>>& layers,
                          const std::shared_ptr<nn::MultiHeadAttention>& single, Tensor h,
-                         bool causal, const Checkpoint& checkpoint) {
+                         bool causal, const train::Checkpoint& checkpoint) {
   AttentionMaps maps;
   maps.causal = causal;
   if (single) {
@@ -45,10 +45,10 @@ AttentionMaps model_maps(const std::vector<std::shared_ptr<nn::TransformerEncode
 }
 
 // The tokens of `text` as the model reads them (characters for charlm), checked to fit in it.
-std::vector<std::string> text_tokens(const std::string& text, const TrainConfig& config) {
-  const auto tokenizer = config.task == "charlm" ? Tokenizer::chars
-                                                 : parse_tokenizer(config.tokenizer);
-  std::vector<std::string> tokens = tokenize(text, tokenizer);
+std::vector<std::string> text_tokens(const std::string& text, const train::TrainConfig& config) {
+  const auto tokenizer = config.task == "charlm" ? train::Tokenizer::chars
+                                                 : train::parse_tokenizer(config.tokenizer);
+  std::vector<std::string> tokens = train::tokenize(text, tokenizer);
   TG_CHECK(!tokens.empty(), "--text has no tokens");
   TG_CHECK(static_cast<int64_t>(tokens.size()) <= config.max_len, "--text has ", tokens.size(),
            " tokens, past the model's max_len ", config.max_len);
@@ -56,11 +56,11 @@ std::vector<std::string> text_tokens(const std::string& text, const TrainConfig&
 }
 
 // The input windows [N, T, D] of the CSV, read as the checkpoint's model was trained on it.
-Tensor series_windows(const Checkpoint& checkpoint, const DataState& state, const std::string& path,
-                      int64_t& inputs) {
-  const TrainConfig& config = checkpoint.config;
-  const TimeSeriesSpec spec = timeseries_spec(config, 0.0);  // every window
-  const TimeSeriesData data = load_timeseries(path, spec, &state.norm);
+Tensor series_windows(const train::Checkpoint& checkpoint, const train::DataState& state,
+                      const std::string& path, int64_t& inputs) {
+  const train::TrainConfig& config = checkpoint.config;
+  const train::TimeSeriesSpec spec = train::timeseries_spec(config, 0.0);  // every window
+  const train::TimeSeriesData data = train::load_timeseries(path, spec, &state.norm);
   TG_CHECK(data.columns == state.columns, "load_timeseries: '", path,
            "' does not have the columns the model was trained on, in the same order");
   inputs = static_cast<int64_t>(data.input_columns.size());
@@ -69,12 +69,12 @@ Tensor series_windows(const Checkpoint& checkpoint, const DataState& state, cons
 
 }  // namespace
 
-AttentionMaps text_attention_maps(const Checkpoint& checkpoint, const std::string& text) {
-  const TrainConfig& config = checkpoint.config;
+AttentionMaps text_attention_maps(const train::Checkpoint& checkpoint, const std::string& text) {
+  const train::TrainConfig& config = checkpoint.config;
   TG_CHECK(config.task == "textcls" || config.task == "charlm",
            "a plot of one --text needs a textcls or charlm checkpoint, not a ", config.task,
            " one");
-  const DataState state = data_state_from_json(config, checkpoint.data_state);
+  const train::DataState state = train::data_state_from_json(config, checkpoint.data_state);
   const std::vector<std::string> tokens = text_tokens(text, config);
   std::vector<int64_t> ids;
   for (const auto& token : tokens) ids.push_back(state.vocab.id(token));
@@ -85,12 +85,12 @@ AttentionMaps text_attention_maps(const Checkpoint& checkpoint, const std::strin
   if (config.task == "textcls") {
     nn::TextClassifier model(state.vocab.size(), static_cast<int64_t>(state.labels.size()),
                              config.model_config());
-    load_model(model, checkpoint);
+    train::load_model(model, checkpoint);
     model.eval();
     maps = model_maps(model.layers, model.mha, model.embed(input), false, checkpoint);
   } else {
     nn::CharLM model(state.vocab.size(), config.model_config());
-    load_model(model, checkpoint);
+    train::load_model(model, checkpoint);
     model.eval();
     maps = model_maps(model.layers, nullptr, model.embed(input), true, checkpoint);
   }
@@ -98,12 +98,12 @@ AttentionMaps text_attention_maps(const Checkpoint& checkpoint, const std::strin
   return maps;
 }
 
-AttentionMaps series_attention_maps(const Checkpoint& checkpoint, const std::string& csv_path,
-                                    int64_t index) {
-  const TrainConfig& config = checkpoint.config;
+AttentionMaps series_attention_maps(const train::Checkpoint& checkpoint,
+                                    const std::string& csv_path, int64_t index) {
+  const train::TrainConfig& config = checkpoint.config;
   TG_CHECK(config.task == "timeseries", "a plot of one window of --data needs a timeseries "
            "checkpoint, not a ", config.task, " one");
-  const DataState state = data_state_from_json(config, checkpoint.data_state);
+  const train::DataState state = train::data_state_from_json(config, checkpoint.data_state);
   int64_t inputs = 0;
   const Tensor windows = series_windows(checkpoint, state, csv_path, inputs);
   const int64_t count = windows.size(0);
@@ -113,7 +113,7 @@ AttentionMaps series_attention_maps(const Checkpoint& checkpoint, const std::str
 
   NoGrad no_grad;
   nn::TimeSeriesModel model(inputs, config.horizon, config.model_config());
-  load_model(model, checkpoint);
+  train::load_model(model, checkpoint);
   model.eval();
   const Tensor window = windows.narrow(0, index, 1);  // [1, T, D]
   const Tensor h = model.pos_enc ? model.pos_enc->forward(model.input_proj->forward(window))
@@ -136,4 +136,4 @@ std::string visible_token(const std::string& token) {
           static_cast<char>(0x80 | (picture & 0x3f))};
 }
 
-}  // namespace tg::train
+}  // namespace tg::analysis

@@ -10,7 +10,7 @@
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/train/checkpoint_file.h"
 
-namespace tg::train {
+namespace tg::analysis {
 
 struct AttentionMaps {
   std::vector<std::string> labels;  // one a position: the tokens as read, or t-(T-1) ... t-0
@@ -24,18 +24,18 @@ struct AttentionMaps {
 // which must fit the model's max_len. Each layer's input and weights are checked finite
 // (check_finite_results names "the input of attention layer N" or "the attention weights of
 // layer N").
-AttentionMaps text_attention_maps(const Checkpoint& checkpoint, const std::string& text);
+AttentionMaps text_attention_maps(const train::Checkpoint& checkpoint, const std::string& text);
 
 // A timeseries checkpoint's attention on window `index` of the CSV at `csv_path` (its data rows
 // index + 1 to index + T, row 1 being the first after the header, read with the checkpoint's
 // columns and normalisation; -1: the last window, which load_timeseries' windows end P rows
 // before the end), its positions labelled t-(T-1) ... t-0 (t-0: the step the forecast is read
 // from).
-AttentionMaps series_attention_maps(const Checkpoint& checkpoint, const std::string& csv_path,
-                                    int64_t index);
+AttentionMaps series_attention_maps(const train::Checkpoint& checkpoint,
+                                    const std::string& csv_path, int64_t index);
 
 // A token as a plot shows it: a space as U+2423 (␣), a control character as its Unicode control
 // picture (U+2400 + code, U+2421 for DEL: a newline shows as ␊), anything else unchanged.
 std::string visible_token(const std::string& token);
 
-}  // namespace tg::train
+}  // namespace tg::analysis

@@ -21,7 +21,7 @@
 
 #include "tapegrad/autograd/tensor.h"
 
-namespace tg::train {
+namespace tg::analysis {
 
 struct HeadMetrics {
   double entropy = 0, distance = 0, previous = 0, same = 0, first = 0;
@@ -47,4 +47,4 @@ std::vector<HeadMetricTotals> head_metric_totals(const Tensor& weights, int64_t 
 // head_metric_totals(...)[h].mean() for every head.
 std::vector<HeadMetrics> head_metrics(const Tensor& weights, int64_t length = -1, bool causal = false);
 
-}  // namespace tg::train
+}  // namespace tg::analysis

@@ -1,10 +1,10 @@
-// train/attention_maps.h: how a plot shows a token (the maps themselves are run end to end in
+// analysis/attention_maps.h: how a plot shows a token (the maps themselves are run end to end in
 // tests/cli/test_plot_attention.cpp).
 #include <catch2/catch.hpp>
 
-#include "tapegrad/train/attention_maps.h"
+#include "tapegrad/analysis/attention_maps.h"
 
-using tg::train::visible_token;
+using tg::analysis::visible_token;
 
 TEST_CASE("visible_token: a space as U+2423, control characters as their control pictures",
           "[attention-maps]") {

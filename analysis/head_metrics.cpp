@@ -1,11 +1,11 @@
-#include "tapegrad/train/head_metrics.h"
+#include "tapegrad/analysis/head_metrics.h"
 
 #include <cmath>
 #include <cstdlib>
 
 #include "tapegrad/autograd/error.h"
 
-namespace tg::train {
+namespace tg::analysis {
 
 HeadMetricTotals& HeadMetricTotals::operator+=(const HeadMetricTotals& o) {
   entropy += o.entropy;
@@ -75,4 +75,4 @@ std::vector<HeadMetrics> head_metrics(const Tensor& weights, int64_t length, boo
   return metrics;
 }
 
-}  // namespace tg::train
+}  // namespace tg::analysis
