@@ -460,6 +460,9 @@ std::vector<train::FlagScope> bench_flag_scopes(const BenchOptions& o) {
           {{"plain-kernels"}, o.workload != "gemm-i8", workload + " (it times both)"},
           {{"plain-kernels"}, on_cpu, "--device " + o.device},
           {{"textbook"}, o.workload != "gemm-i8", workload + " (it times fast and plain kernels)"},
+          {{"textbook"}, o.workload != "attn-scaling",
+           workload + " (it times the fused kernel up to 16384 positions; the reference loops "
+           "would take hours)"},
           {{"path"}, !o.textbook, "--textbook (attention written with ops: the explicit path)"},
           train::tf32_scope(o.device)};
 }

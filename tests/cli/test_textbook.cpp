@@ -124,7 +124,8 @@ TEST_CASE("cli --textbook: every command that computes runs with it", "[cli][tex
   CHECK(report["threads"] == 1);
 }
 
-TEST_CASE("cli --textbook: refused with --device cuda, described in --help", "[cli][textbook]") {
+TEST_CASE("cli --textbook: refused with --device cuda and by the kernel benches, described in --help",
+          "[cli][textbook]") {
   TempDir dir;
   write_bytes(dir.file("text.txt"), small_text());
   require_one_line_error(run_cli("train" + kTextbookRun + " --data " + dir.file("text.txt") +
@@ -132,6 +133,10 @@ TEST_CASE("cli --textbook: refused with --device cuda, described in --help", "[c
                          "--textbook runs the plain CPU kernels");
   require_one_line_error(run_cli("bench --workload timeseries --textbook --device cuda:1", dir),
                          "--device cuda:1");
+  // The benches that time the fast kernels themselves: gemm-i8 runs both kinds, attn-scaling's
+  // 16384 positions on the reference loops would take hours.
+  require_one_line_error(run_cli("bench --workload attn-scaling --textbook", dir), "--textbook");
+  require_one_line_error(run_cli("bench --workload gemm-i8 --textbook", dir), "--textbook");
   for (const std::string command : {"train", "eval", "sample", "analyze heads", "quantize",
                                     "gradcheck", "bench", "plot tape", "plot attention"}) {
     INFO(command);
