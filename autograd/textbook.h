@@ -12,10 +12,11 @@
 //     matmul, scale, mask, softmax, dropout, matmul (explicit_attention), never forward_packed,
 //     stacked_linear or the fused attention op. The tape, `plot tape` and the profiler's rows name
 //     those ops.
-//   - Every CPU kernel takes its plain loop: cpu::fast_paths_enabled() answers false (no AVX2 or
-//     AVX-512 rows, no one-pass linear, layer norm or GELU backward), GEMM is the triple loop of
-//     cpu/reference.cpp instead of OpenBLAS, and an attention kernel that is still called (the op
-//     scaled_dot_product_attention used directly) runs the reference loops there too.
+//   - Every CPU kernel takes its plain loop: cpu::fast_paths_enabled() (runtime/features.h)
+//     answers false (no AVX2 or AVX-512 rows, no one-pass linear, layer norm or GELU backward),
+//     GEMM is the triple loop of cpu/reference.cpp instead of OpenBLAS, and an attention kernel
+//     that is still called (the op scaled_dot_product_attention used directly) runs the
+//     reference loops there too.
 //   - Every parallel loop runs on the calling thread: one thread, whatever --threads says.
 //
 // The results are the fast run's up to rounding (the reference GEMM sums in double, the fast one
@@ -24,6 +25,7 @@
 // a CUDA device keep their kernels (the command line refuses --textbook with --device cuda).
 //
 // In C++:   { tg::Textbook textbook; train_step(...); }   On the command line: --textbook.
+// docs/textbook.md has the table of what it switches and what it costs, measured.
 namespace tg {
 
 // Whether a Textbook scope is open anywhere in the process.
