@@ -4,7 +4,7 @@
 // matmul (batched, one operand broadcast), linear, a broadcast input, layer norm, attention (the
 // fused op and the explicit ops), Adam's bias-corrected steps, dropout's mask and GELU. Finite
 // differences are gradcheck's job (tests/ops, tests/nn); these tests hold the page's formulas,
-// not only the code, to the truth. Each gradient check runs on the normal path and under
+// not only the code, to the truth. The gradient checks run twice, on the normal path and under
 // tg::Textbook (the plain kernels the page links).
 #include <catch2/catch.hpp>
 
