@@ -9,7 +9,7 @@
 // attention_forward) and already allocated. Inputs may have any strides unless a comment says
 // "contiguous". Floating kernels handle f32 and f64; copy, fill, unary, binary, where, sum_dim,
 // uniform, gemm and attention also f16 and bf16 (mixed precision: computed and accumulated in f32,
-// rounded once on store).
+// rounded once on store). copy, fill, where, compare and predicate take every dtype.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,9 +29,20 @@ enum class UnaryOp {
   add_scalar,  // x + scalar
   mul_scalar,  // x * scalar
   ge_scalar,   // 1 where x >= scalar, else 0
+  sin, cos, abs,
+  sign,        // -1, 0 or 1 (0 at 0), NaN stays NaN
+  clamp_min,   // max(x, scalar), NaN stays NaN
+  clamp_max,   // min(x, scalar), NaN stays NaN
 };
 
 enum class BinaryOp { add, sub, mul, div, eq };  // eq gives 1 or 0 in the inputs' dtype
+
+// Comparisons and logic: a bool result from two inputs of one dtype (any dtype). logical_and and
+// logical_or read each input as "is not zero" (NaN is not zero), as PyTorch does.
+enum class CompareOp { eq, ne, lt, le, gt, ge, logical_and, logical_or };
+// Predicates of one input (any dtype), a bool result: isnan and isinf are false for integers;
+// logical_not is x == 0.
+enum class PredicateOp { isnan, isinf, logical_not };
 
 // C[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i] for every batch item i, row-major,
 // with the item's offsets (in elements) from the base pointers.
@@ -125,6 +136,10 @@ struct Kernels {
   // out = condition ? a : b; condition is bool; all three expanded to out's shape.
   virtual void where(const Tensor& condition, const Tensor& a, const Tensor& b,
                      const Tensor& out) = 0;
+  // out (bool) = a op b; a and b have one dtype and are expanded to out's shape.
+  virtual void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out (bool) = op(x), x of out's shape.
+  virtual void predicate(PredicateOp op, const Tensor& x, const Tensor& out) = 0;
 
   // x contiguous [outer, n, inner] -> out [outer, inner].
   virtual void sum_dim(const Tensor& x, DimSplit split, const Tensor& out) = 0;

@@ -3,6 +3,7 @@
 // everything; views share the storage with different shape/strides/offset.
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -84,7 +85,15 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor permute(const Shape& order) const;
+  // start may be negative: -1 is the last position (as Python's x.narrow and x[..., -1:]).
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // Python's x[..., start:end:step] on one dim, a view (writable with copy_ and fill_): start and
+  // end count from the end when negative and are clamped to the dim as Python clamps them; step
+  // is positive.
+  Tensor slice(int64_t dim, int64_t start = 0, int64_t end = std::numeric_limits<int64_t>::max(),
+               int64_t step = 1) const;
+  // Python's x[..., index, ...]: the dim removed, a view; index may be negative.
+  Tensor select(int64_t dim, int64_t index) const;
   Tensor expand(const Shape& shape) const;  // recorded; ops/views.h: expand_untaped is not
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
@@ -146,6 +155,10 @@ Tensor from_values(const std::vector<double>& values, const Shape& shape, DType 
 Tensor from_indices(const std::vector<int64_t>& values, const Shape& shape, Device device = default_device());
 Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device device = default_device());
 Tensor arange(int64_t n, DType dtype = DType::f32, Device device = default_device());
+// PyTorch's arange(start, end, step): start, start + step, ... up to end (excluded), computed as
+// start + i * step in f64 and then converted; step may be negative, never 0.
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32,
+              Device device = default_device());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);

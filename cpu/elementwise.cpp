@@ -1,4 +1,5 @@
-// CPU kernels: elementwise unary, binary and where over strided (possibly broadcast) inputs.
+// CPU kernels: elementwise unary, binary and where over strided (possibly broadcast) inputs
+// (comparisons and logic: cpu/compare.cpp).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -30,6 +31,12 @@ T apply_unary(UnaryOp op, T x, T scalar) {
     case UnaryOp::add_scalar: return x + scalar;
     case UnaryOp::mul_scalar: return x * scalar;
     case UnaryOp::ge_scalar: return x >= scalar ? T(1) : T(0);
+    case UnaryOp::sin: return std::sin(x);
+    case UnaryOp::cos: return std::cos(x);
+    case UnaryOp::abs: return std::abs(x);
+    case UnaryOp::sign: return x > T(0) ? T(1) : x < T(0) ? T(-1) : x;  // 0 and NaN stay
+    case UnaryOp::clamp_min: return x < scalar ? scalar : x;  // NaN fails the test and stays
+    case UnaryOp::clamp_max: return x > scalar ? scalar : x;
   }
   return x;
 }
@@ -186,10 +193,11 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
   });
 }
 
+// A choice, not arithmetic: elements of any dtype move as they are (the half types' 16-bit
+// patterns included).
 void CpuKernels::where(const Tensor& condition, const Tensor& a, const Tensor& b,
                        const Tensor& out) {
-  if (is_half(a.dtype())) return where_half(condition, a, b, out);
-  dispatch_floating(a.dtype(), "where", [&](auto tag) {
+  dispatch_any(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const bool* take_a = condition.data_as<bool>();
     const T* lhs = a.data_as<T>();
@@ -240,19 +248,6 @@ void binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& ou
       for_each_element<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()},
                           [&](auto p) { result[p[2]] = apply(lhs[p[0]], rhs[p[1]]); });
     });
-  });
-}
-
-// A choice, not arithmetic: the 16-bit patterns are moved as they are.
-void where_half(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_half(a.dtype(), "where", [&](auto) {
-    const bool* take_a = condition.data_as<bool>();
-    const uint16_t* lhs = a.data_as<uint16_t>();
-    const uint16_t* rhs = b.data_as<uint16_t>();
-    uint16_t* result = out.data_as<uint16_t>();
-    for_each_element<4>(out.shape(),
-                        {&condition.strides(), &a.strides(), &b.strides(), &out.strides()},
-                        [&](auto p) { result[p[3]] = take_a[p[0]] ? lhs[p[1]] : rhs[p[2]]; });
   });
 }
 

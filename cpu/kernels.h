@@ -45,7 +45,6 @@ void dispatch_half(DType dtype, const char* kernel, Body&& body) {
 // to f32, computed in f32 and rounded once when stored; reductions and GEMM accumulate in f32.
 void unary_half(UnaryOp op, const Tensor& x, double scalar, const Tensor& out);
 void binary_half(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-void where_half(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
 void sum_dim_half(const Tensor& x, DimSplit split, const Tensor& out);
 void gemm_half(const GemmBatch& batch);
 
@@ -161,6 +160,8 @@ class CpuKernels final : public Kernels {
   void unary(UnaryOp op, const Tensor& x, double scalar, const Tensor& out) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void predicate(PredicateOp op, const Tensor& x, const Tensor& out) override;
   void sum_dim(const Tensor& x, DimSplit split, const Tensor& out) override;
   void max_dim(const Tensor& x, DimSplit split, const Tensor& values, const Tensor& indices) override;
   void gather_dim(const Tensor& x, DimSplit split, const Tensor& index, const Tensor& out) override;

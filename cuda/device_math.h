@@ -17,6 +17,12 @@ __device__ inline float erf_of(float x) { return erff(x); }
 __device__ inline double erf_of(double x) { return erf(x); }
 __device__ inline float pow_of(float x, float y) { return powf(x, y); }
 __device__ inline double pow_of(double x, double y) { return pow(x, y); }
+__device__ inline float sin_of(float x) { return sinf(x); }
+__device__ inline double sin_of(double x) { return sin(x); }
+__device__ inline float cos_of(float x) { return cosf(x); }
+__device__ inline double cos_of(double x) { return cos(x); }
+__device__ inline float abs_of(float x) { return fabsf(x); }
+__device__ inline double abs_of(double x) { return fabs(x); }
 
 // The larger of a and b as std::max computes it (a < b ? b : a): a NaN b is never taken.
 template <typename T>

@@ -1,8 +1,10 @@
-// CUDA kernels: elementwise unary, binary and where over strided (possibly broadcast) inputs.
-// The CPU twins are in cpu/elementwise.cpp: the same formulas, computed in f32 for f32, f16
+// CUDA kernels: elementwise unary, binary, where, comparisons and predicates over strided
+// (possibly broadcast) inputs.
+// The CPU twins are in cpu/elementwise.cpp and cpu/compare.cpp: the same formulas, computed in f32 for f32, f16
 // and bf16 (rounded once on store) and in f64 for f64.
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "tapegrad/cuda/device_math.h"
 #include "tapegrad/cuda/device_types.h"
@@ -35,6 +37,12 @@ __device__ inline C apply_unary(UnaryOp op, C x, C scalar) {
     case UnaryOp::add_scalar: return x + scalar;
     case UnaryOp::mul_scalar: return x * scalar;
     case UnaryOp::ge_scalar: return x >= scalar ? C(1) : C(0);
+    case UnaryOp::sin: return sin_of(x);
+    case UnaryOp::cos: return cos_of(x);
+    case UnaryOp::abs: return abs_of(x);
+    case UnaryOp::sign: return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;  // 0 and NaN stay
+    case UnaryOp::clamp_min: return x < scalar ? scalar : x;  // NaN fails the test and stays
+    case UnaryOp::clamp_max: return x > scalar ? scalar : x;
   }
   return x;
 }
@@ -107,6 +115,65 @@ __global__ void where_kernel(const bool* condition, const T* a, const T* b, T* o
     int64_t at[4];
     layout.offsets(i, at);
     out[at[3]] = convert<bool>(condition[at[0]]) ? a[at[1]] : b[at[2]];
+  }
+}
+
+// The value a comparison reads: the half types as f32, every other element type as itself.
+template <typename T>
+__device__ inline compute_t<T> comparable(T value) {
+  return convert<compute_t<T>>(value);
+}
+
+// a op b as the CPU's with_compare_op (cpu/compare.cpp): NaN compares false (ne: true); the
+// logical ops read "is not zero".
+template <typename V>
+__device__ inline bool apply_compare(CompareOp op, V a, V b) {
+  switch (op) {
+    case CompareOp::eq: return a == b;
+    case CompareOp::ne: return a != b;
+    case CompareOp::lt: return a < b;
+    case CompareOp::le: return a <= b;
+    case CompareOp::gt: return a > b;
+    case CompareOp::ge: return a >= b;
+    case CompareOp::logical_and: return a != V(0) && b != V(0);
+    case CompareOp::logical_or: return a != V(0) || b != V(0);
+  }
+  return false;
+}
+
+template <typename V>
+__device__ inline bool apply_predicate(PredicateOp op, V x) {
+  switch (op) {
+    case PredicateOp::isnan: return x != x;  // false for integers
+    case PredicateOp::isinf:
+      if constexpr (std::is_floating_point_v<V>) return isinf(x);
+      return false;
+    case PredicateOp::logical_not: return x == V(0);
+  }
+  return false;
+}
+
+// out[i] = a[i] op b[i] (bool) over a strided layout (operands a, b, out).
+template <typename T>
+__global__ void compare_kernel(CompareOp op, const T* a, const T* b, bool* out,
+                               StridedShape<3> layout, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t at[3];
+    layout.offsets(i, at);
+    out[at[2]] = apply_compare(op, comparable(a[at[0]]), comparable(b[at[1]]));
+  }
+}
+
+// out[i] = op(x[i]) (bool) over a strided layout (operands x, out).
+template <typename T>
+__global__ void predicate_kernel(PredicateOp op, const T* x, bool* out, StridedShape<2> layout,
+                                 int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t at[2];
+    layout.offsets(i, at);
+    out[at[1]] = apply_predicate(op, comparable(x[at[0]]));
   }
 }
 
@@ -186,13 +253,49 @@ void CudaKernels::where(const Tensor& condition, const Tensor& a, const Tensor& 
          dtype_name(condition.dtype()), ") must be bool of shape ", shape_str(out.shape()));
   }
   const int64_t n = out.numel();
-  dispatch_floating_or_half(a.dtype(), "where", [&](auto tag) {
+  dispatch_any(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if (n == 0) return;
     const Tensor* const operands[4] = {&condition, &a, &b, &out};
     const StridedShape<4> layout = strided_shape(out.shape(), operands, "where");
     launch("where", where_kernel<T>, launch_shape(n), condition.data_as<const bool>(),
            a.data_as<const T>(), b.data_as<const T>(), out.data_as<T>(), layout, n);
+  });
+}
+
+void CudaKernels::compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  DeviceGuard guard(device_index());
+  if (out.dtype() != DType::b8 || a.dtype() != b.dtype() || a.shape() != out.shape() ||
+      b.shape() != out.shape()) {
+    fail("kernel 'compare' on cuda: inputs ", shape_str(a.shape()), " ", dtype_name(a.dtype()),
+         " and ", shape_str(b.shape()), " ", dtype_name(b.dtype()), " do not make the bool output ",
+         shape_str(out.shape()));
+  }
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_any(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor* const operands[3] = {&a, &b, &out};
+    const StridedShape<3> layout = strided_shape(out.shape(), operands, "compare");
+    launch("compare", compare_kernel<T>, launch_shape(n), op, a.data_as<const T>(),
+           b.data_as<const T>(), out.data_as<bool>(), layout, n);
+  });
+}
+
+void CudaKernels::predicate(PredicateOp op, const Tensor& x, const Tensor& out) {
+  DeviceGuard guard(device_index());
+  if (out.dtype() != DType::b8 || x.shape() != out.shape()) {
+    fail("kernel 'predicate' on cuda: input ", shape_str(x.shape()), " does not make the bool output ",
+         shape_str(out.shape()));
+  }
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_any(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor* const operands[2] = {&x, &out};
+    const StridedShape<2> layout = strided_shape(out.shape(), operands, "predicate");
+    launch("predicate", predicate_kernel<T>, launch_shape(n), op, x.data_as<const T>(),
+           out.data_as<bool>(), layout, n);
   });
 }
 

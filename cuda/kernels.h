@@ -4,7 +4,7 @@
 // concern each:
 //   memory.cu       caching allocator, copies (strided, dtype-converting), host transfers,
 //                   fill, Philox uniform, index screening, the CUDA error checks
-//   elementwise.cu  unary, binary, where (strided and broadcast inputs)
+//   elementwise.cu  unary, binary, where, compare, predicate (strided and broadcast inputs)
 //   reduce.cu       sum/max/gather/scatter-add over a dim, softmax rows, layer-norm rows
 //   blas.cu         gemm on cuBLAS; embedding rows (index_select_rows, index_add_rows)
 //   indexing.cu     gather / scatter-add along a dim, argsort (a bitonic network per line)
@@ -35,6 +35,8 @@ class CudaKernels final : public Kernels {
   void unary(UnaryOp op, const Tensor& x, double scalar, const Tensor& out) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void predicate(PredicateOp op, const Tensor& x, const Tensor& out) override;
   void sum_dim(const Tensor& x, DimSplit split, const Tensor& out) override;
   void max_dim(const Tensor& x, DimSplit split, const Tensor& values, const Tensor& indices) override;
   void gather_dim(const Tensor& x, DimSplit split, const Tensor& index, const Tensor& out) override;

@@ -1,5 +1,6 @@
 // The CUDA elementwise kernels (cuda/elementwise.cu) against their CPU twins on the same
-// inputs: every unary and binary op and where, in every dtype they support, on contiguous,
+// inputs: every unary and binary op, where, the comparisons and the predicates, in every dtype
+// they support, on contiguous,
 // transposed, narrowed, permuted and broadcast (expanded) operands.
 #include <catch2/catch.hpp>
 
@@ -117,6 +118,9 @@ const std::vector<NamedUnary> kUnaryOps = {
     {UnaryOp::pow, "pow", 2.5},         {UnaryOp::pow, "pow", -1.0},
     {UnaryOp::pow, "pow", 2.0},         {UnaryOp::add_scalar, "add_scalar", 0.3},
     {UnaryOp::mul_scalar, "mul_scalar", -1.7}, {UnaryOp::ge_scalar, "ge_scalar", 0.25},
+    {UnaryOp::sin, "sin", 0},           {UnaryOp::cos, "cos", 0},
+    {UnaryOp::abs, "abs", 0},           {UnaryOp::sign, "sign", 0},
+    {UnaryOp::clamp_min, "clamp_min", 0.5}, {UnaryOp::clamp_max, "clamp_max", -0.25},
 };
 
 struct NamedBinary {
@@ -250,4 +254,71 @@ TEST_CASE("cuda elementwise kernels reject unsupported dtypes", "[cuda]") {
   const Tensor not_bool = on_cuda(from_values({1, 0, 1}, {3}));
   Tensor float_out = empty({3}, DType::f32, kCuda);
   REQUIRE_THROWS_AS(kernels(kCuda).where(not_bool, values, values, float_out), tg::Error);
+}
+
+namespace {
+
+// Every dtype the comparisons, predicates and where take.
+const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                       DType::i64, DType::b8,  DType::i8,  DType::i32};
+
+// make_operand's values (zeros, infinities and NaN among them) in any dtype: integer types get
+// them converted (convert's rules: truncated, saturated, NaN 0), bool is value != 0.
+Operand make_any_operand(const Layout& layout, DType dtype, uint32_t seed) {
+  const Operand f64 = make_operand(layout, DType::f64, seed);
+  return {f64.cpu.to(dtype), f64.cuda.to(dtype)};
+}
+
+}  // namespace
+
+TEST_CASE("cuda compare matches the cpu for every op dtype and layout", "[cuda]") {
+  const std::vector<Layout>& layouts = layouts_23x41();
+  const CompareOp ops[] = {CompareOp::eq, CompareOp::ne, CompareOp::lt, CompareOp::le,
+                           CompareOp::gt, CompareOp::ge, CompareOp::logical_and,
+                           CompareOp::logical_or};
+  for (DType dtype : kAllDtypes) {
+    for (CompareOp op : ops) {
+      for (size_t i = 0; i < layouts.size(); ++i) {
+        const Layout& b_layout = layouts[(i + 1) % layouts.size()];
+        INFO(static_cast<int>(op) << ", " << dtype_name(dtype) << ", a " << layouts[i].name
+                                  << ", b " << b_layout.name);
+        const Operand a = make_any_operand(layouts[i], dtype, 13);
+        const Operand b = make_any_operand(b_layout, dtype, 14);
+        Tensor expected = empty(a.cpu.shape(), DType::b8);
+        Tensor got = empty(a.cuda.shape(), DType::b8, kCuda);
+        kernels(kCPU).compare(op, a.cpu, b.cpu, expected);
+        kernels(kCuda).compare(op, a.cuda, b.cuda, got);
+        REQUIRE(got.to_host_i64() == expected.to_host_i64());
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda predicates and where on every dtype match the cpu", "[cuda]") {
+  const PredicateOp ops[] = {PredicateOp::isnan, PredicateOp::isinf, PredicateOp::logical_not};
+  for (DType dtype : kAllDtypes) {
+    for (const Layout& layout : layouts_23x41()) {
+      INFO(dtype_name(dtype) << ", " << layout.name);
+      const Operand x = make_any_operand(layout, dtype, 15);
+      for (PredicateOp op : ops) {
+        Tensor expected = empty(x.cpu.shape(), DType::b8);
+        Tensor got = empty(x.cuda.shape(), DType::b8, kCuda);
+        kernels(kCPU).predicate(op, x.cpu, expected);
+        kernels(kCuda).predicate(op, x.cuda, got);
+        REQUIRE(got.to_host_i64() == expected.to_host_i64());
+      }
+      const Operand condition = make_condition(layout, 16);
+      const Operand other = make_any_operand(layout, dtype, 17);
+      Tensor expected = empty(x.cpu.shape(), dtype);
+      Tensor got = empty(x.cuda.shape(), dtype, kCuda);
+      kernels(kCPU).where(condition.cpu, x.cpu, other.cpu, expected);
+      kernels(kCuda).where(condition.cuda, x.cuda, other.cuda, got);
+      const std::vector<double> got_values = got.to_host_f64(), expected_values = expected.to_host_f64();
+      REQUIRE(got_values.size() == expected_values.size());
+      for (size_t i = 0; i < got_values.size(); ++i) {
+        const bool both_nan = std::isnan(got_values[i]) && std::isnan(expected_values[i]);
+        REQUIRE((both_nan || got_values[i] == expected_values[i]));
+      }
+    }
+  }
 }
