@@ -31,11 +31,13 @@
 #include <string>
 #include <vector>
 
+#include "doc_pages.h"
+
 namespace doc_definitions {
 
 namespace fs = std::filesystem;
 
-const fs::path kRoot = fs::path(TAPEGRAD_SOURCE_DIR).lexically_normal();
+const fs::path& kRoot = doc_pages::source_root();
 const char* const kFix = "run scripts/doc-links.sh --update (a name that moved to another file, "
                          "or was renamed, is fixed by hand)";
 
@@ -219,30 +221,6 @@ bool defines_named(const std::vector<std::string>& code, size_t k, const std::st
   return false;
 }
 
-std::vector<std::string> lines_of(const fs::path& path) {
-  std::ifstream file(path);
-  INFO("cannot open " << path);
-  REQUIRE(file.good());
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(file, line)) lines.push_back(line);
-  return lines;
-}
-
-// The pages checked: those of tests/docs/test_doc_links.cpp, which scripts/doc-links.sh lists too.
-std::vector<fs::path> pages(const fs::path& root) {
-  std::vector<fs::path> found;
-  for (const char* page : {"README.md", "cpu/README.md", "data/README.md", "bench/RESULTS.md",
-                           "tests/fuzz/README.md"}) {
-    if (fs::exists(root / page)) found.push_back(root / page);
-  }
-  for (const auto& entry : fs::directory_iterator(root / "docs")) {
-    if (entry.path().extension() == ".md") found.push_back(entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
 // Checks one line link of `page`, found on its line `number`.
 void check_link(const fs::path& root, const fs::path& page, size_t number,
                 const std::string& link) {
@@ -273,7 +251,7 @@ void check_link(const fs::path& root, const fs::path& page, size_t number,
     FAIL_CHECK(place << " does not exist");
     return;
   }
-  const std::vector<std::string> lines = lines_of(file), code = code_of(lines);
+  const std::vector<std::string> lines = doc_pages::read_lines(file), code = code_of(lines);
   const size_t first = std::stoul(m[7]);
   if (first < 1 || first > code.size()) {
     FAIL_CHECK(place << " has " << code.size() << " lines; " << kFix);
@@ -290,9 +268,9 @@ void check_link(const fs::path& root, const fs::path& page, size_t number,
 int check_line_links(const fs::path& root) {
   static const std::regex any_line_link(R"(\[[^\]]*\]\([^)]*#L[0-9][^)]*\))");
   int links = 0;
-  for (const fs::path& page : pages(root)) {
+  for (const fs::path& page : doc_pages::pages(root)) {
     bool fenced = false;
-    const std::vector<std::string> lines = lines_of(page);
+    const std::vector<std::string> lines = doc_pages::read_lines(page);
     for (size_t number = 1; number <= lines.size(); ++number) {
       const std::string& line = lines[number - 1];
       if (trim(line).starts_with("```")) fenced = !fenced;

@@ -15,34 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "doc_pages.h"
+
 namespace fs = std::filesystem;
 
 namespace doc_links {
 
-const fs::path kRoot = fs::path(TAPEGRAD_SOURCE_DIR).lexically_normal();
-
-// The pages checked: every docs/*.md, and these.
-std::vector<fs::path> pages() {
-  std::vector<fs::path> found = {kRoot / "README.md", kRoot / "cpu/README.md",
-                                 kRoot / "data/README.md", kRoot / "bench/RESULTS.md",
-                                 kRoot / "tests/fuzz/README.md"};
-  for (const auto& entry : fs::directory_iterator(kRoot / "docs")) {
-    if (entry.path().extension() == ".md") found.push_back(entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
+const fs::path& kRoot = doc_pages::source_root();
 
 // The lines of a file that are not inside a fenced code block (fences excluded), with their
 // numbers; or every line, fences included, when `all` is set.
 std::vector<std::pair<int, std::string>> lines_of(const fs::path& path, bool all = false) {
-  std::ifstream file(path);
-  INFO("cannot open " << path);
-  REQUIRE(file.good());
   std::vector<std::pair<int, std::string>> lines;
-  std::string line;
   bool fenced = false;
-  for (int number = 1; std::getline(file, line); ++number) {
+  int number = 0;
+  for (const std::string& line : doc_pages::read_lines(path)) {
+    ++number;
     const size_t start = line.find_first_not_of(' ');
     const bool fence = start != std::string::npos && line.compare(start, 3, "```") == 0;
     if (fence) fenced = !fenced;
@@ -121,7 +109,7 @@ TEST_CASE("docs: every relative link of the Markdown pages resolves", "[docs]") 
   static const std::regex link(R"(\]\(([^)\s]+)\))");
   static const std::regex scheme(R"(^[A-Za-z][A-Za-z0-9+.-]*:)");
   int links = 0;
-  for (const fs::path& page : doc_links::pages()) {
+  for (const fs::path& page : doc_pages::pages()) {
     for (const auto& [number, line] : doc_links::lines_of(page)) {
       const auto end = std::sregex_iterator();
       for (auto it = std::sregex_iterator(line.begin(), line.end(), link); it != end; ++it) {

@@ -20,11 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "doc_pages.h"
+
 namespace doc_quotes {
 
 namespace fs = std::filesystem;
 
-const fs::path kRoot = fs::path(TAPEGRAD_SOURCE_DIR).lexically_normal();
+const fs::path& kRoot = doc_pages::source_root();
 
 std::string without_trailing_spaces(std::string line) {
   while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
@@ -34,12 +36,8 @@ std::string without_trailing_spaces(std::string line) {
 }
 
 std::vector<std::string> lines_of(const fs::path& path) {
-  std::ifstream file(path);
-  INFO("cannot open " << path);
-  REQUIRE(file.good());
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(file, line)) lines.push_back(without_trailing_spaces(line));
+  std::vector<std::string> lines = doc_pages::read_lines(path);
+  for (std::string& line : lines) line = without_trailing_spaces(line);
   return lines;
 }
 
@@ -57,20 +55,6 @@ size_t first_missing_line(const std::vector<std::string>& quote,
   return quote.size();
 }
 
-// The pages checked: those of tests/docs/test_doc_links.cpp.
-std::vector<fs::path> pages() {
-  std::vector<fs::path> found;
-  for (const char* page : {"README.md", "cpu/README.md", "data/README.md", "bench/RESULTS.md",
-                           "tests/fuzz/README.md"}) {
-    if (fs::exists(kRoot / page)) found.push_back(kRoot / page);
-  }
-  for (const auto& entry : fs::directory_iterator(kRoot / "docs")) {
-    if (entry.path().extension() == ".md") found.push_back(entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
 bool is_fence(const std::string& line) {
   const size_t start = line.find_first_not_of(' ');
   return start != std::string::npos && line.compare(start, 3, "```") == 0;
@@ -82,7 +66,7 @@ TEST_CASE("docs: a quote of source code is that file's lines, in order", "[docs]
   namespace dq = doc_quotes;
   static const std::regex marker(R"(^<!-- quote: ([^ ]+) -->$)");
   int quotes = 0;
-  for (const std::filesystem::path& page : dq::pages()) {
+  for (const std::filesystem::path& page : doc_pages::pages()) {
     const std::vector<std::string> lines = dq::lines_of(page);
     for (size_t i = 0; i < lines.size(); ++i) {
       std::smatch m;
