@@ -5,7 +5,7 @@
 // and charlm, one window of a --data CSV for timeseries. Linformer, Performer and Reformer never
 // form [S, S] weights: the ones their approximation implies are computed for the plot
 // (nn/attention_weights.h) and the plot says so. --summary draws the head metrics of `analyze
-// heads` over a data file instead (plot/head_summary_chart.h).
+// heads` over a data file instead (cli/head_summary_chart.h).
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
@@ -15,12 +15,12 @@
 #include "tapegrad/analysis/head_analysis.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/cli/cli.h"
+#include "tapegrad/cli/head_summary_chart.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/io/file_io.h"
 #include "tapegrad/nn/masks.h"
 #include "tapegrad/ops/ops.h"
 #include "tapegrad/plot/attention_html.h"
-#include "tapegrad/plot/head_summary_chart.h"
 #include "tapegrad/plot/png.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
@@ -121,7 +121,7 @@ int plot_head_summary(const AttentionPlotOptions& o) {
   const train::Checkpoint checkpoint = train::load_checkpoint(o.load);
   const analysis::HeadAnalysis analysis = analysis::analyze_heads(checkpoint, o.data, o.samples);
   const train::TrainConfig& config = checkpoint.config;
-  plot::head_summary_png(o.out, analysis,
+  head_summary_png(o.out, analysis,
                          config.task + " heads over " + std::to_string(analysis.sequences) +
                              " sequences (" + config.attention + ", " + config.position + ")");
   std::cout << "wrote " << o.out << "\n";

@@ -1,11 +1,11 @@
-#include "tapegrad/plot/head_summary_chart.h"
+#include "tapegrad/cli/head_summary_chart.h"
 
 #include <functional>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/plot/png.h"
 
-namespace tg::plot {
+namespace tg::cli {
 
 void head_summary_png(const std::string& path, const analysis::HeadAnalysis& analysis, const std::string& title) {
   TG_CHECK(!analysis.layers.empty(), "head summary: no layers to draw");
@@ -22,9 +22,9 @@ void head_summary_png(const std::string& path, const analysis::HeadAnalysis& ana
   std::vector<std::string> layer_labels, head_labels;
   for (const auto& layer : analysis.layers) layer_labels.push_back(std::to_string(layer.layer));
   for (int64_t h = 0; h < heads; ++h) head_labels.push_back(std::to_string(h));
-  std::vector<Heatmap> panels;
+  std::vector<plot::Heatmap> panels;
   for (const auto& [name, metric] : metrics) {
-    Heatmap panel;
+    plot::Heatmap panel;
     panel.title = name;
     panel.rows = layers;
     panel.cols = heads;
@@ -37,7 +37,7 @@ void head_summary_png(const std::string& path, const analysis::HeadAnalysis& ana
     panel.y_label = "layer";
     panels.push_back(std::move(panel));
   }
-  heatmap_png(path, panels, title);
+  plot::heatmap_png(path, panels, title);
 }
 
-}  // namespace tg::plot
+}  // namespace tg::cli
