@@ -1,9 +1,8 @@
 // `tapegrad plot <what>`: PNG charts. `pe` draws the sinusoidal positional-encoding table, `loss`
-// the loss curves of a training log (CSV), `grads` the gradient sizes of a --grad-stats log. Each
-// kind is one entry of kPlots below.
+// the loss curves of a training log (CSV), `grads` the gradient sizes of a --grad-stats log (both
+// read by plot/training_log.h). Each kind is one entry of kPlots below.
 #include <algorithm>
 #include <boost/program_options.hpp>
-#include <cmath>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -12,11 +11,10 @@
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/io/file_io.h"
-#include "tapegrad/io/quoted_text.h"
-#include "tapegrad/io/strict_numbers.h"
 #include "tapegrad/nn/positional_encoding.h"
 #include "tapegrad/plot/module_panels.h"
 #include "tapegrad/plot/png.h"
+#include "tapegrad/plot/training_log.h"
 
 namespace tg::cli {
 
@@ -72,88 +70,6 @@ int plot_pe(const Args& args) {
 
 // ---- plot loss ---------------------------------------------------------------------------------
 
-// The curves of a training log: loss at every row, val_loss where it was evaluated.
-struct LossLog {
-  std::vector<double> step, loss;
-  std::vector<double> val_step, val_loss;
-};
-
-std::vector<std::string> split_csv_line(std::string line) {
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  std::vector<std::string> fields;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, ',')) {
-    const size_t first = field.find_first_not_of(" \t");
-    const size_t last = field.find_last_not_of(" \t");
-    fields.push_back(first == std::string::npos ? "" : field.substr(first, last - first + 1));
-  }
-  if (!line.empty() && line.back() == ',') fields.emplace_back();
-  return fields;
-}
-
-// The header's fields, each named once: with two "loss" columns, which one would be drawn?
-void check_log_header(const std::vector<std::string>& header, const std::string& path) {
-  std::map<std::string, size_t> first_field;  // name -> its first field, 0-based
-  for (size_t f = 0; f < header.size(); ++f) {
-    const auto [first, added] = first_field.emplace(header[f], f);
-    TG_CHECK(added, "log '", path, "' line 1: fields ", first->second + 1, " and ", f + 1,
-             " are both named ", quoted_text(header[f]));
-  }
-}
-
-// A cell of a log as a finite decimal number (io/strict_numbers.h), or a tg::Error naming it.
-double log_number(const std::string& text, const std::string& path, int64_t line_number,
-                  const char* name) {
-  std::string why;
-  const std::optional<double> value = train::read_finite_double(text, &why);
-  if (!value) {
-    fail("log '", path, "' line ", line_number, ": ", name, " ", quoted_text(text), " ",
-         why);
-  }
-  return *value;
-}
-
-LossLog read_loss_log(const std::string& path) {
-  std::istringstream in(read_regular_file(path, "--log"));  // a FIFO is refused, never waited on
-  std::string line;
-  int64_t line_number = 1;
-  TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
-           "' is empty (expected a CSV header with step and loss columns)");
-  const std::vector<std::string> header = split_csv_line(line);
-  check_log_header(header, path);
-  auto column = [&](const std::string& name) -> int64_t {
-    for (size_t i = 0; i < header.size(); ++i) {
-      if (header[i] == name) return static_cast<int64_t>(i);
-    }
-    return -1;
-  };
-  const int64_t step_col = column("step"), loss_col = column("loss"), val_col = column("val_loss");
-  TG_CHECK(step_col >= 0 && loss_col >= 0, "log '", path, "' line 1: the header ",
-           quoted_text(line), " has no step and loss columns (is this a training log?)");
-
-  LossLog log;
-  auto number = [&](const std::string& text, const char* name) {
-    return log_number(text, path, line_number, name);
-  };
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
-    const std::vector<std::string> fields = split_csv_line(line);
-    TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
-             " fields, the header has ", header.size());
-    const double step = number(fields[step_col], "step");
-    log.step.push_back(step);
-    log.loss.push_back(number(fields[loss_col], "loss"));
-    if (val_col >= 0 && !fields[val_col].empty()) {
-      log.val_step.push_back(step);
-      log.val_loss.push_back(number(fields[val_col], "val_loss"));
-    }
-  }
-  TG_CHECK(!log.step.empty(), "log '", path, "' has a header but no rows");
-  return log;
-}
-
 int plot_loss(const Args& args) {
   std::string log_path, out;
   po::options_description options("tapegrad plot loss: training (and validation) loss against step\n"
@@ -168,9 +84,7 @@ int plot_loss(const Args& args) {
   // Before the work: a bad --out is reported first.
   check_distinct_files({{"--log", log_path}, {"font", plot::font_path()}}, {{"--out", out}});
   check_output_path(out, "--out");
-  const LossLog log = read_loss_log(log_path);
-  std::vector<plot::Series> series = {{"train loss", log.step, log.loss}};
-  if (!log.val_loss.empty()) series.push_back({"validation loss", log.val_step, log.val_loss});
+  const std::vector<plot::Series> series = plot::read_training_log(log_path, "--log");
   const size_t slash = log_path.rfind('/');
   const std::string name = slash == std::string::npos ? log_path : log_path.substr(slash + 1);
   plot::line_chart_png(out, series, "loss (" + name + ")", "step", "loss");
@@ -179,46 +93,6 @@ int plot_loss(const Args& args) {
 }
 
 // ---- plot grads --------------------------------------------------------------------------------
-
-// mean |grad| of each parameter against step, from a --grad-stats CSV (train/grad_stats.h): one
-// series per parameter name, in the order the file first names them.
-std::vector<plot::Series> read_grad_stats(const std::string& path) {
-  std::istringstream in(read_regular_file(path, "--log"));
-  std::string line;
-  TG_CHECK(static_cast<bool>(std::getline(in, line)), "log '", path,
-           "' is empty (expected the CSV header of --grad-stats: step,name,mean_abs_grad,...)");
-  const std::vector<std::string> header = split_csv_line(line);
-  check_log_header(header, path);
-  auto column = [&](const std::string& name) -> int64_t {
-    const auto at = std::find(header.begin(), header.end(), name);
-    return at == header.end() ? -1 : at - header.begin();
-  };
-  const int64_t step_col = column("step"), name_col = column("name"), grad_col = column("mean_abs_grad");
-  TG_CHECK(step_col >= 0 && name_col >= 0 && grad_col >= 0, "log '", path, "' line 1: the header ",
-           quoted_text(line), " has no step, name and mean_abs_grad columns (is this a "
-           "--grad-stats file?)");
-  std::vector<plot::Series> series;
-  std::map<std::string, size_t> index_of;  // parameter name -> its series
-  for (int64_t line_number = 2; std::getline(in, line); ++line_number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
-    const std::vector<std::string> fields = split_csv_line(line);
-    TG_CHECK(fields.size() == header.size(), "log '", path, "' line ", line_number, ": ", fields.size(),
-             " fields, the header has ", header.size());
-    const double step = log_number(fields[step_col], path, line_number, "step");
-    // An empty cell (no gradient) or NaN/inf as train/grad_stats.cpp spells them is a gap.
-    const std::string& grad_text = fields[grad_col];
-    const bool gap =
-        grad_text.empty() || grad_text == "NaN" || grad_text == "inf" || grad_text == "-inf";
-    const double grad =
-        gap ? std::nan("") : log_number(grad_text, path, line_number, "mean_abs_grad");
-    const auto [entry, added] = index_of.try_emplace(fields[name_col], series.size());
-    if (added) series.push_back({fields[name_col], {}, {}});
-    series[entry->second].x.push_back(step);
-    series[entry->second].y.push_back(grad);
-  }
-  TG_CHECK(!series.empty(), "log '", path, "' has a header but no rows");
-  return series;
-}
 
 int plot_grads(const Args& args) {
   std::string log_path, out, only;
@@ -240,7 +114,7 @@ int plot_grads(const Args& args) {
   // Before the work: a bad --out is reported first.
   check_distinct_files({{"--log", log_path}, {"font", plot::font_path()}}, {{"--out", out}});
   check_output_path(out, "--out");
-  std::vector<plot::Series> series = read_grad_stats(log_path);
+  std::vector<plot::Series> series = plot::read_grad_stats(log_path, "--log");
   std::erase_if(series, [&](const plot::Series& s) { return s.name.find(only) == std::string::npos; });
   TG_CHECK(!series.empty(), "--only '", only, "': no parameter in '", log_path, "' has that in its name");
   const size_t slash = log_path.rfind('/');

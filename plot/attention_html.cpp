@@ -51,7 +51,8 @@ std::string html_json_number(double value) {
 std::string html_json_strings(const std::vector<std::string>& texts) {
   std::string out = "[";
   for (size_t i = 0; i < texts.size(); ++i) {
-    out += (i ? "," : "") + script_safe_json_string(texts[i]);
+    if (i > 0) out += ',';
+    out += script_safe_json_string(texts[i]);
   }
   return out + "]";
 }

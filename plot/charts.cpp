@@ -17,7 +17,6 @@ namespace {
 constexpr Rgb kInk{34, 34, 34};          // text and axes
 constexpr Rgb kGrid{225, 225, 225};      // grid lines
 constexpr Rgb kFrame{90, 90, 90};        // plot frames
-constexpr Rgb kMissing{200, 200, 200};   // non-finite heatmap cells
 constexpr double kTitleSize = 20, kLabelSize = 15, kTickSize = 12.5;
 constexpr int kMargin = 16;
 
@@ -210,7 +209,7 @@ void draw_panel(Canvas& canvas, const Heatmap& map, const PanelLayout& p, int x,
     for (int i = 0; i < p.area_w; ++i) {
       const int64_t col = std::min<int64_t>(map.cols - 1, static_cast<int64_t>((i + 0.5) * map.cols / p.area_w));
       const double v = map.values[row * map.cols + col];
-      const Rgb color = !std::isfinite(v) ? kMissing : colormap(hi > lo ? (v - lo) / (hi - lo) : 0.5);
+      const Rgb color = !std::isfinite(v) ? kNonFiniteCell : colormap(hi > lo ? (v - lo) / (hi - lo) : 0.5);
       canvas.fill_rect(ax + i, ay + j, 1, 1, color);
     }
   }
@@ -294,11 +293,15 @@ void draw_colorbar(Canvas& canvas, int x, int y, int height, double lo, double h
 
 }  // namespace
 
-void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, const std::string& title) {
+void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, const std::string& title,
+                 std::optional<ColorRange> range) {
   TG_CHECK(!panels.empty(), "heatmap: nothing to plot (no panels)");
   for (size_t i = 0; i < panels.size(); ++i) check_heatmap(panels[i], i);
+  TG_CHECK(!range || (std::isfinite(range->lo) && std::isfinite(range->hi) && range->lo < range->hi),
+           "heatmap: the colour range [", range->lo, ", ", range->hi,
+           "] must be finite with its low end below its high end");
 
-  // One colour scale for every panel, over the finite values.
+  // One colour scale for every panel: the given range, or the finite values' span.
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const Heatmap& map : panels) {
     for (double v : map.values) {
@@ -306,6 +309,7 @@ void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels, co
     }
   }
   if (!(lo <= hi)) lo = 0, hi = 1;  // nothing finite: every cell is grey
+  if (range) lo = range->lo, hi = range->hi;
 
   const int n = static_cast<int>(panels.size());
   const int grid_cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n))));

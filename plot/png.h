@@ -6,6 +6,7 @@
 // that is renamed into place).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,12 +93,23 @@ struct Heatmap {
   std::string x_label, y_label;
 };
 
+// The values a heatmap's colours span, matplotlib's vmin and vmax: lo gets colormap(0), hi
+// colormap(1), and values beyond them the colour at their end (clamped).
+struct ColorRange {
+  double lo = 0, hi = 1;
+};
+
+// The colour of a cell whose value is NaN or infinite: a grey that the colour map never gives.
+// Such cells take no part in the colour scale.
+inline constexpr Rgb kNonFiniteCell{200, 200, 200};
+
 // One panel per heatmap in a grid under `title`, row 0 at the top, and one colour bar (shared by
-// every panel) with the minimum and maximum. Labelled rows/columns show their labels (turned
-// upright when they do not fit across a column, shortened with an ellipsis when long, every k-th
-// when there are too many); otherwise rows and columns get numeric ticks every few cells.
+// every panel) from the smallest finite value to the largest, or over `range` when given (finite,
+// lo < hi). Labelled rows/columns show their labels (turned upright when they do not fit across
+// a column, shortened with an ellipsis when long, every k-th when there are too many); otherwise
+// rows and columns get numeric ticks every few cells.
 void heatmap_png(const std::string& path, const std::vector<Heatmap>& panels,
-                 const std::string& title);
+                 const std::string& title, std::optional<ColorRange> range = std::nullopt);
 
 // y against x; a series may skip points by setting y to NaN (the line breaks there).
 struct Series {

@@ -1,8 +1,15 @@
 // `tapegrad plot`: runs the real binary into a temporary directory and reads back what it wrote:
 // the PNG signature and IHDR, the decoded pixels (stb_image, from the same libstb), one line on
-// stderr and exit code 2 for every kind of bad input, and atomic writes.
+// stderr and exit code 2 for every kind of bad input, and atomic writes. Then plot/plot.h, the
+// plots a program draws of its own tensors, read back the same way: a cell's centre pixel in the
+// colour of its value, NaN cells grey, one panel a head, the curves of a training log, and the
+// tg::Error of each kind of bad input.
 #include <catch2/catch.hpp>
 
+#include "tapegrad/autograd/rng.h"
+#include "tapegrad/nn/attention.h"
+#include "tapegrad/ops/ops.h"
+#include "tapegrad/plot/plot.h"
 #include "tapegrad/plot/png.h"
 #include "tests/support/temp_files.h"
 
@@ -21,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -564,4 +572,283 @@ TEST_CASE("plot grads draws a panel a module: 19 parameters of textcls in 5 pane
   CHECK(png.width > png.height);  // three panels a row, two rows
   // The attention panel's eight parameters: eight colours, none of them the grey of tab10.
   for (const auto& colour : kPanelColours) CHECK(pixels_near(png, colour) > 100);
+}
+
+// ---- plot/plot.h: a program's own tensors -------------------------------------------------------
+
+namespace {
+
+using Catch::Matchers::Contains;
+
+tg::plot::Rgb pixel_at(const Png& png, int x, int y) {
+  const size_t at = (static_cast<size_t>(y) * png.width + x) * 3;
+  return {png.rgb[at], png.rgb[at + 1], png.rgb[at + 2]};
+}
+
+// Where the cells of a one-panel heatmap are: cell (0, 0)'s top-left pixel, found as the first
+// pixel (rows top-down, each left to right) of its exact colour, and a cell's size in pixels, the
+// runs of that colour from there (every cell is the same whole number of pixels).
+struct CellGrid {
+  int x0 = 0, y0 = 0, width = 0, height = 0;
+  tg::plot::Rgb centre(const Png& png, int row, int col) const {
+    return pixel_at(png, x0 + col * width + width / 2, y0 + row * height + height / 2);
+  }
+};
+
+CellGrid find_cells(const Png& png, tg::plot::Rgb first_cell) {
+  for (int y = 0; y < static_cast<int>(png.height); ++y) {
+    for (int x = 0; x < static_cast<int>(png.width); ++x) {
+      if (!(pixel_at(png, x, y) == first_cell)) continue;
+      CellGrid grid{x, y, 0, 0};
+      while (x + grid.width < static_cast<int>(png.width) && pixel_at(png, x + grid.width, y + 2) == first_cell)
+        ++grid.width;
+      while (y + grid.height < static_cast<int>(png.height) && pixel_at(png, x + 2, y + grid.height) == first_cell)
+        ++grid.height;
+      return grid;
+    }
+  }
+  FAIL("no pixel of the first cell's colour");
+  return {};
+}
+
+// Blocks of `color` at least 9 x 9 pixels: pixels of that colour whose left and upper neighbours
+// are not, with the colour 8 pixels right, down and diagonally. A heatmap panel of one value is one
+// block; the colour bar, whose colour changes every row or two, is none.
+int blocks_of(const Png& png, tg::plot::Rgb color) {
+  const int w = static_cast<int>(png.width), h = static_cast<int>(png.height);
+  int blocks = 0;
+  for (int y = 0; y + 8 < h; ++y) {
+    for (int x = 0; x + 8 < w; ++x) {
+      if (!(pixel_at(png, x, y) == color)) continue;
+      if (x > 0 && pixel_at(png, x - 1, y) == color) continue;
+      if (y > 0 && pixel_at(png, x, y - 1) == color) continue;
+      blocks += pixel_at(png, x + 8, y) == color && pixel_at(png, x, y + 8) == color &&
+                pixel_at(png, x + 8, y + 8) == color;
+    }
+  }
+  return blocks;
+}
+
+// [3, 4] holding 0, 1, ..., 11 row by row, as `dtype` (every value exact in f16 and bf16 too).
+tg::Tensor counting_matrix(tg::DType dtype = tg::DType::f32) {
+  std::vector<double> values;
+  for (int v = 0; v < 12; ++v) values.push_back(v);
+  return tg::from_values(values, {3, 4}, dtype);
+}
+
+}  // namespace
+
+TEST_CASE("plot::heatmap: each cell's centre pixel is the colour map's colour of its value",
+          "[plot][plot_api]") {
+  TempDir dir;
+  const std::string out = dir.file("matrix.png");
+  tg::plot::heatmap(out, counting_matrix(), {.title = "counting", .row_labels = {"a", "b", "c"}});
+  const Png png = read_png(out);
+  // The colour scale spans the values 0 to 11: value v is colormap(v / 11).
+  CHECK(tg::plot::colormap(0) == tg::plot::Rgb{68, 1, 84});  // viridis' first colour
+  const CellGrid cells = find_cells(png, tg::plot::colormap(0));
+  CHECK(cells.width >= 30);   // 480 pixels a side at most, 48 a cell: 4 columns of 48
+  CHECK(cells.height >= 40);  // at least 120 pixels for 3 rows
+  for (int row = 0; row < 3; ++row) {
+    for (int col = 0; col < 4; ++col) {
+      CAPTURE(row, col);
+      CHECK(cells.centre(png, row, col) == tg::plot::colormap((row * 4 + col) / 11.0));
+    }
+  }
+}
+
+TEST_CASE("plot::heatmap: f64, f16 and bf16 tensors draw the same PNG as f32", "[plot][plot_api]") {
+  TempDir dir;
+  tg::plot::heatmap(dir.file("f32.png"), counting_matrix());
+  const std::string f32 = read_bytes(dir.file("f32.png"));
+  for (const tg::DType dtype : {tg::DType::f64, tg::DType::f16, tg::DType::bf16}) {
+    CAPTURE(tg::dtype_name(dtype));
+    const std::string out = dir.file(std::string(tg::dtype_name(dtype)) + ".png");
+    tg::plot::heatmap(out, counting_matrix(dtype));
+    CHECK(read_bytes(out) == f32);
+  }
+  // A transposed view is drawn as the matrix it shows, and a tensor that requires grad is drawn
+  // without recording anything.
+  tg::Tensor weight = counting_matrix().transpose(0, 1).contiguous().transpose(0, 1);
+  weight.requires_grad_();
+  tg::plot::heatmap(dir.file("view.png"), weight);
+  CHECK(read_bytes(dir.file("view.png")) == f32);
+}
+
+TEST_CASE("plot::heatmap: NaN and infinite cells are grey and out of the colour scale",
+          "[plot][plot_api]") {
+  TempDir dir;
+  std::vector<double> values;
+  for (int v = 0; v < 12; ++v) values.push_back(v);
+  values[6] = std::nan("");                              // row 1, column 2
+  values[11] = std::numeric_limits<double>::infinity();  // row 2, column 3
+  values[3] = -std::numeric_limits<double>::infinity();  // row 0, column 3
+  tg::plot::heatmap(dir.file("nan.png"), tg::from_values(values, {3, 4}));
+  const Png png = read_png(dir.file("nan.png"));
+  const CellGrid cells = find_cells(png, tg::plot::colormap(0));
+  CHECK(cells.centre(png, 1, 2) == tg::plot::kNonFiniteCell);
+  CHECK(cells.centre(png, 2, 3) == tg::plot::kNonFiniteCell);
+  CHECK(cells.centre(png, 0, 3) == tg::plot::kNonFiniteCell);
+  // The finite values span 0 to 10.
+  CHECK(cells.centre(png, 2, 2) == tg::plot::colormap(1.0));
+  CHECK(cells.centre(png, 1, 1) == tg::plot::colormap(5 / 10.0));
+  // Nothing finite at all: every cell grey, nothing thrown.
+  tg::plot::heatmap(dir.file("all-nan.png"), tg::full({2, 2}, std::nan("")));
+  CHECK(blocks_of(read_png(dir.file("all-nan.png")), tg::plot::kNonFiniteCell) == 1);
+}
+
+TEST_CASE("plot::heatmap: vmin and vmax set the colour range, values beyond it clamped",
+          "[plot][plot_api]") {
+  TempDir dir;
+  tg::plot::heatmap(dir.file("range.png"), counting_matrix(), {.vmin = 0.0, .vmax = 22.0});
+  Png png = read_png(dir.file("range.png"));
+  const CellGrid cells = find_cells(png, tg::plot::colormap(0));
+  CHECK(cells.centre(png, 2, 3) == tg::plot::colormap(11 / 22.0));
+  CHECK(cells.centre(png, 1, 0) == tg::plot::colormap(4 / 22.0));
+  // vmin alone: vmax is the largest value; values below vmin take its colour. (The cells sit
+  // where they did: the layout depends on the shape and the labels, not on the values.)
+  tg::plot::heatmap(dir.file("vmin.png"), counting_matrix(), {.vmin = 4.0});
+  png = read_png(dir.file("vmin.png"));
+  CHECK(cells.centre(png, 0, 3) == tg::plot::colormap(0));  // 3 < vmin
+  CHECK(cells.centre(png, 1, 2) == tg::plot::colormap((6 - 4) / 7.0));
+  CHECK(cells.centre(png, 2, 3) == tg::plot::colormap(1.0));
+}
+
+TEST_CASE("plot::heatmap refuses bad input with a tg::Error naming heatmap and the shape",
+          "[plot][plot_api]") {
+  TempDir dir;
+  const std::string out = dir.file("bad.png");
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, tg::zeros({5})),
+                    Contains("heatmap: expected a 2-D tensor") && Contains("[5]"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, tg::zeros({2, 3, 4})), Contains("heatmap") && Contains("[2, 3, 4]"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, counting_matrix(), {.row_labels = {"a", "b"}}),
+                    Contains("heatmap: 2 row labels") && Contains("[3, 4] (3 rows)"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, counting_matrix(), {.col_labels = {"a", "b", "c", "d", "e"}}),
+                    Contains("heatmap: 5 column labels") && Contains("[3, 4] (4 columns)"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, tg::zeros({0, 4})), Contains("heatmap") && Contains("[0, 4] is empty"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, tg::Tensor()), Contains("heatmap") && Contains("undefined"));
+  // Past the cap, refused before anything is copied (a view of one value, nothing allocated).
+  const tg::Tensor huge = tg::zeros({1, 1}).expand({4097, 4096});
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, huge), Contains("heatmap") && Contains("[4097, 4096] holds 16781312 values") &&
+                                                      Contains("more than the 16777216"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, counting_matrix(), {.vmin = 5.0, .vmax = 5.0}),
+                    Contains("heatmap: the colour range runs from 5 to 5"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, counting_matrix(), {.vmin = 12.0}),
+                    Contains("heatmap: the colour range runs from 12 to 11"));
+  CHECK_THROWS_WITH(tg::plot::heatmap(out, counting_matrix(), {.vmax = std::nan("")}),
+                    Contains("heatmap: vmin and vmax must be finite"));
+  CHECK(!fs::exists(out));
+}
+
+TEST_CASE("plot::attention_grid draws one panel a head of the chosen batch item",
+          "[plot][plot_api]") {
+  TempDir dir;
+  // [B = 2, heads = 4, 3, 3]: item 1's head h holds h everywhere, item 0 holds 9.
+  std::vector<double> values(2 * 4 * 9, 9.0);
+  for (int h = 0; h < 4; ++h) std::fill_n(values.begin() + 36 + h * 9, 9, h);
+  const tg::Tensor weights = tg::from_values(values, {2, 4, 3, 3});
+  const std::vector<std::string> tokens = {"the", "cat", "sat"};
+  tg::plot::attention_grid(dir.file("grid.png"), weights, {.title = "layer 0", .tokens = tokens, .batch = 1});
+  const Png png = read_png(dir.file("grid.png"));
+  for (int h = 0; h < 4; ++h) {
+    CAPTURE(h);
+    CHECK(blocks_of(png, tg::plot::colormap(h / 3.0)) == 1);  // one panel a head
+  }
+  // [heads, Sq, Sk] of item 1 alone: the same picture.
+  tg::plot::attention_grid(dir.file("heads.png"), weights.narrow(0, 1, 1).reshape({4, 3, 3}),
+                           {.title = "layer 0", .tokens = tokens});
+  CHECK(read_bytes(dir.file("heads.png")) == read_bytes(dir.file("grid.png")));
+  // [Sq, Sk]: one panel; cross-attention labels its keys apart.
+  tg::plot::attention_grid(dir.file("one.png"), tg::from_values({0, 1, 2, 3, 4, 5}, {2, 3}),
+                           {.tokens = {"q0", "q1"}, .key_tokens = {"k0", "k1", "k2"}});
+  const Png one = read_png(dir.file("one.png"));
+  const CellGrid cells = find_cells(one, tg::plot::colormap(0));
+  CHECK(cells.centre(one, 1, 2) == tg::plot::colormap(1.0));
+}
+
+TEST_CASE("plot::attention_grid: the forward's weights of a MultiHeadAttention", "[plot][plot_api]") {
+  TempDir dir;
+  tg::manual_seed(3);
+  tg::nn::MultiHeadAttention attention(8, 2);
+  attention.eval();
+  const tg::Tensor x = tg::uniform({1, 4, 8}, -1.0, 1.0);
+  const tg::nn::AttentionOutput out = attention.forward(x, x, x, tg::Tensor(), /*need_weights=*/true);
+  REQUIRE(out.weights.shape() == tg::Shape{1, 2, 4, 4});
+  tg::plot::attention_grid(dir.file("mha.png"), out.weights, {.tokens = {"a", "b", "c", "d"}});
+  const Png png = read_png(dir.file("mha.png"));
+  CHECK(png.width > 2 * 120);  // two panels side by side
+}
+
+TEST_CASE("plot::attention_grid refuses bad input with a tg::Error naming it and the shape",
+          "[plot][plot_api]") {
+  TempDir dir;
+  const std::string out = dir.file("bad.png");
+  const tg::Tensor weights = tg::zeros({2, 4, 3, 3});
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, tg::zeros({3})),
+                    Contains("attention_grid: expected weights") && Contains("got [3]"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, tg::zeros({1, 1, 1, 2, 2})), Contains("[1, 1, 1, 2, 2]"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, weights, {.batch = 2}),
+                    Contains("attention_grid: batch 2 is outside the 2 items of weights [2, 4, 3, 3]"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, tg::zeros({4, 3, 3}), {.batch = 1}),
+                    Contains("attention_grid: batch 1 given for weights [4, 3, 3]"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, weights, {.tokens = {"a", "b"}}),
+                    Contains("attention_grid: 2 tokens for weights [2, 4, 3, 3] (3 queries)"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, tg::zeros({2, 3}), {.tokens = {"a", "b"}, .key_tokens = {"a"}}),
+                    Contains("attention_grid: 1 key tokens for weights [2, 3] (3 keys)"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, tg::zeros({1, 1, 1}).expand({65, 2, 2})),
+                    Contains("attention_grid: weights [65, 2, 2] have 65 heads, more than the 64"));
+  CHECK_THROWS_WITH(tg::plot::attention_grid(out, tg::zeros({2, 0, 3})), Contains("[2, 0, 3] is empty"));
+  CHECK(!fs::exists(out));
+}
+
+TEST_CASE("plot::loss_curves draws a training log written here, and series of a program's own",
+          "[plot][plot_api]") {
+  TempDir dir;
+  write_bytes(dir.file("log.csv"), kLog);
+  const std::vector<tg::plot::Series> series = tg::plot::read_training_log(dir.file("log.csv"));
+  REQUIRE(series.size() == 2);
+  CHECK(series[0].name == "train loss");
+  CHECK(series[0].x == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(series[0].y == std::vector<double>{2.30, 2.10, 1.90, 1.60, 1.40, 1.25, 1.10, 1.00, 0.95});
+  CHECK(series[1].name == "validation loss");
+  CHECK(series[1].x == std::vector<double>{3, 6, 9});
+  CHECK(series[1].y == std::vector<double>{1.95, 1.35, 1.05});
+  tg::plot::loss_curves(dir.file("loss.png"), series);
+  const Png png = read_png(dir.file("loss.png"));
+  CHECK(png.has_pixel_near(kBlue[0], kBlue[1], kBlue[2]));
+  CHECK(png.has_pixel_near(kOrange[0], kOrange[1], kOrange[2]));
+
+  // A program's own: a NaN and an infinity are gaps; one series, drawn in the first colour only.
+  tg::plot::loss_curves(dir.file("own.png"),
+                        {{"mine", {0, 1, 2, 3, 4}, {1.0, std::nan(""), 0.5, INFINITY, 0.25}}},
+                        {.title = "my loss", .log_y = true});
+  const Png own = read_png(dir.file("own.png"));
+  CHECK(own.has_pixel_near(kBlue[0], kBlue[1], kBlue[2]));
+  CHECK(!own.has_pixel_near(kOrange[0], kOrange[1], kOrange[2]));
+
+  CHECK_THROWS_WITH(tg::plot::loss_curves(dir.file("bad.png"), {}), Contains("loss_curves: no series"));
+  CHECK_THROWS_WITH(tg::plot::loss_curves(dir.file("bad.png"), {{"a", {1, 2}, {1}}}),
+                    Contains("loss_curves: series 'a' has 2 steps but 1 values"));
+  CHECK_THROWS_WITH(tg::plot::loss_curves(dir.file("bad.png"), {{"a", {1, 2}, {-1, 0}}}, {.log_y = true}),
+                    Contains("loss_curves: no series has a finite, positive point"));
+  CHECK(!fs::exists(dir.file("bad.png")));
+}
+
+TEST_CASE("plot::tape_picture draws a loss's graph as a PNG or an HTML page", "[plot][plot_api]") {
+  TempDir dir;
+  tg::Tensor w = tg::from_values({1, 2, 3, 4, 5, 6}, {2, 3});
+  w.requires_grad_();
+  const tg::Tensor x = tg::from_values({1, 0, -1, 2, 0, 1}, {2, 3});
+  const tg::Tensor loss = tg::sum(tg::mul(w, x));
+  const tg::TensorNames names = {{w.impl(), "weight"}};
+  tg::plot::tape_picture(dir.file("tape.png"), loss, names);
+  const Png png = read_png(dir.file("tape.png"));
+  CHECK(png.width > 100);
+  tg::plot::tape_picture(dir.file("tape.html"), loss, names, "two ops");
+  const std::string html = read_bytes(dir.file("tape.html"));
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  for (const char* word : {"two ops", "mul", "sum", "weight"}) CHECK_THAT(html, Contains(word));
+  CHECK_THROWS_WITH(tg::plot::tape_picture(dir.file("tape.svg"), loss),
+                    Contains("tape_picture") && Contains("must end in .png or .html"));
+  CHECK_THROWS_WITH(tg::plot::tape_picture(dir.file("t.png"), tg::Tensor()), Contains("tape_picture"));
 }
