@@ -1,6 +1,8 @@
 // Elementwise ops: forward through one kernel call, backward beside it in terms of other ops.
 #include "tapegrad/ops/elementwise.h"
 
+#include <cmath>
+
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/tape.h"
@@ -18,8 +20,14 @@ void check_same_kind(const Tensor& a, const Tensor& b, const char* op) {
   check_same_device(op, {a, b});
 }
 
+// The unary and binary kernels compute in floating point only (f16 and bf16 through f32), so the
+// ops refuse an integer or bool tensor themselves, naming the op, rather than inside a kernel.
+constexpr const char* kFloatingDTypes = " is not supported (f32, f64, f16, bf16); ";
+
 Tensor binary_forward(BinaryOp kind, const Tensor& a, const Tensor& b, const char* op) {
   check_same_kind(a, b, op);
+  TG_CHECK(is_floating(a.dtype()), "op '", op, "': dtype ", dtype_name(a.dtype()), kFloatingDTypes,
+           "shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()));
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = empty(shape, a.dtype(), a.device());
   kernels(a.device()).binary(kind, expand_untaped(a, shape), expand_untaped(b, shape), out);
@@ -32,7 +40,10 @@ std::pair<Tensor, Tensor> promoted(Tensor a, Tensor b) {
   return {a, b};
 }
 
-Tensor unary_forward(UnaryOp kind, const Tensor& x, double scalar = 0) {
+Tensor unary_forward(UnaryOp kind, const Tensor& x, const char* op, double scalar = 0) {
+  TG_CHECK(x.defined(), "op '", op, "': undefined tensor");
+  TG_CHECK(is_floating(x.dtype()), "op '", op, "': dtype ", dtype_name(x.dtype()), kFloatingDTypes,
+           "shape ", shape_str(x.shape()));
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   kernels(x.device()).unary(kind, x, scalar, out);
   return out;
@@ -94,21 +105,21 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor out = unary_forward(UnaryOp::add_scalar, a, b);
+  Tensor out = unary_forward(UnaryOp::add_scalar, a, "add_scalar", b);
   // d(a + c)/da = 1
   record("add_scalar", {a}, out, {}, [](const Tensor& g, const Node&) { return Grads{g}; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = unary_forward(UnaryOp::mul_scalar, a, b);
+  Tensor out = unary_forward(UnaryOp::mul_scalar, a, "mul_scalar", b);
   // d(a * c)/da = c
   record("mul_scalar", {a}, out, {}, [b](const Tensor& g, const Node&) { return Grads{mul(g, b)}; });
   return out;
 }
 
 Tensor neg(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::neg, x);
+  Tensor out = unary_forward(UnaryOp::neg, x, "neg");
   // d(-x)/dx = -1
   record("neg", {x}, out, {}, [](const Tensor& g, const Node&) { return Grads{neg(g)}; });
   return out;
@@ -116,7 +127,7 @@ Tensor neg(const Tensor& x) {
 
 Tensor pow(const Tensor& x_in, double exponent) {
   const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
-  Tensor out = unary_forward(UnaryOp::pow, x, exponent);
+  Tensor out = unary_forward(UnaryOp::pow, x, "pow", exponent);
   // d(x^p)/dx = p * x^(p-1)
   record("pow", {x}, out, {x}, [exponent](const Tensor& g, const Node& n) {
     return Grads{mul(g, mul(pow(n.saved[0], exponent - 1), exponent))};
@@ -126,7 +137,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
 
 Tensor exp(const Tensor& x_in) {
   const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
-  Tensor out = unary_forward(UnaryOp::exp, x);
+  Tensor out = unary_forward(UnaryOp::exp, x, "exp");
   // d exp(x)/dx = exp(x)
   record("exp", {x}, out, {out}, [](const Tensor& g, const Node& n) { return Grads{mul(g, n.saved[0])}; });
   return out;
@@ -134,14 +145,14 @@ Tensor exp(const Tensor& x_in) {
 
 Tensor log(const Tensor& x_in) {
   const Tensor x = autocast_to_f32(x_in);  // f32 under autocast
-  Tensor out = unary_forward(UnaryOp::log, x);
+  Tensor out = unary_forward(UnaryOp::log, x, "log");
   // d log(x)/dx = 1 / x
   record("log", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{div(g, n.saved[0])}; });
   return out;
 }
 
 Tensor sqrt(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::sqrt, x);
+  Tensor out = unary_forward(UnaryOp::sqrt, x, "sqrt");
   // d sqrt(x)/dx = 1 / (2 sqrt(x))
   record("sqrt", {x}, out, {out}, [](const Tensor& g, const Node& n) {
     return Grads{div(g, mul(n.saved[0], 2.0))};
@@ -150,7 +161,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::tanh, x);
+  Tensor out = unary_forward(UnaryOp::tanh, x, "tanh");
   // d tanh(x)/dx = 1 - tanh(x)^2
   record("tanh", {x}, out, {out}, [](const Tensor& g, const Node& n) {
     const Tensor& y = n.saved[0];
@@ -160,7 +171,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::sigmoid, x);
+  Tensor out = unary_forward(UnaryOp::sigmoid, x, "sigmoid");
   // d sigmoid(x)/dx = sigmoid(x) (1 - sigmoid(x))
   record("sigmoid", {x}, out, {out}, [](const Tensor& g, const Node& n) {
     const Tensor& y = n.saved[0];
@@ -170,26 +181,84 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::relu, x);
+  Tensor out = unary_forward(UnaryOp::relu, x, "relu");
   // d relu(x)/dx = 1 where x > 0, else 0
   record("relu", {x}, out, {x}, [](const Tensor& g, const Node& n) {
-    return Grads{mul(g, unary_forward(UnaryOp::relu_grad, n.saved[0]))};
+    return Grads{mul(g, unary_forward(UnaryOp::relu_grad, n.saved[0], "relu"))};
   });
   return out;
 }
 
 Tensor gelu(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::gelu, x);
+  Tensor out = unary_forward(UnaryOp::gelu, x, "gelu");
   // d gelu(x)/dx = Phi(x) + x phi(x): in one kernel pass where the device has one
   record("gelu", {x}, out, {x}, [](const Tensor& g, const Node& n) {
     const Tensor& saved = n.saved[0];
     if (const Tensor dx = kernels(saved.device()).gelu_backward(g, saved); dx.defined()) {
       return Grads{dx};
     }
-    return Grads{mul(g, unary_forward(UnaryOp::gelu_grad, saved))};
+    return Grads{mul(g, unary_forward(UnaryOp::gelu_grad, saved, "gelu"))};
   });
   return out;
 }
+
+Tensor sin(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::sin, x, "sin");
+  // d sin(x)/dx = cos(x)
+  record("sin", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{mul(g, cos(n.saved[0]))}; });
+  return out;
+}
+
+Tensor cos(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::cos, x, "cos");
+  // d cos(x)/dx = -sin(x)
+  record("cos", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{neg(mul(g, sin(n.saved[0])))}; });
+  return out;
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::abs, x, "abs");
+  // d |x|/dx = sign(x): -1, 1, and 0 at the kink x = 0 (PyTorch's choice, a subgradient)
+  record("abs", {x}, out, {x}, [](const Tensor& g, const Node& n) {
+    return Grads{mul(g, unary_forward(UnaryOp::sign, n.saved[0], "abs"))};
+  });
+  return out;
+}
+
+namespace {
+
+// clamp, clamp_min and clamp_max: max(x, min) then min(., max), so min > max gives max
+// everywhere, as torch.clamp. `op` names the function called, in errors and on the tape.
+Tensor clamp_op(const Tensor& x, std::optional<double> min, std::optional<double> max,
+                const char* op) {
+  const auto shape = [&] { return x.defined() ? shape_str(x.shape()) : "undefined"; };
+  TG_CHECK(min || max, "op '", op, "': give a min, a max or both (shape ", shape(), ")");
+  // The kernels' comparisons would pass x through a NaN bound unchanged: refused instead.
+  TG_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)), "op '", op,
+           "': a bound is NaN (shape ", shape(), ")");
+  Tensor out = x;
+  if (min) out = unary_forward(UnaryOp::clamp_min, out, op, *min);
+  if (max) out = unary_forward(UnaryOp::clamp_max, out, op, *max);
+  // d clamp(x)/dx = 1 where min <= x <= max (the bounds included, as PyTorch's), else 0
+  record(op, {x}, out, {x}, [min, max, op](const Tensor& g, const Node& n) {
+    const Tensor& x = n.saved[0];
+    Tensor passes = g;  // the product of the masks [x >= min] and [x <= max] = [-x >= -max]
+    if (min) passes = mul(passes, unary_forward(UnaryOp::ge_scalar, x, op, *min));
+    if (max) passes = mul(passes, unary_forward(UnaryOp::ge_scalar, neg(x), op, -*max));
+    return Grads{passes};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  return clamp_op(x, min, max, "clamp");
+}
+
+Tensor clamp_min(const Tensor& x, double min) { return clamp_op(x, min, std::nullopt, "clamp_min"); }
+
+Tensor clamp_max(const Tensor& x, double max) { return clamp_op(x, std::nullopt, max, "clamp_max"); }
 
 Tensor equal(const Tensor& a_in, const Tensor& b_in) {
   const auto [a, b] = promoted(a_in, b_in);
@@ -199,7 +268,8 @@ Tensor equal(const Tensor& a_in, const Tensor& b_in) {
 // The names this file's ops record on the tape (autograd/op_registry.h).
 const OpRegistration elementwise_ops({"add", "sub", "mul", "div", "add_scalar", "mul_scalar", "neg",
                                       "pow", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
-                                      "gelu"});
+                                      "gelu", "sin", "cos", "abs", "clamp", "clamp_min",
+                                      "clamp_max"});
 // Not differentiable: they record nothing, and record() refuses their names.
 const OpRegistration elementwise_ops_without_gradient({"equal"}, OpGradient::none);
 

@@ -26,6 +26,14 @@ GradcheckCase on_leaves(std::string name, std::vector<Shape> shapes, GradcheckFn
   }, std::move(fn));
 }
 
+// A case on one leaf of the given values: for an op with kinks, whose points must stay off them.
+GradcheckCase on_values(std::string name, std::vector<double> values, Shape shape,
+                        GradcheckFn fn) {
+  return make_case(std::move(name), shape_str(shape), [=] {
+    return Inputs{from_values(values, shape, DType::f64).requires_grad_()};
+  }, std::move(fn));
+}
+
 // A leaf that is a non-contiguous view: the transpose of a random [cols, rows] tensor.
 Tensor transposed_leaf(int64_t rows, int64_t cols) {
   return uniform({cols, rows}, -1, 1, DType::f64).transpose(0, 1).detach().requires_grad_();
@@ -91,6 +99,19 @@ std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
   add_case(on_leaves("sigmoid", {{2, 3}}, [](const Inputs& x) { return sigmoid(x[0]); }, -3.0, 3.0));
   add_case(on_leaves("relu", {{3, 4}}, [](const Inputs& x) { return relu(x[0]); }));
   add_case(on_leaves("gelu", {{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }, -3.0, 3.0));
+  add_case(on_leaves("sin", {{2, 3}}, [](const Inputs& x) { return sin(x[0]); }, -3.0, 3.0));
+  add_case(on_leaves("cos", {{2, 3}}, [](const Inputs& x) { return cos(x[0]); }, -3.0, 3.0));
+  // abs and clamp have kinks (at 0, at the bounds) where a central difference straddling one
+  // is not the gradient: these points stay at least 0.1 off them (tests/ops/test_elementwise.cpp
+  // checks the gradient at the kinks by hand).
+  add_case(on_values("abs/both-signs", {-1.5, -0.4, -0.1, 0.1, 0.7, 2.0}, {2, 3},
+                     [](const Inputs& x) { return abs(x[0]); }));
+  add_case(on_values("clamp/both-bounds", {-1.3, -0.6, -0.2, 0.3, 0.6, 1.7}, {2, 3},
+                     [](const Inputs& x) { return clamp(x[0], -0.5, 0.5); }));
+  add_case(on_values("clamp_min", {-1.3, -0.6, -0.2, 0.3, 0.6, 1.7}, {2, 3},
+                     [](const Inputs& x) { return clamp_min(x[0], 0.1); }));
+  add_case(on_values("clamp_max", {-1.3, -0.6, -0.2, 0.3, 0.6, 1.7}, {2, 3},
+                     [](const Inputs& x) { return clamp_max(x[0], 0.1); }));
   add_case(on_leaves("input-used-twice", {{2, 3}},
                      [](const Inputs& x) { return x[0] * x[0] + tanh(x[0]); }));
   add_case(make_case("non-contiguous/transposed-input", "[3, 4]^T",

@@ -1,10 +1,14 @@
 // Elementwise ops: values against std:: functions, broadcasting, errors, gradients by hand.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numbers>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -318,4 +322,137 @@ TEST_CASE("elementwise: broadcast gradients reduce to each input's shape", "[ele
   require_close(x.grad().to_host_f64(), {1.75, 1.75}, 1e-15);
   REQUIRE(y.grad().shape() == Shape{1, 3});
   require_close(y.grad().to_host_f64(), {-3.0, -3.0 / 4, -3.0 / 16}, 1e-15);
+}
+
+TEST_CASE("elementwise: sin, cos and abs at hand-computed points and against std::", "[elementwise]") {
+  const double pi = std::numbers::pi;
+  const Tensor angles = from_values({0, pi / 6, pi / 2, pi, -pi / 2}, {5}, DType::f64);
+  require_close(sin(angles).to_host_f64(), {0, 0.5, 1, 0, -1}, 1e-15);
+  require_close(cos(angles).to_host_f64(), {1, std::sqrt(3.0) / 2, 0, -1, 0}, 1e-15);
+  REQUIRE(abs(from_values({-2.5, 0, 3, -0.0, -7}, {5}, DType::f64)).to_host_f64() ==
+          std::vector<double>{2.5, 0, 3, 0, 7});
+  check_unary("sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, kInputs);
+  check_unary("cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, kInputs);
+  check_unary("abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, kInputs);
+}
+
+TEST_CASE("elementwise: clamp with both bounds, one bound, crossed bounds and NaN", "[elementwise]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = from_values({-inf, -2, -1, -0.5, 0, 0.5, 1, 2, inf, nan}, {10}, DType::f64);
+  require_close(clamp(x, -1.0, 1.0).to_host_f64(), {-1, -1, -1, -0.5, 0, 0.5, 1, 1, 1, nan}, 0);
+  require_close(clamp(x, -1.0, std::nullopt).to_host_f64(), {-1, -1, -1, -0.5, 0, 0.5, 1, 2, inf, nan}, 0);
+  require_close(clamp(x, std::nullopt, 0.5).to_host_f64(), {-inf, -2, -1, -0.5, 0, 0.5, 0.5, 0.5, 0.5, nan}, 0);
+  require_close(clamp_min(x, -1.0).to_host_f64(), clamp(x, -1.0, std::nullopt).to_host_f64(), 0);
+  require_close(clamp_max(x, 0.5).to_host_f64(), clamp(x, std::nullopt, 0.5).to_host_f64(), 0);
+  // min > max: max everywhere (max(x, 2) is at least 2, then min(., -1) is -1), NaN still NaN.
+  require_close(clamp(x, 2.0, -1.0).to_host_f64(), {-1, -1, -1, -1, -1, -1, -1, -1, -1, nan}, 0);
+  // f32 and a non-contiguous view: the same values.
+  const Tensor grid = from_values({-3, 1, 0.25, -0.75, 2, 0.5}, {2, 3}).transpose(0, 1);
+  const Tensor clamped = clamp(grid, -1.0, 0.5);
+  REQUIRE(clamped.dtype() == DType::f32);
+  REQUIRE(clamped.shape() == Shape{3, 2});
+  REQUIRE(clamped.to_host_f64() == std::vector<double>{-1, -0.75, 0.5, 0.5, 0.25, 0.5});
+}
+
+TEST_CASE("elementwise: sin, cos, abs and clamp in f16 and bf16, computed in f32", "[elementwise][half]") {
+  const std::vector<double> xs = {-3.5, -2, -0.7, -0.1, 0, 0.3, 1, 1.9, 3.1};
+  // Half an ulp of the result's rounding, relative: 2^-11 for f16, 2^-8 for bf16 (plus margin).
+  for (const auto& [dtype, tol] : {std::pair{DType::f16, 1e-3}, std::pair{DType::bf16, 5e-3}}) {
+    INFO("dtype " << dtype_name(dtype));
+    const Tensor x = from_values(xs, {9}, dtype);
+    const std::vector<double> rounded = x.to_host_f64();  // the reference starts from these
+    REQUIRE(sin(x).dtype() == dtype);
+    require_close(sin(x).to_host_f64(), map(rounded, [](double v) { return std::sin(v); }), tol);
+    require_close(cos(x).to_host_f64(), map(rounded, [](double v) { return std::cos(v); }), tol);
+    // abs and clamp only move values that are already representable: exact.
+    REQUIRE(abs(x).to_host_f64() == map(rounded, [](double v) { return std::fabs(v); }));
+    REQUIRE(clamp(x, -1.0, 2.0).to_host_f64() ==
+            map(rounded, [](double v) { return std::min(std::max(v, -1.0), 2.0); }));
+    // The backward runs in the same dtype: d sin = cos at the rounded inputs.
+    const Tensor leaf = from_values(xs, {9}, dtype).requires_grad_();
+    sum(sin(leaf)).backward();
+    REQUIRE(leaf.grad().dtype() == dtype);
+    require_close(leaf.grad().to_host_f64(), map(rounded, [](double v) { return std::cos(v); }), tol);
+  }
+}
+
+TEST_CASE("elementwise: gradients of sin, cos, abs and clamp by hand", "[elementwise][grad]") {
+  const std::vector<double> xs = {-2.5, -1.5, -0.25, 0.5, 1.25, 3};
+  auto grad_of = [](const std::function<Tensor(const Tensor&)>& op, const std::vector<double>& at) {
+    Tensor x = from_values(at, {static_cast<int64_t>(at.size())}, DType::f64).requires_grad_();
+    sum(op(x)).backward();
+    return x.grad().to_host_f64();
+  };
+  // d sin = cos, d cos = -sin, d |x| = sign(x)
+  require_close(grad_of([](const Tensor& x) { return sin(x); }, xs), map(xs, [](double x) { return std::cos(x); }), 1e-15);
+  require_close(grad_of([](const Tensor& x) { return cos(x); }, xs), map(xs, [](double x) { return -std::sin(x); }), 1e-15);
+  require_close(grad_of([](const Tensor& x) { return abs(x); }, xs), {-1, -1, -1, 1, 1, 1}, 0);
+  // clamp: 1 inside [min, max], 0 outside.
+  require_close(grad_of([](const Tensor& x) { return clamp(x, -1.0, 1.0); }, xs), {0, 0, 1, 1, 0, 0}, 0);
+  require_close(grad_of([](const Tensor& x) { return clamp(x, -1.0, std::nullopt); }, xs), {0, 0, 1, 1, 1, 1}, 0);
+  require_close(grad_of([](const Tensor& x) { return clamp(x, std::nullopt, 1.0); }, xs), {1, 1, 1, 1, 0, 0}, 0);
+  require_close(grad_of([](const Tensor& x) { return clamp_min(x, 0.0); }, xs), {0, 0, 0, 1, 1, 1}, 0);
+  require_close(grad_of([](const Tensor& x) { return clamp_max(x, 0.0); }, xs), {1, 1, 1, 0, 0, 0}, 0);
+  // Chained: d/dx clamp(x, -1, 1) * x = [inside] x + clamp(x, -1, 1).
+  require_close(grad_of([](const Tensor& x) { return clamp(x, -1.0, 1.0) * x; }, xs),
+                {-1, -1, -0.5, 1, 1, 1}, 1e-15);
+}
+
+TEST_CASE("elementwise: gradients at the kinks: abs at 0 is 0, clamp at a bound passes", "[elementwise][grad]") {
+  auto grad_of = [](const std::function<Tensor(const Tensor&)>& op, const std::vector<double>& at) {
+    Tensor x = from_values(at, {static_cast<int64_t>(at.size())}, DType::f64).requires_grad_();
+    sum(op(x)).backward();
+    return x.grad().to_host_f64();
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  REQUIRE(grad_of([](const Tensor& x) { return abs(x); }, {0.0, -0.0, 1.0}) == std::vector<double>{0, 0, 1});
+  // At min and at max exactly the gradient is 1, as PyTorch's.
+  REQUIRE(grad_of([](const Tensor& x) { return clamp(x, -1.0, 1.0); }, {-1, 1, -1.0000001, 1.0000001}) ==
+          std::vector<double>{1, 1, 0, 0});
+  REQUIRE(grad_of([](const Tensor& x) { return clamp_min(x, 0.5); }, {0.5}) == std::vector<double>{1});
+  REQUIRE(grad_of([](const Tensor& x) { return clamp_max(x, 0.5); }, {0.5}) == std::vector<double>{1});
+  REQUIRE(grad_of([](const Tensor& x) { return clamp(x, 0.0, 0.0); }, {-1, 0, 1}) == std::vector<double>{0, 1, 0});
+  // Crossed bounds: the output is the constant max, so no x passes.
+  REQUIRE(grad_of([](const Tensor& x) { return clamp(x, 2.0, -1.0); }, {-3, -1, 0, 2, 3}) ==
+          std::vector<double>{0, 0, 0, 0, 0});
+  // A NaN input is inside no interval: gradient 0 through clamp; through abs, sign(NaN) is NaN.
+  REQUIRE(grad_of([](const Tensor& x) { return clamp(x, -1.0, 1.0); }, {nan}) == std::vector<double>{0});
+  REQUIRE(std::isnan(grad_of([](const Tensor& x) { return abs(x); }, {nan})[0]));
+}
+
+TEST_CASE("elementwise: integer and bool tensors are refused by the op, naming it and the shapes", "[elementwise][errors]") {
+  const Tensor flags = zeros({2, 3}, DType::b8);
+  const Tensor counts = from_indices({1, 2, 3}, {3});
+  REQUIRE_THROWS_WITH(add(flags, flags), Catch::Contains("op 'add': dtype bool is not supported (f32, f64, f16, bf16)") &&
+                                             Catch::Contains("shapes [2, 3] and [2, 3]"));
+  REQUIRE_THROWS_WITH(counts - counts, Catch::Contains("op 'sub': dtype i64 is not supported") && Catch::Contains("[3]"));
+  REQUIRE_THROWS_WITH(counts * counts, Catch::Contains("op 'mul': dtype i64"));
+  REQUIRE_THROWS_WITH(counts / counts, Catch::Contains("op 'div': dtype i64"));
+  REQUIRE_THROWS_WITH(equal(counts, counts), Catch::Contains("op 'equal': dtype i64"));
+  REQUIRE_THROWS_WITH(counts + 1.0, Catch::Contains("op 'add_scalar': dtype i64 is not supported") &&
+                                        Catch::Contains("shape [3]"));
+  REQUIRE_THROWS_WITH(exp(counts), Catch::Contains("op 'exp': dtype i64 is not supported (f32, f64, f16, bf16); shape [3]"));
+  REQUIRE_THROWS_WITH(log(flags), Catch::Contains("op 'log': dtype bool") && Catch::Contains("[2, 3]"));
+  REQUIRE_THROWS_WITH(-counts, Catch::Contains("op 'neg': dtype i64"));
+  REQUIRE_THROWS_WITH(relu(counts), Catch::Contains("op 'relu': dtype i64"));
+  REQUIRE_THROWS_WITH(sin(counts), Catch::Contains("op 'sin': dtype i64"));
+  REQUIRE_THROWS_WITH(cos(flags), Catch::Contains("op 'cos': dtype bool"));
+  REQUIRE_THROWS_WITH(abs(counts), Catch::Contains("op 'abs': dtype i64 is not supported"));
+  REQUIRE_THROWS_WITH(clamp(counts, 0.0, 2.0), Catch::Contains("op 'clamp': dtype i64"));
+  REQUIRE_THROWS_WITH(clamp_max(counts, 2.0), Catch::Contains("op 'clamp_max': dtype i64"));
+  REQUIRE_THROWS_WITH(clamp_min(zeros({3}, DType::i8), 2.0), Catch::Contains("op 'clamp_min': dtype i8"));
+  // Mixed floating dtypes stay an error of their own (promoted only under autocast).
+  REQUIRE_THROWS_WITH(zeros({2}) + zeros({2}, DType::f64),
+                      Catch::Contains("op 'add': dtypes f32 and f64 differ"));
+  REQUIRE_THROWS_WITH(sin(Tensor()), Catch::Contains("op 'sin': undefined tensor"));
+}
+
+TEST_CASE("elementwise: clamp needs a bound, and no NaN bound", "[elementwise][errors]") {
+  const Tensor x = zeros({2, 3});
+  REQUIRE_THROWS_WITH(clamp(x, std::nullopt, std::nullopt),
+                      Catch::Contains("op 'clamp': give a min, a max or both (shape [2, 3])"));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  REQUIRE_THROWS_WITH(clamp(x, nan, 1.0), Catch::Contains("op 'clamp': a bound is NaN"));
+  REQUIRE_THROWS_WITH(clamp_max(x, nan), Catch::Contains("op 'clamp_max': a bound is NaN"));
 }
