@@ -205,14 +205,18 @@ Tensor gelu(const Tensor& x) {
 Tensor sin(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::sin, x, "sin");
   // d sin(x)/dx = cos(x)
-  record("sin", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{mul(g, cos(n.saved[0]))}; });
+  record("sin", {x}, out, {x}, [](const Tensor& g, const Node& n) {
+    return Grads{mul(g, cos(n.saved[0]))};
+  });
   return out;
 }
 
 Tensor cos(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::cos, x, "cos");
   // d cos(x)/dx = -sin(x)
-  record("cos", {x}, out, {x}, [](const Tensor& g, const Node& n) { return Grads{neg(mul(g, sin(n.saved[0])))}; });
+  record("cos", {x}, out, {x}, [](const Tensor& g, const Node& n) {
+    return Grads{neg(mul(g, sin(n.saved[0])))};
+  });
   return out;
 }
 
