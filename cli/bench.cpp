@@ -37,9 +37,9 @@
 #include "tapegrad/runtime/features.h"
 #include "tapegrad/runtime/profiler.h"
 #include "tapegrad/runtime/threads.h"
+#include "tapegrad/runtime/trace.h"
 #include "tapegrad/train/flag_scope.h"
-#include "tapegrad/train/profile_schedule.h"
-#include "tapegrad/train/trace.h"
+#include "tapegrad/train/profile_schedule_flag.h"
 #include "tapegrad/train/train_step.h"
 
 namespace tg::cli {
@@ -305,7 +305,7 @@ struct BenchOptions {
   bool json = false, profile = false, tracing = false, plain_kernels = false, int8 = false;
   bool textbook = false;  // --textbook (autograd/textbook.h)
   bool steps_given = false, warmup_given = false, max_seq_given = false, schedule_given = false;
-  train::ProfileSchedule schedule;  // --profile-schedule, parsed
+  ProfileSchedule schedule;  // --profile-schedule, parsed
   GemmShape gemm_shape;             // --shape, parsed (sgemm)
 };
 
@@ -315,7 +315,7 @@ boost::program_options::options_description describe_options(BenchOptions& o) {
   const std::string trace_help =
       "write a Chrome trace of the timed steps (JSON for ui.perfetto.dev or chrome://tracing), "
       "as tapegrad train --profile-trace: op slices with input shapes and bytes, a memory "
-      "counter; up to " + std::to_string(train::kDefaultMaxTraceEvents) + " events";
+      "counter; up to " + std::to_string(kDefaultMaxTraceEvents) + " events";
   po::options_description options(
       "tapegrad bench: median ms per training step (forward + backward + Adam), tokens/s,\n"
       "GFLOP/s (GEMM FLOPs counted analytically) and peak allocator bytes of one step");
@@ -541,19 +541,19 @@ AmpMemory warm_up_and_measure_memory(Workload& w, const BenchOptions& o) {
 }
 
 // --profile-trace: the recorder of the timed steps.
-std::unique_ptr<train::TraceRecorder> start_trace(const BenchOptions& o, Device device) {
-  return std::make_unique<train::TraceRecorder>(train::TraceOptions{
+std::unique_ptr<TraceRecorder> start_trace(const BenchOptions& o, Device device) {
+  return std::make_unique<TraceRecorder>(TraceOptions{
       .schedule = o.schedule, .device = device, .process_name = "tapegrad bench",
       .metadata = {{"command", "bench"}, {"workload", o.workload}, {"path", o.path},
                    {"amp", o.amp}}});
 }
 
 // Writes the trace's events to --profile-trace, the recorder ended first.
-void write_bench_trace(std::unique_ptr<train::TraceRecorder> trace, const BenchOptions& o) {
-  const nlohmann::json events = trace->trace();
+void write_bench_trace(std::unique_ptr<TraceRecorder> trace, const BenchOptions& o) {
+  const std::string trace_json = trace->trace_json();
   const int64_t steps_written = trace->steps_kept();
   trace.reset();  // out of the seam before the profiler ends
-  train::write_trace(o.trace_path, events, "--profile-trace");
+  write_file_atomically(o.trace_path, trace_json, "--profile-trace");
   std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s)\n", o.trace_path.c_str(),
                static_cast<long long>(steps_written), o.schedule.describe().c_str());
 }
@@ -563,8 +563,8 @@ std::vector<double> time_steps(const Workload& w, const BenchOptions& o, Device 
                                Kernels& device_kernels, train::BenchDataParallel& data_parallel) {
   std::vector<double> ms(o.steps);
   std::unique_ptr<Profiler> profiler = o.profile ? std::make_unique<Profiler>() : nullptr;
-  // After the profiler: the trace passes every event on to it (train/trace.h).
-  std::unique_ptr<train::TraceRecorder> trace = o.tracing ? start_trace(o, device) : nullptr;
+  // After the profiler: the trace passes every event on to it (runtime/trace.h).
+  std::unique_ptr<TraceRecorder> trace = o.tracing ? start_trace(o, device) : nullptr;
   data_parallel.start_timing();
   for (int i = 0; i < o.steps; ++i) {
     if (trace) trace->begin_step(i + 1);

@@ -7,9 +7,9 @@
 #include "tapegrad/cli/cli.h"
 #include "tapegrad/cli/options.h"
 #include "tapegrad/io/strict_numbers.h"
+#include "tapegrad/runtime/trace.h"
 #include "tapegrad/train/attention_flags.h"
-#include "tapegrad/train/profile_schedule.h"
-#include "tapegrad/train/trace.h"
+#include "tapegrad/train/profile_schedule_flag.h"
 #include "tapegrad/train/trainer.h"
 
 namespace tg::cli {
@@ -116,7 +116,7 @@ po::options_description output_options(train::TrainRun& run) {
   const std::string trace_help =
       "write a Chrome trace (JSON for ui.perfetto.dev or chrome://tracing): a slice per op forward and "
       "backward with input shapes and bytes allocated, the optimizer step and the whole step, and a "
-      "memory counter; every step by default, up to " + std::to_string(train::kDefaultMaxTraceEvents) +
+      "memory counter; every step by default, up to " + std::to_string(kDefaultMaxTraceEvents) +
       " events (recording then stops after the last whole step, and the trace's metadata says so)";
   po::options_description output("output");
   output.add_options()

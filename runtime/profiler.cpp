@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
+#include <utility>
 
+#include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/runtime/tape_observer.h"
+#include "tapegrad/runtime/trace_file.h"
 
 namespace tg {
 namespace {
@@ -154,7 +157,44 @@ ProfileRegion::~ProfileRegion() {
   if (observer_) observer_->region_finished();
 }
 
-Profiler::Profiler() : owner_(!enabled) {
+namespace {
+ProfilerOptions table_only() {
+  ProfilerOptions options;
+  options.record_trace = false;
+  return options;
+}
+}  // namespace
+
+Profiler::Profiler() : Profiler(table_only()) {}
+
+Profiler::Profiler(ProfilerOptions options) : owner_(!enabled) {
+  options.schedule.check("Profiler");
+  TG_CHECK(options.max_trace_events >= 1, "Profiler: max_trace_events must be at least 1, got ",
+           options.max_trace_events);
+  start_table();
+  if (!options.record_trace) return;
+  // After the table's observer: the recorder passes every event on to it (runtime/trace.h).
+  try {
+    TraceOptions trace_options;
+    trace_options.schedule = options.schedule;
+    trace_options.max_events = options.max_trace_events;
+    trace_options.device = options.device;
+    trace_ = std::make_unique<TraceRecorder>(std::move(trace_options));
+    trace_->begin_step(0);  // on a GPU, the first use of the device: it may not exist
+  } catch (...) {
+    // No destructor runs for a constructor that throws: take out what was installed, in order.
+    trace_.reset();
+    end_table();
+    throw;
+  }
+}
+
+Profiler::~Profiler() {
+  trace_.reset();  // out of the seam before the table's observer
+  end_table();
+}
+
+void Profiler::start_table() {
   if (!owner_) return;
   state.rows.clear();
   state.open.clear();
@@ -163,12 +203,25 @@ Profiler::Profiler() : owner_(!enabled) {
   previous_observer_ = set_tape_observer(&observer);
 }
 
-Profiler::~Profiler() {
+void Profiler::end_table() {
   if (!owner_) return;
   set_tape_observer(previous_observer_);
   if (state.open.empty()) charge_gap("(untaped)", Clock::now(), bytes_allocated());
   state.open.clear();
   enabled = false;
+}
+
+void Profiler::step() {
+  ++step_num_;
+  if (!trace_) return;
+  trace_->end_step();
+  trace_->begin_step(step_num_);
+}
+
+void Profiler::export_chrome_trace(const std::string& path) const {
+  TG_CHECK(trace_ != nullptr, "Profiler::export_chrome_trace: '", path, "' not written: this Profiler "
+           "records no trace (made without ProfilerOptions, or with record_trace = false)");
+  write_trace_file(path, trace_->trace_json(), "Profiler::export_chrome_trace");
 }
 
 ProfileTable profile_results() {

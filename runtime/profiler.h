@@ -35,14 +35,32 @@
 // How it hears of the engine: a Profiler installs a TapeObserver (runtime/tape_observer.h) on its
 // thread, the engine's one hook, and takes it out again when it ends. ProfileRegions reach it the
 // same way.
-// A tool installed after it (the trace recorder of train/trace.h) passes every event on to it, so
+// A tool installed after it (the trace recorder of runtime/trace.h) passes every event on to it, so
 // both can run at once; that tool must be taken out before the Profiler ends.
+//
+// Steps and the Chrome trace, as torch.profiler.profile: made with ProfilerOptions, a Profiler
+// also records a trace (runtime/trace.h) of the steps its schedule keeps. Call step() at the end
+// of every training step; the steps are numbered from 0 as torch numbers them (the first runs
+// from the Profiler's start to the first step(), ProfilerStep#0), and export_chrome_trace(path)
+// writes the steps kept so far, each whole; the step in progress is not written.
+//
+//   tg::Profiler profiler({.schedule = {.wait = 1, .warmup = 1, .active = 2}});
+//   for (int i = 0; i < 5; ++i) { train_step(); profiler.step(); }
+//   profiler.export_chrome_trace("trace.json");   // ProfilerStep#2 and #3, for ui.perfetto.dev
+//
+// Unlike torch's table, profile_results() covers the Profiler's whole life, every step included:
+// the schedule chooses the trace's steps only.
 //
 // Cost when off: one thread_local pointer test per taped op and per backward node.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tapegrad/autograd/device.h"
+#include "tapegrad/runtime/profile_schedule.h"
+#include "tapegrad/runtime/trace.h"
 
 namespace tg {
 
@@ -58,19 +76,46 @@ struct ProfileRow {
 };
 using ProfileTable = std::vector<ProfileRow>;  // sorted by self time, largest first
 
+struct ProfilerOptions {
+  ProfileSchedule schedule;   // which steps the trace keeps; the default keeps every step
+  bool record_trace = true;   // false: the per-op table alone, as Profiler()
+  Device device = kCPU;       // whose allocator the trace's memory track follows (on a GPU the
+                              // device is synchronised at every op, see runtime/trace.h)
+  int64_t max_trace_events = kDefaultMaxTraceEvents;  // whole steps up to this many events
+};
+
 // RAII: profiles this thread from construction to destruction. Starting one clears the previous
 // results of this thread; profile_results() still returns them after it ends. A Profiler created
-// while another is alive on the thread does nothing (the outer one keeps recording).
+// while another is alive on the thread leaves the table to the outer one; a trace it records is
+// its own.
 class Profiler {
  public:
-  Profiler();
+  Profiler();  // the per-op table alone: no trace, step() only counts
+  // The table and, unless options.record_trace is false, the trace. tg::Error for a schedule with
+  // a negative number, or wait or warmup without active steps, or max_trace_events < 1.
+  explicit Profiler(ProfilerOptions options);
   ~Profiler();
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
+  // The end of a training step, and the start of the next (torch.profiler.profile.step).
+  void step();
+  // The number of the step in progress: how many times step() was called.
+  int64_t step_num() const { return step_num_; }
+  // Writes the Chrome trace of the finished steps the schedule kept to `path` (runtime/trace.h
+  // says what it holds; runtime/trace_file.h how it is written: the file is replaced whole or
+  // not at all). tg::Error naming the path when it cannot be written, or when this Profiler
+  // records no trace.
+  void export_chrome_trace(const std::string& path) const;
+
  private:
-  bool owner_;
+  void start_table();
+  void end_table();
+
+  bool owner_;  // of this thread's table: no other Profiler was alive when this one started
   TapeObserver* previous_observer_ = nullptr;
+  std::unique_ptr<TraceRecorder> trace_;  // installed after the table's observer, taken out first
+  int64_t step_num_ = 0;
 };
 
 // This thread's rows from the running or the last finished Profiler.
@@ -79,7 +124,7 @@ ProfileTable profile_results();
 std::string format_profile(const ProfileTable& table, size_t max_rows = 0);
 
 // RAII: a named region, reported to this thread's TapeObserver (runtime/tape_observer.h): the
-// profiler gives it a row of its own, with children; a trace (train/trace.h) a slice. The name is
+// profiler gives it a row of its own, with children; a trace (runtime/trace.h) a slice. The name is
 // name + suffix, joined only when someone observes ("AdamW" + ".step"). Costs one call and a
 // pointer test when nobody observes.
 class ProfileRegion {

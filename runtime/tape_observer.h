@@ -1,6 +1,6 @@
 #pragma once
 // The seam: the one way a tool watches the engine (the profiler, runtime/profiler.h, and the
-// trace recorder, train/trace.h, are the tools that do). An observer installed on a thread hears
+// trace recorder, runtime/trace.h, are the tools that do). An observer installed on a thread hears
 // of every op recorded there, of every backward() sweep and node backward run there, and of every
 // ProfileRegion (runtime/profiler.h) opened there; the engine has no other hook. A span's end goes
 // to the observer that saw its start, also when a backward throws. With no observer installed, an

@@ -30,6 +30,7 @@
 #include "tapegrad/runtime/autocast.h"
 #include "tapegrad/runtime/profiler.h"
 #include "tapegrad/runtime/threads.h"
+#include "tapegrad/runtime/trace.h"
 #include "tapegrad/train/attention_flags.h"
 #include "tapegrad/train/checkpoint_file.h"
 #include "tapegrad/train/checkpoint_policy.h"
@@ -38,7 +39,6 @@
 #include "tapegrad/train/run_definition.h"
 #include "tapegrad/train/stop_signals.h"
 #include "tapegrad/train/tasks.h"
-#include "tapegrad/train/trace.h"
 #include "tapegrad/train/train_step.h"
 
 namespace tg::train {
@@ -286,7 +286,7 @@ struct Training {
   int64_t bytes_before = 0;  // allocated when training started
   std::unique_ptr<Profiler> profiler;
   std::unique_ptr<TraceRecorder> trace;
-  nlohmann::json trace_events;     // the trace's, once recording stopped
+  std::string trace_json;          // the trace's, once recording stopped
   int64_t trace_steps_kept = 0;
   std::optional<Progress> progress;
   std::vector<std::vector<int64_t>> batches;  // the epoch batches_epoch's
@@ -481,7 +481,7 @@ void Training::start_profiling() {
     trace = std::make_unique<TraceRecorder>(TraceOptions{
         .schedule = run.profile_schedule, .device = config.compute_device(),
         .process_name = "tapegrad train",
-        .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", first + 1}}});
+        .metadata = {{"command", "train"}, {"task", config.task}, {"first_step", std::to_string(first + 1)}}});
   }
 }
 
@@ -842,7 +842,7 @@ void Training::stop_recording() {
   report_gradient_health();
   progress->finish();
   if (trace) {
-    trace_events = trace->trace();
+    trace_json = trace->trace_json();
     trace_steps_kept = trace->steps_kept();
     trace.reset();  // out of the seam before the profiler ends
   }
@@ -863,7 +863,7 @@ void Training::finish_outputs() {
 
 // --profile-trace: the steps the recorder kept.
 void Training::write_trace_file() {
-  write_trace(run.profile_trace, trace_events, "--profile-trace");
+  write_file_atomically(run.profile_trace, trace_json, "--profile-trace");
   std::fprintf(stderr, "wrote %s: %lld steps (schedule: %s); open it in ui.perfetto.dev or "
                "chrome://tracing\n", run.profile_trace.c_str(),
                static_cast<long long>(trace_steps_kept), run.profile_schedule.describe().c_str());

@@ -6,7 +6,7 @@
 
 #include "tapegrad/train/config.h"
 #include "tapegrad/train/grad_stats.h"
-#include "tapegrad/train/profile_schedule.h"
+#include "tapegrad/runtime/profile_schedule.h"
 
 namespace tg::train {
 
@@ -18,7 +18,7 @@ struct TrainRun {
   std::string log;        // CSV, one row per optimizer step
   bool json = false;      // last stdout line: one JSON object
   bool profile = false;   // per-op table after training
-  std::string profile_trace;         // Chrome trace of the steps (train/trace.h), written at the end
+  std::string profile_trace;         // Chrome trace of the steps (runtime/trace.h), written at the end
   ProfileSchedule profile_schedule;  // which steps the trace keeps (default: all, up to its cap)
   std::string grad_stats;            // CSV of per-parameter gradient health (train/grad_stats.h)
   int64_t grad_stats_every = kDefaultGradStatsEvery;  // rows on the first step and every N-th

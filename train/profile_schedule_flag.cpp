@@ -1,4 +1,4 @@
-#include "tapegrad/train/profile_schedule.h"
+#include "tapegrad/train/profile_schedule_flag.h"
 
 #include <sstream>
 #include <vector>
@@ -8,22 +8,6 @@
 #include "tapegrad/train/config.h"
 
 namespace tg::train {
-
-StepPhase ProfileSchedule::phase(int64_t index) const {
-  if (every_step()) return StepPhase::active;
-  const int64_t cycle = wait + warmup + active;
-  if (repeat > 0 && index / cycle >= repeat) return StepPhase::wait;  // the cycles are over
-  const int64_t position = index % cycle;
-  if (position < wait) return StepPhase::wait;
-  if (position < wait + warmup) return StepPhase::warmup;
-  return StepPhase::active;
-}
-
-std::string ProfileSchedule::describe() const {
-  if (every_step()) return "every step";
-  return "wait " + std::to_string(wait) + ", warmup " + std::to_string(warmup) + ", active " +
-         std::to_string(active) + ", repeat " + std::to_string(repeat) + (repeat == 0 ? " (until the end)" : "");
-}
 
 ProfileSchedule parse_profile_schedule(const std::string& text, const std::string& flag) {
   std::vector<std::string> fields;

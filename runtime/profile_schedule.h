@@ -5,12 +5,15 @@
 // are kept. `repeat` cycles run back to back, then nothing more is recorded; repeat 0 cycles until
 // the run ends. The default schedule keeps every step.
 //
-//   --profile-schedule 1,1,3     step 1 skipped, step 2 recorded and dropped, steps 3-5 kept
-//   --profile-schedule 2,0,1,0   every third step kept
+//   {.wait = 1, .warmup = 1, .active = 3}               step 0 skipped, 1 recorded and dropped, 2-4 kept
+//   {.wait = 2, .warmup = 0, .active = 1, .repeat = 0}  every third step kept
+//
+// The command line spells it --profile-schedule wait,warmup,active[,repeat]
+// (train/profile_schedule_flag.h parses it).
 #include <cstdint>
 #include <string>
 
-namespace tg::train {
+namespace tg {
 
 enum class StepPhase { wait, warmup, active };
 
@@ -21,12 +24,11 @@ struct ProfileSchedule {
   bool every_step() const { return active == 0; }
   // The phase of the `index`-th profiled step (0 = the first step the trace sees).
   StepPhase phase(int64_t index) const;
-  // "wait,warmup,active,repeat", or "every step".
+  // "wait 1, warmup 1, active 3, repeat 1", or "every step".
   std::string describe() const;
+  // tg::Error starting with `what` unless every number is >= 0, and wait and warmup are 0 when
+  // active is (a schedule without active steps would keep nothing).
+  void check(const std::string& what) const;
 };
 
-// Parses "wait,warmup,active" or "wait,warmup,active,repeat": integers, wait, warmup and repeat
-// >= 0, active >= 1. tg::Error otherwise, starting with `flag`.
-ProfileSchedule parse_profile_schedule(const std::string& text, const std::string& flag);
-
-}  // namespace tg::train
+}  // namespace tg

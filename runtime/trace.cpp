@@ -1,4 +1,4 @@
-#include "tapegrad/train/trace.h"
+#include "tapegrad/runtime/trace.h"
 
 #include <unistd.h>
 
@@ -7,11 +7,12 @@
 #include <iterator>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "tapegrad/autograd/kernels.h"
 #include "tapegrad/autograd/storage.h"
-#include "tapegrad/io/file_io.h"
 
-namespace tg::train {
+namespace tg {
 namespace {
 
 constexpr int kHostThread = 1;    // the tid of every slice: the thread that runs the steps
@@ -47,7 +48,7 @@ void TraceRecorder::set_mark(double us, int64_t allocated) {
 
 void TraceRecorder::begin_step(int64_t step) {
   step_ = step;
-  phase_ = options_.schedule.phase(steps_seen_++);
+  phase_ = options_.schedule.phase(steps_begun_++);
   in_step_ = phase_ != StepPhase::wait && !truncated_;
   pending_.clear();
   if (!in_step_) return;
@@ -57,24 +58,35 @@ void TraceRecorder::begin_step(int64_t step) {
 }
 
 void TraceRecorder::end_step() {
+  ++steps_ended_;
   if (!in_step_) return;
-  in_step_ = false;
   const AllocatorStats stats = allocator_stats(options_.device);
-  pending_.push_back({.name = "ProfilerStep#" + std::to_string(step_), .category = "step",
-                      .start_us = step_start_us_, .end_us = now_us(),
-                      .bytes_allocated = stats.allocated_bytes - step_start_allocated_,
-                      .current_bytes = stats.current_bytes, .input_shapes = std::nullopt, .step = step_});
+  keep({.name = "ProfilerStep#" + std::to_string(step_), .category = "step",
+        .start_us = step_start_us_, .end_us = now_us(),
+        .bytes_allocated = stats.allocated_bytes - step_start_allocated_,
+        .current_bytes = stats.current_bytes, .input_shapes = std::nullopt, .step = step_});
+  if (!in_step_) return;  // the step passed max_events: dropped
+  in_step_ = false;
   if (phase_ == StepPhase::warmup) return pending_.clear();  // recorded, and thrown away
-  // Two events a slice (the slice and its memory sample); a step is kept whole or not at all.
-  const int64_t events = 2 * static_cast<int64_t>(kept_.size() + pending_.size());
-  if (events > options_.max_events) {
-    truncated_ = true;
-    truncated_at_step_ = step_;
-    return pending_.clear();
-  }
   std::move(pending_.begin(), pending_.end(), std::back_inserter(kept_));
   pending_.clear();
   ++steps_kept_;
+}
+
+// Two events a slice (the slice and its memory sample). Counting the step in progress with the
+// kept ones bounds the memory too, also when no step ends for a long time.
+void TraceRecorder::keep(Slice slice) {
+  pending_.push_back(std::move(slice));
+  const int64_t events = 2 * static_cast<int64_t>(kept_.size() + pending_.size());
+  if (events > options_.max_events) stop_recording();
+}
+
+// A step is kept whole or not at all: the one in progress goes, and no later one is recorded.
+void TraceRecorder::stop_recording() {
+  truncated_ = true;
+  truncated_at_step_ = step_;
+  in_step_ = false;
+  pending_.clear();
 }
 
 // ---- The seam: ops, backward nodes, regions -----------------------------------------------------
@@ -86,9 +98,9 @@ void TraceRecorder::op_recorded(const char* op, const std::vector<Tensor>& input
   if (!in_step_) return;
   Shapes shapes;
   for (const Tensor& input : inputs) shapes.push_back(input.defined() ? std::optional(input.shape()) : std::nullopt);
-  pending_.push_back({.name = op, .category = "forward", .start_us = mark_us_, .end_us = now,
-                      .bytes_allocated = stats.allocated_bytes - mark_allocated_,
-                      .current_bytes = stats.current_bytes, .input_shapes = std::move(shapes), .step = step_});
+  keep({.name = op, .category = "forward", .start_us = mark_us_, .end_us = now,
+        .bytes_allocated = stats.allocated_bytes - mark_allocated_,
+        .current_bytes = stats.current_bytes, .input_shapes = std::move(shapes), .step = step_});
   set_mark(now, stats.allocated_bytes);
 }
 
@@ -140,17 +152,17 @@ void TraceRecorder::close() {
   OpenSpan span = std::move(open_.back());
   open_.pop_back();
   if (in_step_ && span.start_us >= step_start_us_) {
-    pending_.push_back({.name = std::move(span.name), .category = span.category, .start_us = span.start_us,
-                        .end_us = now, .bytes_allocated = stats.allocated_bytes - span.start_allocated,
-                        .current_bytes = stats.current_bytes, .input_shapes = std::move(span.input_shapes),
-                        .step = step_});
+    keep({.name = std::move(span.name), .category = span.category, .start_us = span.start_us,
+          .end_us = now, .bytes_allocated = stats.allocated_bytes - span.start_allocated,
+          .current_bytes = stats.current_bytes, .input_shapes = std::move(span.input_shapes),
+          .step = step_});
   }
   set_mark(now, stats.allocated_bytes);
 }
 
 // ---- The file -----------------------------------------------------------------------------------
 
-nlohmann::json TraceRecorder::trace() const {
+std::string TraceRecorder::trace_json() const {
   const int pid = static_cast<int>(getpid());
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", kHostThread},
@@ -189,7 +201,8 @@ nlohmann::json TraceRecorder::trace() const {
                       {"tid", kHostThread}, {"args", {{"allocated bytes", slice->current_bytes}}}});
   }
 
-  nlohmann::json metadata = options_.metadata;
+  nlohmann::json metadata = nlohmann::json::object();
+  for (const auto& [key, value] : options_.metadata) metadata[key] = value;
   metadata["device"] = device_name(options_.device);
   if (options_.device.type != DeviceType::cpu) {
     metadata["timing"] = "the device is synchronised at every hook: a slice is its op's launch and "
@@ -197,7 +210,7 @@ nlohmann::json TraceRecorder::trace() const {
                          "device tracks";
   }
   metadata["schedule"] = options_.schedule.describe();
-  metadata["steps_seen"] = steps_seen_;
+  metadata["steps_seen"] = steps_ended_;
   metadata["steps_written"] = steps_kept_;
   metadata["max_events"] = options_.max_events;
   metadata["truncated"] = truncated_;
@@ -207,11 +220,9 @@ nlohmann::json TraceRecorder::trace() const {
   }
   metadata["forward_timing"] = "a forward op's slice is the gap since the previous op or span "
                                "boundary (runtime/profiler.h)";
-  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"metadata", std::move(metadata)}};
+  const nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
+                                {"metadata", std::move(metadata)}};
+  return trace.dump() + "\n";
 }
 
-void write_trace(const std::string& path, const nlohmann::json& trace, const std::string& flag) {
-  write_file_atomically(path, trace.dump() + "\n", flag);
-}
-
-}  // namespace tg::train
+}  // namespace tg

@@ -1,7 +1,8 @@
 #pragma once
-// A timeline of training steps in Chrome's trace-event format (--profile-trace FILE.json on
-// `tapegrad train` and `tapegrad bench`), which Perfetto (ui.perfetto.dev) and chrome://tracing
-// open. Where the per-op table (--profile) sums, the trace shows every call in order:
+// A timeline of training steps in Chrome's trace-event format, which Perfetto (ui.perfetto.dev)
+// and chrome://tracing open: what Profiler::export_chrome_trace writes (runtime/profiler.h), and
+// --profile-trace FILE.json on `tapegrad train` and `tapegrad bench`. Where the per-op table
+// sums, the trace shows every call in order:
 //
 //   {"traceEvents": [...], "displayTimeUnit": "ms", "metadata": {...}}
 //
@@ -18,14 +19,18 @@
 //   "ph": "C"  the counter track "memory": the allocator's current bytes at the end of each slice.
 //   "ph": "M"  the process and thread names.
 //
-// Which steps are written follows a ProfileSchedule (train/profile_schedule.h). The file is kept
-// bounded: once keeping the next step would pass max_events, recording stops, only whole steps
-// are written, and the metadata says so ("truncated": true, with the steps written).
+// Which steps are written follows a ProfileSchedule (runtime/profile_schedule.h). The file is kept
+// bounded: once keeping the step in progress would pass max_events, recording stops, only whole
+// steps are written, and the metadata says so ("truncated": true, with the steps written). The
+// same bound holds the memory a step being recorded takes.
 //
 // How it hears of the ops: a TraceRecorder is a TapeObserver (runtime/tape_observer.h), the
 // engine's one seam. It installs itself when made and passes every event on to the observer it
-// replaced, so the profiler of --profile (made before it) keeps working; it takes itself out when
-// destroyed, which must happen before that profiler ends.
+// replaced, so a per-op profiler made before it keeps working; it takes itself out when
+// destroyed, which must happen before that profiler ends. (A Profiler made with ProfilerOptions
+// owns one and keeps that order itself.)
+//
+// The JSON is built in trace.cpp: nlohmann-json stays out of the installed headers.
 //
 // On a GPU, kernels run asynchronously: an op's host slice would only time its launch. So there
 // the recorder synchronises the device at every hook (Kernels::synchronize), each slice then
@@ -34,19 +39,18 @@
 // device, as torch.profiler's per-op timing does without CUPTI; the metadata says so.
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "tapegrad/autograd/device.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/runtime/profile_schedule.h"
 #include "tapegrad/runtime/tape_observer.h"
-#include "tapegrad/train/profile_schedule.h"
 
-namespace tg::train {
+namespace tg {
 
 // Events a trace keeps at most by default: about 20 MB of JSON.
 inline constexpr int64_t kDefaultMaxTraceEvents = 200'000;
@@ -56,7 +60,7 @@ struct TraceOptions {
   int64_t max_events = kDefaultMaxTraceEvents;
   Device device = kCPU;                       // whose allocator the memory track follows
   std::string process_name = "tapegrad";      // the name the viewer shows for the process
-  nlohmann::json metadata = nlohmann::json::object();  // more entries for the file's "metadata"
+  std::map<std::string, std::string> metadata;  // more entries for the file's "metadata"
 };
 
 class TraceRecorder final : public TapeObserver {
@@ -66,13 +70,14 @@ class TraceRecorder final : public TapeObserver {
   TraceRecorder(const TraceRecorder&) = delete;
   TraceRecorder& operator=(const TraceRecorder&) = delete;
 
-  // Around each training step (`step`: the number the run shows, 1-based); the schedule decides
-  // from the order of the calls whether the step is recorded and kept.
+  // Around each training step (`step`: the number its ProfilerStep# slice shows: the run's 1-based
+  // step on the command line, the 0-based step count in a Profiler); the schedule decides from
+  // the order of the calls whether the step is recorded and kept.
   void begin_step(int64_t step);
   void end_step();
 
-  // The trace-event JSON of the steps kept so far.
-  nlohmann::json trace() const;
+  // The trace-event JSON of the steps kept so far, as text.
+  std::string trace_json() const;
   int64_t steps_kept() const { return steps_kept_; }
 
   void op_recorded(const char* op, const std::vector<Tensor>& inputs) override;
@@ -108,6 +113,8 @@ class TraceRecorder final : public TapeObserver {
   void open(std::string name, const char* category, std::optional<Shapes> input_shapes);
   void close();
   void set_mark(double us, int64_t allocated);
+  void keep(Slice slice);  // into the step in progress, unless that passes max_events
+  void stop_recording();   // max_events reached: the step in progress is dropped, and all after it
 
   TraceOptions options_;
   TapeObserver* next_;  // the observer this one replaced: every event goes on to it
@@ -117,7 +124,7 @@ class TraceRecorder final : public TapeObserver {
   int64_t mark_allocated_ = 0;
   std::vector<OpenSpan> open_;
   // The step in progress and what it recorded so far; kept_ holds the finished active steps.
-  int64_t steps_seen_ = 0, step_ = 0, steps_kept_ = 0;
+  int64_t steps_begun_ = 0, steps_ended_ = 0, step_ = 0, steps_kept_ = 0;
   StepPhase phase_ = StepPhase::wait;
   bool in_step_ = false;
   double step_start_us_ = 0;
@@ -127,7 +134,4 @@ class TraceRecorder final : public TapeObserver {
   int64_t truncated_at_step_ = 0;
 };
 
-// Writes `trace` to `path` atomically (io/file_io.h: AtomicFile), `flag` naming it in errors.
-void write_trace(const std::string& path, const nlohmann::json& trace, const std::string& flag);
-
-}  // namespace tg::train
+}  // namespace tg

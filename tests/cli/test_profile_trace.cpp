@@ -1,18 +1,11 @@
-// --profile-trace: the Chrome trace of `tapegrad train` and `tapegrad bench` (run as programs), the
-// TraceRecorder behind it (in process: nesting, the schedule, the event cap) and
-// --profile-schedule's parser.
+// --profile-trace and --profile-schedule on `tapegrad train` and `tapegrad bench`, run as
+// programs: the Chrome trace of the scheduled steps, beside --profile's table, and the flags'
+// errors. The recorder itself is tested in process in tests/runtime/test_trace.cpp.
 #include <algorithm>
-#include <map>
 #include <set>
 
-#include "tapegrad/autograd/rng.h"
-#include "tapegrad/autograd/tape.h"
-#include "tapegrad/ops/ops.h"
-#include "tapegrad/runtime/profiler.h"
-#include "tapegrad/runtime/tape_observer.h"
-#include "tapegrad/train/profile_schedule.h"
-#include "tapegrad/train/trace.h"
 #include "tests/cli/cli_support.h"
+#include "tests/support/trace_events.h"
 
 using namespace tg::testing;
 using nlohmann::json;
@@ -20,30 +13,6 @@ using nlohmann::json;
 namespace {
 
 const std::string kTiny = " --dim 8 --heads 2 --batch 4 --threads 1 --seed 3";
-
-std::vector<json> events_with(const json& trace, const std::string& phase) {
-  std::vector<json> events;
-  for (const json& event : trace["traceEvents"]) {
-    if (event["ph"] == phase) events.push_back(event);
-  }
-  return events;
-}
-
-std::vector<json> slices_named(const json& trace, const std::string& name) {
-  std::vector<json> slices;
-  for (const json& event : events_with(trace, "X")) {
-    if (event["name"] == name) slices.push_back(event);
-  }
-  return slices;
-}
-
-std::vector<std::string> step_slice_names(const json& trace) {
-  std::vector<std::string> names;
-  for (const json& event : events_with(trace, "X")) {
-    if (event["cat"] == "step") names.push_back(event["name"]);
-  }
-  return names;
-}
 
 }  // namespace
 
@@ -174,86 +143,4 @@ TEST_CASE("trace flags: bad values exit 2 with one line, and nothing is trained"
                          "needs --profile-trace");
   REQUIRE(!std::filesystem::exists(dir.file("t.json")));
   REQUIRE(read_bytes(dir.file("series.csv")) == small_csv());
-}
-
-TEST_CASE("profile schedule: phases like torch.profiler.schedule", "[trace]") {
-  using tg::train::StepPhase;
-  const tg::train::ProfileSchedule every;
-  REQUIRE(every.every_step());
-  REQUIRE(every.phase(0) == StepPhase::active);
-  REQUIRE(every.phase(1000) == StepPhase::active);
-
-  const auto once = tg::train::parse_profile_schedule("1,2,3", "--profile-schedule");
-  const std::vector<StepPhase> expected = {StepPhase::wait,   StepPhase::warmup, StepPhase::warmup,
-                                           StepPhase::active, StepPhase::active, StepPhase::active,
-                                           StepPhase::wait,   StepPhase::wait};
-  for (size_t i = 0; i < expected.size(); ++i) REQUIRE(once.phase(static_cast<int64_t>(i)) == expected[i]);
-
-  const auto twice = tg::train::parse_profile_schedule("1,0,1,2", "--profile-schedule");
-  REQUIRE(twice.phase(1) == StepPhase::active);
-  REQUIRE(twice.phase(3) == StepPhase::active);
-  REQUIRE(twice.phase(5) == StepPhase::wait);
-  const auto forever = tg::train::parse_profile_schedule("2,0,1,0", "--profile-schedule");
-  REQUIRE(forever.phase(2) == StepPhase::active);
-  REQUIRE(forever.phase(3001) == StepPhase::wait);
-  REQUIRE(forever.phase(3002) == StepPhase::active);
-
-  for (const char* bad : {"1,2", "", "1,2,3,4,5", "-1,1,1", "1,1,0", "a,b,c", "1,2,3,", "1.5,1,1"}) {
-    INFO(bad);
-    REQUIRE_THROWS_WITH(tg::train::parse_profile_schedule(bad, "--profile-schedule"),
-                        Catch::StartsWith("--profile-schedule"));
-  }
-}
-
-TEST_CASE("trace recorder: passes events on, nests slices, and keeps whole steps under the cap", "[trace]") {
-  const tg::Tensor w = tg::randn({3, 3}).requires_grad_();
-  const tg::Tensor x = tg::randn({2, 3});
-  auto step = [&] {
-    const tg::Tensor loss = tg::sum(tg::matmul(x, w));
-    loss.backward();
-    const tg::ProfileRegion region("update");
-    w.zero_grad();
-  };
-
-  SECTION("alongside a profiler, which still sees every op") {
-    {
-      tg::Profiler profiler;
-      tg::train::TraceRecorder recorder({});
-      for (int64_t i = 1; i <= 2; ++i) {
-        recorder.begin_step(i);
-        step();
-        recorder.end_step();
-      }
-      const json trace = recorder.trace();
-      REQUIRE(slices_named(trace, "matmul").size() == 2);
-      REQUIRE(slices_named(trace, "matmul").front()["args"]["input shapes"] == json::parse("[[2, 3], [3, 3]]"));
-      REQUIRE(slices_named(trace, "matmul.backward").size() == 2);
-      REQUIRE(slices_named(trace, "update").front()["cat"] == "region");
-    }
-    REQUIRE(tg::tape_observer() == nullptr);  // each took itself out
-    const tg::ProfileTable table = tg::profile_results();
-    const auto row = std::find_if(table.begin(), table.end(), [](const tg::ProfileRow& r) { return r.name == "matmul"; });
-    REQUIRE(row != table.end());
-    REQUIRE(row->calls == 2);
-  }
-  SECTION("ops outside a step are not recorded") {
-    tg::train::TraceRecorder recorder({});
-    step();
-    REQUIRE(events_with(recorder.trace(), "X").empty());
-  }
-  SECTION("the cap stops recording after the last whole step and says so") {
-    // One step here: sum, matmul, backward(), sum.backward, matmul.backward, update, the step: 7
-    // slices, 14 events. A cap of 30 keeps two steps.
-    tg::train::TraceRecorder recorder({.max_events = 30});
-    for (int64_t i = 1; i <= 5; ++i) {
-      recorder.begin_step(i);
-      step();
-      recorder.end_step();
-    }
-    const json trace = recorder.trace();
-    REQUIRE(step_slice_names(trace) == std::vector<std::string>{"ProfilerStep#1", "ProfilerStep#2"});
-    REQUIRE(trace["metadata"]["truncated"] == true);
-    REQUIRE_THAT(trace["metadata"]["note"].get<std::string>(), Catch::Contains("step 3"));
-    REQUIRE(events_with(trace, "X").size() + events_with(trace, "C").size() <= 30);
-  }
 }
