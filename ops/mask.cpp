@@ -15,7 +15,7 @@ void check_bool_mask(const Tensor& mask, const char* op, const char* name) {
   TG_CHECK(mask.defined(), "op '", op, "': ", name, " is undefined");
   TG_CHECK(mask.dtype() == DType::b8, "op '", op, "': ", name, " must be bool, got ",
            dtype_name(mask.dtype()), " of shape ", shape_str(mask.shape()),
-           " (build it with a comparison or from_bools)");
+           " (make one with a comparison, eq/ne/lt/le/gt/ge or x == 0, or with from_bools)");
 }
 
 // True when `from` broadcasts to exactly `to` (PyTorch's expand rule).

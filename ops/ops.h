@@ -2,6 +2,7 @@
 // Every differentiable op, one family a header.
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/ops/attention.h"
+#include "tapegrad/ops/compare.h"
 #include "tapegrad/ops/dropout.h"
 #include "tapegrad/ops/elementwise.h"
 #include "tapegrad/ops/embedding.h"
