@@ -53,6 +53,9 @@ std::vector<GradcheckCase> layer_ops_gradcheck_cases() {
     const Tensor mask = from_bools({true, false, false, true}, {4});
     return masked_fill(x[0], mask, 0.5) * x[0];
   }));
+  // triu and tril record where's node: the gradient passes where they keep x.
+  add_case(on_leaves("triu/batched-diagonal-1", {{2, 3, 4}}, [](const Inputs& x) { return triu(x[0], 1) * x[0]; }));
+  add_case(on_leaves("tril/diagonal-minus-1", {{4, 3}}, [](const Inputs& x) { return tril(x[0], -1) * x[0]; }));
 
   // Dropout: every evaluation resets the generator, so the mask is the same each time.
   add_case(on_leaves("dropout/training-p0.3", {{4, 5}}, [](const Inputs& x) {
