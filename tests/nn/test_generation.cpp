@@ -15,6 +15,7 @@
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/nn/generation.h"
+#include "tapegrad/ops/elementwise.h"
 
 using namespace tg;
 
