@@ -1,6 +1,7 @@
 #include "tapegrad/autograd/tensor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -289,17 +290,51 @@ Tensor from_bools(const std::vector<bool>& values, const Shape& shape, Device de
   return moved_to(result, device);
 }
 
-Tensor arange(int64_t n, DType dtype, Device device) {
-  TG_CHECK(n >= 0, "arange: size ", n, " must be >= 0");
+namespace {
+
+// start, start + step, ... (`length` values, each start + i * step in f64), converted to dtype as
+// the copy kernel converts (an integer dtype saturates at its ends), on `device`.
+Tensor evenly_spaced(int64_t length, double start, double step, DType dtype, Device device) {
+  check_shape({length}, "arange");
   // Written into a tensor, not a std::vector first: a size too large to allocate is then the
   // allocator's tg::Error, not a std::length_error.
-  Tensor values = empty({n}, DType::f64, kCPU);
+  Tensor values = empty({length}, DType::f64, kCPU);
   double* value = values.data_as<double>();
-  for (int64_t i = 0; i < n; ++i) value[i] = static_cast<double>(i);
+  for (int64_t i = 0; i < length; ++i) value[i] = start + static_cast<double>(i) * step;
   if (dtype == DType::f64) return moved_to(values, device);
-  Tensor result = empty({n}, dtype, kCPU);
+  Tensor result = empty({length}, dtype, kCPU);
   kernels(kCPU).copy(values, result);
   return moved_to(result, device);
+}
+
+}  // namespace
+
+Tensor arange(int64_t n, DType dtype, Device device) {
+  TG_CHECK(n >= 0, "arange: size ", n, " must be >= 0");
+  return evenly_spaced(n, 0, 1, dtype, device);
+}
+
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  TG_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange: start ",
+           start, ", end ", end, " and step ", step, " must be finite");
+  TG_CHECK(step != 0, "arange: step must be nonzero (start ", start, ", end ", end, ")");
+  // As PyTorch, a step that walks away from end is an error, not an empty range.
+  TG_CHECK(step > 0 ? end >= start : end <= start, "arange: step ", step, " cannot reach end ",
+           end, " from start ", start,
+           " (upper bound and larger bound inconsistent with step sign)");
+  // PyTorch's length, ceil((end - start) / step) in f64: arange(0, 1, 0.1) has 10 values.
+  // end - start of two finite doubles may still be inf (1e308 - -1e308), so the count is checked
+  // before it becomes an int64.
+  const double count = std::ceil((end - start) / step);
+  TG_CHECK(std::isfinite(count) && count < 0x1p63, "arange: start ", start, ", end ", end,
+           " and step ", step, " make ", count, " values, more than an int64 counts");
+  // i8 and i32 saturate at their ends, as every conversion into them does; i64 takes a double by
+  // a plain cast, undefined past its range, so a range that leaves it is refused.
+  const double last = start + (count - 1) * step;
+  const auto in_i64 = [](double value) { return value >= -0x1p63 && value < 0x1p63; };
+  TG_CHECK(dtype != DType::i64 || count == 0 || (in_i64(start) && in_i64(last)), "arange: values ",
+           start, " to ", last, " do not fit in i64");
+  return evenly_spaced(static_cast<int64_t>(count), start, step, dtype, device);
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {

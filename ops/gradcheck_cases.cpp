@@ -132,6 +132,13 @@ std::vector<GradcheckCase> tensor_ops_gradcheck_cases() {
   add_case(on_leaves("view-reshape", {{2, 6}}, [](const Inputs& x) { return x[0].view({3, 4}).transpose(0, 1).reshape({12}) * 2.0; }));
   add_case(on_leaves("permute", {{2, 3, 4}}, [](const Inputs& x) { return x[0].permute({2, 0, 1}) * 1.5; }));
   add_case(on_leaves("narrow", {{4, 5}}, [](const Inputs& x) { return exp(x[0].narrow(1, 1, 3)); }));
+  // x[:, -6::2] of 7 columns: columns 1, 3, 5; then rows 2::2 of that.
+  add_case(on_leaves("slice/step2-negative-start", {{4, 7}}, [](const Inputs& x) {
+    return exp(x[0].slice(1, -6, INT64_MAX, 2).slice(0, 2, 4, 2));
+  }));
+  add_case(on_leaves("select/negative-index", {{3, 4}}, [](const Inputs& x) {
+    return x[0].select(1, -1) * x[0].select(0, 2).narrow(0, 0, 3);
+  }));
   add_case(on_leaves("expand", {{3, 1}}, [](const Inputs& x) { return x[0].expand({2, 3, 4}) * 1.0; }));
   add_case(on_leaves("squeeze-unsqueeze", {{3, 1, 2}}, [](const Inputs& x) { return x[0].squeeze(1).unsqueeze(0) * 2.0; }));
   add_case(make_case("non-contiguous/sliced-input", "[6, 4][1:5]",

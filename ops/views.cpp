@@ -121,13 +121,16 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   return permute(order);
 }
 
-Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+Tensor Tensor::narrow(int64_t dim, int64_t given_start, int64_t length) const {
   live("Tensor::narrow");
   const int64_t d = normalize_dim(dim, this->dim(), "narrow");
   const int64_t extent = shape()[d];
+  // A negative start counts from the end (-1 is the last position); adding a size >= 0 to a
+  // negative number cannot overflow.
+  const int64_t start = given_start < 0 ? given_start + extent : given_start;
   // Compared without adding: start + length could overflow and pass.
   TG_CHECK(start >= 0 && length >= 0 && start <= extent && length <= extent - start,
-           "op 'narrow': start ", start, " and length ", length, " do not fit in dim ", d,
+           "op 'narrow': start ", given_start, " and length ", length, " do not fit in dim ", d,
            " of size ", extent, " (shape ", shape_str(shape()), ")");
   Shape shape = this->shape();
   shape[d] = length;
@@ -144,6 +147,80 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
            Tensor grad = zeros(from, g.dtype(), g.device());
            Tensor window = grad.narrow(d, start, length);
            kernels(g.device()).copy(g, window);
+           return Grads{grad};
+         });
+  return out;
+}
+
+namespace {
+
+// Python's bound of a slice: a negative one counts from the end, then both are clamped to
+// [0, extent], so x[-100:100] of a 3-long dim is all of it and x[5:] none of it.
+int64_t clamp_slice_bound(int64_t bound, int64_t extent) {
+  if (bound < 0) bound += extent;  // a size >= 0 added to a negative number cannot overflow
+  return std::clamp<int64_t>(bound, 0, extent);
+}
+
+// Where position `index` of dim d of t starts: t's offset + index * stride, checked. A view
+// without elements keeps t's offset instead (index * stride could point past the storage).
+int64_t offset_of_position(const Tensor& t, int64_t d, int64_t index, bool has_elements,
+                           const char* what) {
+  if (!has_elements) return t.offset();
+  return checked_add(t.offset(), checked_mul(index, t.strides()[d], what), what);
+}
+
+}  // namespace
+
+Tensor Tensor::slice(int64_t dim, int64_t given_start, int64_t given_end, int64_t step) const {
+  live("Tensor::slice");
+  const int64_t d = normalize_dim(dim, this->dim(), "slice");
+  const int64_t extent = shape()[d];
+  TG_CHECK(step >= 1, "op 'slice': step ", step, " must be positive (dim ", d, " of shape ",
+           shape_str(shape()), ")");
+  const int64_t start = clamp_slice_bound(given_start, extent);
+  const int64_t end = std::max(start, clamp_slice_bound(given_end, extent));  // end < start: empty
+  // ceil((end - start) / step) positions, start, start + step, ... below end; end - start is at
+  // most extent, so nothing here overflows.
+  const int64_t length = end == start ? 0 : (end - start - 1) / step + 1;
+  Shape shape = this->shape(), strides = this->strides();
+  shape[d] = length;
+  // One position never walks its stride: keeping it lets x[::INT64_MAX] be a view, as in Python,
+  // where stride * step would overflow.
+  if (length > 1) strides[d] = checked_mul(strides[d], step, "op 'slice': stride");
+  const int64_t window_offset =
+      offset_of_position(*this, d, start, length > 0 && numel() > 0, "op 'slice': offset");
+  Tensor out = make_view(*this, shape, strides, window_offset, "slice");
+  // d slice(x)/dx: the gradient placed back into zeros at start, start + step, ... below end
+  record("slice", {*this}, out, {},
+         [from = this->shape(), d, start, end, step](const Tensor& g, const Node&) {
+           Tensor grad = zeros(from, g.dtype(), g.device());
+           Tensor positions = grad.slice(d, start, end, step);
+           kernels(g.device()).copy(g, positions);
+           return Grads{grad};
+         });
+  return out;
+}
+
+Tensor Tensor::select(int64_t dim, int64_t given_index) const {
+  live("Tensor::select");
+  const int64_t d = normalize_dim(dim, this->dim(), "select");
+  const int64_t extent = shape()[d];
+  const int64_t index = given_index < 0 ? given_index + extent : given_index;
+  TG_CHECK(index >= 0 && index < extent, "op 'select': index ", given_index,
+           " is out of range for dim ", d, " of size ", extent, " (shape ", shape_str(shape()),
+           ")");
+  Shape shape = this->shape(), strides = this->strides();
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  const int64_t position_offset =
+      offset_of_position(*this, d, index, numel() > 0, "op 'select': offset");
+  Tensor out = make_view(*this, shape, strides, position_offset, "select");
+  // d select(x)/dx: the gradient placed back into zeros at that index, the dim put back
+  record("select", {*this}, out, {},
+         [from = this->shape(), d, index](const Tensor& g, const Node&) {
+           Tensor grad = zeros(from, g.dtype(), g.device());
+           Tensor position = grad.select(d, index);
+           kernels(g.device()).copy(g, position);
            return Grads{grad};
          });
   return out;
@@ -370,8 +447,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 // The names this file's ops record on the tape (autograd/op_registry.h).
-const OpRegistration view_ops({"view", "permute", "narrow", "expand", "squeeze", "unsqueeze",
-                               "contiguous", "clone", "to", "cat"});
+const OpRegistration view_ops({"view", "permute", "narrow", "slice", "select", "expand", "squeeze",
+                               "unsqueeze", "contiguous", "clone", "to", "cat"});
 // Recorded only when a tensor changes device (its gradcheck case runs on a GPU).
 const OpRegistration view_ops_between_devices({"to_device"}, OpGradient::between_devices);
 

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,6 +58,59 @@ TEST_CASE("tensor: from_values, from_indices, from_bools and arange", "[tensor][
   REQUIRE(arange(5).to_host_f64() == std::vector<double>{0, 1, 2, 3, 4});
   REQUIRE(arange(3, DType::i64).to_host_i64() == std::vector<int64_t>{0, 1, 2});
   REQUIRE(arange(0).numel() == 0);
+}
+
+TEST_CASE("tensor: arange(start, end, step) as PyTorch's", "[tensor][factories][arange]") {
+  // ceil((end - start) / step) values start + i * step.
+  const Tensor evens = arange(0, 10, 2);
+  REQUIRE(evens.shape() == Shape{5});
+  REQUIRE(evens.dtype() == DType::f32);
+  REQUIRE(evens.to_host_f64() == std::vector<double>{0, 2, 4, 6, 8});
+  REQUIRE(arange(0, 10).to_host_f64() == arange(10).to_host_f64());
+  REQUIRE(arange(1, 2.5, 0.5).to_host_f64() == std::vector<double>{1, 1.5, 2});
+  REQUIRE(arange(1, 4, 2).to_host_f64() == std::vector<double>{1, 3});  // 3 / 2 rounds up
+  REQUIRE(arange(10, 0, -3).to_host_f64() == std::vector<double>{10, 7, 4, 1});
+  REQUIRE(arange(-2, 3, 1, DType::i64).to_host_i64() == std::vector<int64_t>{-2, -1, 0, 1, 2});
+  // arange(0, 1, 0.1) has 10 values, as in PyTorch, each 0 + i * 0.1 computed in f64.
+  const std::vector<double> tenths = arange(0.0, 1.0, 0.1, DType::f64).to_host_f64();
+  REQUIRE(tenths.size() == 10);
+  for (size_t i = 0; i < tenths.size(); ++i) REQUIRE(tenths[i] == static_cast<double>(i) * 0.1);
+  // An empty range, and one overload or the other by the arguments.
+  REQUIRE(arange(3, 3).shape() == Shape{0});
+  REQUIRE(arange(3, 3, -1).numel() == 0);
+  REQUIRE(arange(4).numel() == 4);                   // arange(int64_t n)
+  REQUIRE(arange(4, DType::i64).dtype() == DType::i64);
+  REQUIRE(arange(1, 4).to_host_f64() == std::vector<double>{1, 2, 3});  // arange(start, end)
+  // A narrow integer dtype saturates at its ends (the conversion every copy into it makes).
+  REQUIRE(arange(0, 1000, 500, DType::i8).to_host_i64() == std::vector<int64_t>{0, 127});
+  REQUIRE(arange(-1000, 0, 600, DType::i8).to_host_i64() == std::vector<int64_t>{-128, -128});
+}
+
+TEST_CASE("tensor: arange refuses a range it cannot walk, naming itself",
+          "[tensor][factories][arange][errors]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  REQUIRE_THROWS_WITH(arange(0, 10, 0), Catch::Contains("arange") && Catch::Contains("nonzero"));
+  REQUIRE_THROWS_WITH(arange(nan, 10), Catch::Contains("arange") && Catch::Contains("finite"));
+  REQUIRE_THROWS_WITH(arange(0, inf), Catch::Contains("arange") && Catch::Contains("finite"));
+  REQUIRE_THROWS_WITH(arange(0, 1, nan), Catch::Contains("arange") && Catch::Contains("finite"));
+  // A step that walks away from end, as PyTorch refuses it.
+  REQUIRE_THROWS_WITH(arange(5, 0), Catch::Contains("arange") &&
+                                        Catch::Contains("inconsistent with step sign"));
+  REQUIRE_THROWS_WITH(arange(0, 5, -1), Catch::Contains("inconsistent with step sign"));
+  // Lengths past an int64 (the difference of two finite ends may itself be inf), and one that
+  // counts but cannot be allocated.
+  REQUIRE_THROWS_WITH(arange(0, 1e300, 1e-300), Catch::Contains("arange"));
+  REQUIRE_THROWS_WITH(arange(-1e308, 1e308), Catch::Contains("arange"));
+  REQUIRE_THROWS_WITH(arange(0, 1e19), Catch::Contains("arange"));
+  REQUIRE_THROWS_AS(arange(0, 0x1p60), Error);
+  // i64 values outside int64's range.
+  REQUIRE_THROWS_WITH(arange(-1e19, 0, 5e18, DType::i64), Catch::Contains("arange") &&
+                                                             Catch::Contains("i64"));
+  // 9e18 fits; the last value, 9e18 + 2 * 2e17 = 9.4e18, is past INT64_MAX (9.22e18).
+  REQUIRE_THROWS_WITH(arange(9e18, 9.5e18, 2e17, DType::i64), Catch::Contains("9.4e+18"));
+  REQUIRE(arange(-9e18, 9e18, 9e18, DType::i64).to_host_i64() ==
+          std::vector<int64_t>{-9000000000000000000, 0});
 }
 
 TEST_CASE("tensor: *_like factories copy shape and dtype", "[tensor][factories]") {

@@ -1,6 +1,7 @@
 // Views share storage and index it correctly; copies do not; cat/stack; gradients by hand.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -116,7 +117,8 @@ TEST_CASE("views: narrow shares storage and offsets into it", "[views]") {
 TEST_CASE("views: narrow ranges outside the dim throw", "[views][errors]") {
   Tensor t = iota({3, 4});
   REQUIRE_THROWS_AS(t.narrow(0, 2, 2), Error);
-  REQUIRE_THROWS_AS(t.narrow(0, -1, 1), Error);
+  REQUIRE_THROWS_AS(t.narrow(0, -4, 1), Error);  // -4 + 3 is still before the first row
+  REQUIRE_THROWS_AS(t.narrow(0, -1, 2), Error);  // the last row and one past it
   REQUIRE_THROWS_AS(t.narrow(1, 0, 5), Error);
   REQUIRE_THROWS_AS(t.narrow(1, 1, -1), Error);
   REQUIRE_THROWS_AS(t.narrow(2, 0, 1), Error);
@@ -415,4 +417,185 @@ TEST_CASE("views: narrow of a tensor without elements, and its gradient", "[view
   // The backward narrows a fresh [0, 5] of zeros the same way.
   sum(window).backward();
   REQUIRE(none.grad().shape() == Shape{0, 5});
+}
+
+TEST_CASE("views: narrow with a negative start counts from the end", "[views]") {
+  const Tensor t = iota({3, 4});
+  const Tensor last_row = t.narrow(0, -1, 1);  // Python's t[-1:]
+  REQUIRE(shares(last_row, t));
+  REQUIRE(last_row.offset() == 8);
+  REQUIRE(last_row.to_host_f64() == std::vector<double>{8, 9, 10, 11});
+  REQUIRE(t.narrow(1, -3, 2).to_host_f64() == std::vector<double>{1, 2, 5, 6, 9, 10});
+  REQUIRE(t.narrow(1, -4, 4).to_host_f64() == t.to_host_f64());
+  REQUIRE_THROWS_WITH(t.narrow(1, -5, 1), Catch::Contains("narrow") && Catch::Contains("-5") &&
+                                              Catch::Contains("[3, 4]"));
+  // The backward puts the gradient where the window was: the last two columns.
+  const Tensor x = iota({2, 4}).requires_grad_();
+  sum(x.narrow(1, -2, 2) * 2.0).backward();
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 0, 2, 2, 0, 0, 2, 2});
+}
+
+TEST_CASE("views: slice is a strided view of the same storage", "[views][slice]") {
+  const Tensor t = iota({3, 8});
+  // t[:, 1:7:2]: columns 1, 3, 5; the stride along the dim is multiplied by the step.
+  const Tensor odd = t.slice(1, 1, 7, 2);
+  REQUIRE(shares(odd, t));
+  REQUIRE(odd.shape() == Shape{3, 3});
+  REQUIRE(odd.strides() == Shape{8, 2});
+  REQUIRE(odd.offset() == 1);
+  REQUIRE(odd.to_host_f64() == std::vector<double>{1, 3, 5, 9, 11, 13, 17, 19, 21});
+  // The defaults are the whole dim: t[:] and t[1:].
+  REQUIRE(t.slice(0).to_host_f64() == t.to_host_f64());
+  REQUIRE(t.slice(0, 1).to_host_f64() == t.narrow(0, 1, 2).to_host_f64());
+  // t[::2] on rows: rows 0 and 2; end not a multiple of the step away: 0::3 of 8 is 0, 3, 6.
+  REQUIRE(t.slice(0, 0, 3, 2).to_host_f64() ==
+          std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23});
+  REQUIRE(t.slice(-1, 0, 8, 3).narrow(0, 0, 1).to_host_f64() == std::vector<double>{0, 3, 6});
+  // Writing through the view writes the base.
+  odd.fill_(-1);
+  REQUIRE(t.narrow(0, 0, 1).to_host_f64() == std::vector<double>{0, -1, 2, -1, 4, -1, 6, 7});
+  REQUIRE(t.version() == 1);
+}
+
+TEST_CASE("views: slice bounds count from the end and clamp as Python's do", "[views][slice]") {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t min = std::numeric_limits<int64_t>::min();
+  const Tensor v = iota({5});
+  REQUIRE(v.slice(0, -2).to_host_f64() == std::vector<double>{3, 4});          // v[-2:]
+  REQUIRE(v.slice(0, 0, -1).to_host_f64() == std::vector<double>{0, 1, 2, 3});  // v[:-1]
+  REQUIRE(v.slice(0, -4, -1, 2).to_host_f64() == std::vector<double>{1, 3});    // v[-4:-1:2]
+  REQUIRE(v.slice(0, -100, 100).to_host_f64() == v.to_host_f64());              // clamped
+  REQUIRE(v.slice(0, min, max).to_host_f64() == v.to_host_f64());
+  // Empty slices: end before start, start past the end, both before the start.
+  REQUIRE(v.slice(0, 3, 1).shape() == Shape{0});
+  REQUIRE(v.slice(0, 7).shape() == Shape{0});
+  REQUIRE(v.slice(0, -100, -50).shape() == Shape{0});
+  REQUIRE(v.slice(0, max, min).shape() == Shape{0});
+  REQUIRE(v.slice(0, 5, max).to_host_f64().empty());
+  // An empty slice keeps its base's offset, inside the storage.
+  const Tensor tail = v.slice(0, 2);
+  REQUIRE(tail.slice(0, 3).offset() == tail.offset());
+  // A step past the size takes the first position only, however large the step.
+  REQUIRE(v.slice(0, 0, max, 7).to_host_f64() == std::vector<double>{0});
+  REQUIRE(v.slice(0, 2, max, max).to_host_f64() == std::vector<double>{2});
+  const Tensor m = iota({2, 3});
+  REQUIRE(m.slice(1, 1, max, max).to_host_f64() == std::vector<double>{1, 4});
+}
+
+TEST_CASE("views: a slice of a slice composes", "[views][slice]") {
+  const Tensor t = iota({2, 16});
+  // t[:, 1::2][:, 1::2] is t[:, 3::4]; t[:, 2:14:3][:, ::2] is t[:, 2:14:6].
+  const Tensor twice = t.slice(1, 1, INT64_MAX, 2).slice(1, 1, INT64_MAX, 2);
+  REQUIRE(twice.strides() == Shape{16, 4});
+  REQUIRE(twice.offset() == 3);
+  REQUIRE(twice.to_host_f64() == std::vector<double>{3, 7, 11, 15, 19, 23, 27, 31});
+  REQUIRE(t.slice(1, 2, 14, 3).slice(1, 0, INT64_MAX, 2).to_host_f64() ==
+          std::vector<double>{2, 8, 18, 24});
+  // With a row slice and a transpose between them.
+  const Tensor mixed = t.slice(0, -1).transpose(0, 1).slice(0, 10, 16, 5);
+  REQUIRE(mixed.shape() == Shape{2, 1});
+  REQUIRE(mixed.to_host_f64() == std::vector<double>{26, 31});
+}
+
+TEST_CASE("views: slice refuses a step below 1 and a dim outside the tensor",
+          "[views][slice][errors]") {
+  const Tensor t = iota({3, 8});
+  REQUIRE_THROWS_WITH(t.slice(1, 0, 8, 0), Catch::Contains("slice") && Catch::Contains("step 0") &&
+                                                Catch::Contains("[3, 8]"));
+  REQUIRE_THROWS_WITH(t.slice(0, 2, 0, -1), Catch::Contains("slice") && Catch::Contains("step -1"));
+  REQUIRE_THROWS_WITH(t.slice(2), Catch::Contains("slice"));
+  REQUIRE_THROWS_WITH(scalar(1).slice(0), Catch::Contains("slice"));
+  REQUIRE_THROWS_WITH(t.slice(std::numeric_limits<int64_t>::min()), Catch::Contains("slice"));
+}
+
+TEST_CASE("views: slice and select of a tensor without elements", "[views][slice][select]") {
+  // [0, 5]: no element, so a slice or select along dim 1 starts nowhere; the offset stays.
+  const Tensor none = zeros({0, 5}).requires_grad_();
+  const Tensor odd = none.slice(1, 1, 5, 2);
+  REQUIRE(odd.shape() == Shape{0, 2});
+  REQUIRE(odd.offset() == 0);
+  const Tensor last = none.select(1, -1);
+  REQUIRE(last.shape() == Shape{0});
+  REQUIRE(last.offset() == 0);
+  sum(odd).backward();
+  REQUIRE(none.grad().shape() == Shape{0, 5});
+  REQUIRE_THROWS_WITH(zeros({3, 0}).select(1, 0), Catch::Contains("select") &&
+                                                      Catch::Contains("[3, 0]"));
+}
+
+TEST_CASE("views: select removes the dim and counts negative indices from the end",
+          "[views][select]") {
+  const Tensor t = iota({2, 3, 4});
+  // t[:, -1, :], the last position of every sequence.
+  const Tensor last = t.select(1, -1);
+  REQUIRE(shares(last, t));
+  REQUIRE(last.shape() == Shape{2, 4});
+  REQUIRE(last.strides() == Shape{12, 1});
+  REQUIRE(last.offset() == 8);
+  REQUIRE(last.to_host_f64() == std::vector<double>{8, 9, 10, 11, 20, 21, 22, 23});
+  REQUIRE(t.select(1, 2).to_host_f64() == last.to_host_f64());
+  REQUIRE(t.select(0, 1).select(-1, 0).to_host_f64() == std::vector<double>{12, 16, 20});
+  // A 1-d tensor selects down to a 0-d one.
+  const Tensor element = iota({4}).select(0, -2);
+  REQUIRE(element.dim() == 0);
+  REQUIRE(element.item() == 2);
+  // Writable: t[1, 0] = 0.
+  t.select(0, 1).select(0, 0).fill_(0);
+  REQUIRE(t.select(0, 1).to_host_f64() ==
+          std::vector<double>{0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23});
+}
+
+TEST_CASE("views: select's index must be inside the dim", "[views][select][errors]") {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t min = std::numeric_limits<int64_t>::min();
+  const Tensor t = iota({2, 3});
+  REQUIRE_THROWS_WITH(t.select(1, 3), Catch::Contains("select") && Catch::Contains("index 3") &&
+                                          Catch::Contains("[2, 3]"));
+  REQUIRE_THROWS_WITH(t.select(1, -4), Catch::Contains("select") && Catch::Contains("index -4") &&
+                                           Catch::Contains("[2, 3]"));
+  REQUIRE_THROWS_AS(t.select(0, max), Error);
+  REQUIRE_THROWS_AS(t.select(0, min), Error);
+  REQUIRE_THROWS_WITH(t.select(2, 0), Catch::Contains("select"));
+  REQUIRE_THROWS_WITH(scalar(1).select(0, 0), Catch::Contains("select"));
+}
+
+TEST_CASE("views: gradients of slice and select land at their positions", "[views][grad]") {
+  // L = sum(3 * x[:, -4::2]) for x [2, 5]: columns 1 and 3 get 3, the others 0.
+  const Tensor x = iota({2, 5}).requires_grad_();
+  sum(x.slice(1, -4, INT64_MAX, 2) * 3.0).backward();
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 3, 0, 3, 0, 0, 3, 0, 3, 0});
+  // A slice of a slice: x[:, 0::2][:, 1:] is columns 2 and 4.
+  x.zero_grad();
+  sum(x.slice(1, 0, INT64_MAX, 2).slice(1, 1)).backward();
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{0, 0, 1, 0, 1, 0, 0, 1, 0, 1});
+  // L = sum(x[-1] * w) + sum(x[:, 0]) with w = [1, 2, 3, 4, 5], in two backwards that add up:
+  // row 1 gets w, column 0 gets 1, and x[1, 0], in both, gets 1 + 1.
+  x.zero_grad();
+  sum(x.select(0, -1) * from_values({1, 2, 3, 4, 5}, {5})).backward();
+  sum(x.select(1, 0)).backward();
+  REQUIRE(x.grad().to_host_f64() == std::vector<double>{1, 0, 0, 0, 0, 2, 2, 3, 4, 5});
+}
+
+TEST_CASE("views: the positional-encoding table written through two strided slices",
+          "[views][slice]") {
+  // pe[:, 0::2] = sin(position * div_term); pe[:, 1::2] = cos(position * div_term), with
+  // div_term = exp(arange(0, d_model, 2) * -(log(10000) / d_model)).
+  constexpr int64_t max_len = 6, d_model = 8;
+  const Tensor pe = zeros({max_len, d_model});
+  const Tensor position = arange(0, max_len).unsqueeze(1);
+  const Tensor div_term = exp(arange(0, d_model, 2) * -(std::log(10000.0) / d_model));
+  pe.slice(1, 0, INT64_MAX, 2).copy_(sin(position * div_term));
+  pe.slice(1, 1, INT64_MAX, 2).copy_(cos(position * div_term));
+  const std::vector<double> table = pe.to_host_f64();
+  for (int64_t p = 0; p < max_len; ++p) {
+    for (int64_t i = 0; i < d_model; i += 2) {
+      const double angle = p * std::exp(i * -(std::log(10000.0) / d_model));
+      INFO("position " << p << ", column " << i);
+      CHECK(table[p * d_model + i] == Approx(std::sin(angle)).margin(1e-5));
+      CHECK(table[p * d_model + i + 1] == Approx(std::cos(angle)).margin(1e-5));
+    }
+  }
+  // The table's sequence dim sliced to a length, and one position of it, as a model reads it.
+  REQUIRE(pe.slice(0, 0, 3).select(0, -1).to_host_f64() ==
+          std::vector<double>(table.begin() + 2 * d_model, table.begin() + 3 * d_model));
 }
