@@ -2,9 +2,13 @@
 // MultiHeadAttention of 4 heads, a linear head) learns to repeat the previous token of a sentence;
 // then one forward with need_weights draws each head's weights over the sentence's words
 // (tapegrad::plot, plot/plot.h), and the loss curve of the training. The heads that learned the
-// task put their weight just left of the diagonal: each word looks at the word before it.
+// task put their weight just left of the diagonal: each word looks at the word before it. The
+// first steps run under the Profiler (runtime/profiler.h), which writes them as a Chrome trace
+// that ui.perfetto.dev or chrome://tracing opens: every op, backward node and Adam step in order
+// (the step as a ProfileRegion, work named by the program itself).
 //
-//   attention_plot [OUT_DIR]   writes OUT_DIR/attention.png and OUT_DIR/loss.png (default: .)
+//   attention_plot [OUT_DIR]   writes OUT_DIR/attention.png, OUT_DIR/loss.png and
+//                              OUT_DIR/trace.json (default: .)
 //
 // Exits 1 unless the loss fell below a tenth of where it started.
 #include <tapegrad/plot/plot.h>
@@ -66,16 +70,31 @@ int main(int argc, char** argv) {
   tg::Adam optimizer(model.parameters(), /*lr=*/0.01);
 
   tg::plot::Series losses{"train loss", {}, {}};
-  for (int step = 1; step <= 300; ++step) {
+  const auto train_step = [&] {
     const auto [tokens, targets] = batch(random);
     optimizer.zero_grad();
     const tg::Tensor logits = model.forward(tokens).logits;
     tg::Tensor loss = tg::cross_entropy(logits.reshape({kBatch * kLength, kVocab}), targets);
     loss.backward();
-    optimizer.step();
-    losses.x.push_back(step);
+    {
+      const tg::ProfileRegion region("Adam.step");  // a slice of its own in the trace
+      optimizer.step();
+    }
+    losses.x.push_back(static_cast<double>(losses.x.size() + 1));
     losses.y.push_back(loss.item());
+  };
+  {
+    // The first four steps profiled, as torch.profiler.schedule(wait=1, warmup=1, active=2):
+    // step 0 is not recorded, step 1 is recorded and dropped (it pays for the first
+    // allocations), steps 2 and 3 are kept. step() ends each one.
+    tg::Profiler profiler({.schedule = {.wait = 1, .warmup = 1, .active = 2}});
+    for (int step = 0; step < 4; ++step) {
+      train_step();
+      profiler.step();
+    }
+    profiler.export_chrome_trace(out_dir + "/trace.json");
   }
+  while (losses.x.size() < 300) train_step();
   std::printf("loss: %.3f at step 1, %.3f at step 300\n", losses.y.front(), losses.y.back());
 
   // One sentence, its attention drawn: [1, heads, kLength, kLength], a panel a head.
@@ -85,7 +104,7 @@ int main(int argc, char** argv) {
   tg::plot::attention_grid(out_dir + "/attention.png", weights,
                            {.title = "each word attends to the word before it", .tokens = kWords});
   tg::plot::loss_curves(out_dir + "/loss.png", {losses}, {.title = "learning the previous token"});
-  std::printf("wrote %s/attention.png and %s/loss.png\n", out_dir.c_str(), out_dir.c_str());
+  std::printf("wrote %s/attention.png, loss.png and trace.json\n", out_dir.c_str());
 
   const bool learned = losses.y.back() < losses.y.front() / 10;
   std::printf("%s\n", learned ? "ok" : "FAILED: the loss did not fall below a tenth");
