@@ -40,13 +40,15 @@ std::vector<Tensor> all_layer_weights(const std::vector<std::shared_ptr<nn::Tran
                                       const train::Checkpoint& checkpoint) {
   if (single) {
     finite_attention_input(h, 0, checkpoint);
-    return {single->forward(h, h, h, mask, /*need_weights=*/true, causal).weights};
+    return {single->forward(h, h, h, mask, /*need_weights=*/true, causal,
+                            /*average_attn_weights=*/false).weights};
   }
   std::vector<Tensor> weights;
   for (const auto& layer : layers) {
     const Tensor normed =
         finite_attention_input(layer->norm1->forward(h), weights.size(), checkpoint);
-    weights.push_back(layer->attn->forward(normed, normed, normed, mask, true, causal).weights);
+    weights.push_back(layer->attn->forward(normed, normed, normed, mask, /*need_weights=*/true, causal,
+                                           /*average_attn_weights=*/false).weights);
     h = layer->forward(h, mask, causal);
   }
   return weights;

@@ -23,7 +23,14 @@
 //    been modified by an in-place operation: 'checkpoint' read a tensor of shape [..] at version
 //    N, now version M" instead of re-running fn on the new values. Writes fn makes itself during
 //    the forward count as before it (autograd/read_log.h).
+//
+// checkpoint(fn, args...) is torch.utils.checkpoint.checkpoint(fn, *args): fn(args...) for any
+// callable fn (a module, a lambda, a shared_ptr to either) and Tensor args, checkpointed as
+// checkpoint(fn, {args...}) above; an undefined argument (an absent mask) is passed through.
+#include <concepts>
 #include <functional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/tensor.h"
@@ -33,5 +40,49 @@ namespace tg {
 using CheckpointFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);
+
+namespace detail {
+
+// fn(args...), as the forward of checkpoint(fn, args...) calls it: fn itself when it can be
+// called, a module's forward when it has no operator() (one derived from Module alone), and
+// either through a pointer (*fn), which is how register_module hands out children.
+template <typename Fn, typename... Args>
+Tensor call_checkpointed(const Fn& fn, const Args&... args) {
+  if constexpr (std::invocable<const Fn&, const Args&...>) {
+    return fn(args...);
+  } else if constexpr (requires { fn.forward(args...); }) {
+    return fn.forward(args...);
+  } else {
+    return call_checkpointed(*fn, args...);
+  }
+}
+
+}  // namespace detail
+
+// fn is kept until the backward, which calls it again: a copy where it can be copied (a lambda,
+// a shared_ptr), else a pointer to it (a module, which must outlive the backward anyway: its
+// weights are read again there). fn must return a Tensor; wrap a module that returns more in a
+// lambda (checkpoint([&](const Tensor& x) { return mha(x).output; }, x)).
+template <typename Fn, typename... Args>
+  requires(sizeof...(Args) > 0 && (std::same_as<Args, Tensor> && ...))
+Tensor checkpoint(Fn&& fn, const Args&... args) {
+  using Callable = std::remove_cvref_t<Fn>;
+  static_assert(std::copy_constructible<Callable> || std::is_lvalue_reference_v<Fn>,
+                "checkpoint: a module that cannot be copied must be passed as a named object "
+                "(the backward calls it again)");
+  const auto held = [&] {
+    if constexpr (std::copy_constructible<Callable>) {
+      return Callable(fn);
+    } else {
+      return &std::as_const(fn);
+    }
+  }();
+  const auto call = [held](const std::vector<Tensor>& inputs) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return detail::call_checkpointed(held, inputs[I]...);
+    }(std::index_sequence_for<Args...>{});
+  };
+  return checkpoint(CheckpointFn(call), std::vector<Tensor>{args...});
+}
 
 }  // namespace tg

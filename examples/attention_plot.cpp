@@ -43,7 +43,8 @@ struct PreviousToken : tg::nn::Module {
   Out forward(const tg::Tensor& tokens, bool need_weights = false) const {
     const tg::Tensor x = embedding->forward(tokens) + positions;
     const tg::nn::AttentionOutput attended =
-        attention->forward(x, x, x, tg::Tensor(), need_weights, /*is_causal=*/true);
+        attention->forward(x, x, x, tg::Tensor(), need_weights, /*is_causal=*/true,
+                           /*average_attn_weights=*/false);  // one map a head
     return {head->forward(attended.output), attended.weights};
   }
 };

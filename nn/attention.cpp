@@ -82,7 +82,8 @@ std::pair<Tensor, Tensor> explicit_attention(const Tensor& q, const Tensor& k, c
 // project the output. Self-attention on the CPU may take forward_packed instead (same result).
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key,
                                             const Tensor& value, const Tensor& mask,
-                                            bool need_weights, bool is_causal) const {
+                                            bool need_weights, bool is_causal,
+                                            bool average_attn_weights) const {
   check_query_key_value(query, key, value, hidden, spec.kind);
   Tensor head_mask = mask;
   if (mask.defined() && mask.dim() == 3) head_mask = mask.unsqueeze(1);  // [B, 1, Sq, Sk]
@@ -102,6 +103,8 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   }
   // 2. Attention, every head at once -> context [B, heads, Sq, head_dim] (and the weights).
   auto [context, weights] = attend(q, k, v, head_mask, is_causal, dropout_p, need_weights);
+  // PyTorch's average_attn_weights: one [B, Sq, Sk] map, the heads' mean.
+  if (weights.defined() && average_attn_weights) weights = mean(weights, {1});
   // 3. Merge the heads and project the output.
   return {o_proj->forward(merge_heads(context)), weights};  // [B, Sq, hidden]
 }

@@ -12,10 +12,12 @@ namespace tg::nn {
 
 struct AttentionOutput {
   Tensor output;   // [B, Sq, hidden]
-  Tensor weights;  // [B, heads, Sq, Sk], only when need_weights (after dropout, as PyTorch)
+  // Only when need_weights (after dropout, as PyTorch): averaged over the heads, [B, Sq, Sk]
+  // (average_attn_weights, the default), or each head's, [B, heads, Sq, Sk].
+  Tensor weights;
 };
 
-class MultiHeadAttention : public Module {
+class MultiHeadAttention : public ModuleOf<MultiHeadAttention> {
  public:
   // `spec` picks the attention (full, a sparse layout, Linformer, Performer) and the position
   // handling inside it (RoPE, ALiBi); its parameters and buffers are registered here:
@@ -31,10 +33,14 @@ class MultiHeadAttention : public Module {
 
   // query [B, Sq, hidden], key and value [B, Sk, hidden] (Sk may differ from Sq: cross-attention).
   // mask: bool, true = may attend, broadcastable to [B, heads, Sq, Sk] ([B, Sq, Sk] is read as
-  // [B, 1, Sq, Sk]). is_causal adds the causal mask. The fused kernel runs unless need_weights.
+  // [B, 1, Sq, Sk]). is_causal adds the causal mask. need_weights also returns the attention
+  // weights; it is off by default (torch.nn.MultiheadAttention's is on) because the weights come
+  // from the explicit path only: asking for them turns the fused kernel off. average_attn_weights
+  // (on, as PyTorch's) returns their mean over the heads, [B, Sq, Sk], differentiable; off, each
+  // head's [B, heads, Sq, Sk] (what a plot of the heads reads).
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                           const Tensor& mask = Tensor(), bool need_weights = false,
-                          bool is_causal = false) const;
+                          bool is_causal = false, bool average_attn_weights = true) const;
   AttentionOutput forward(const Tensor& x, const Tensor& mask = Tensor(), bool is_causal = false) const {
     return forward(x, x, x, mask, false, is_causal);
   }

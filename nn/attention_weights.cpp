@@ -80,7 +80,8 @@ SelfAttentionWeights self_attention_weights(const MultiHeadAttention& mha, const
                                             const Tensor& mask, bool is_causal) {
   const AttentionKind kind = mha.spec.kind;
   if (mha.spec.has_scores()) {  // full and the sparse layouts: forward's own weights
-    const Tensor weights = mha.forward(x, x, x, mask, /*need_weights=*/true, is_causal).weights;
+    const Tensor weights = mha.forward(x, x, x, mask, /*need_weights=*/true, is_causal,
+                                           /*average_attn_weights=*/false).weights;
     TG_CHECK(weights.defined(), "self_attention_weights: this attention returned no weights");
     return {weights, false};
   }

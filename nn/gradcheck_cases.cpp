@@ -81,6 +81,19 @@ void add_attention_cases(std::vector<GradcheckCase>& cases, bool fused) {
                                    [](const MHA& m, const Inputs& x) {
                                      return m.forward(x[0], x[1], x[1], nn::padding_mask({5, 1}, 5)).output;
                                    }));
+  if (fused) return;
+  // need_weights' weights themselves (the explicit path, whatever use_fused says): averaged over
+  // the heads as PyTorch returns them by default, and each head's.
+  for (const bool average : {true, false}) {
+    cases.push_back(module_case<MHA>(
+        std::string("mha/weights/") + (average ? "averaged" : "per-head"),
+        average ? "x [2, 4, 8], lengths 4, 3 -> [2, 4, 4]" : "x [2, 4, 8], lengths 4, 3 -> [2, 2, 4, 4]",
+        mha, [] { return leaves({{2, 4, 8}}); },
+        [average](const MHA& m, const Inputs& x) {
+          return m.forward(x[0], x[0], x[0], nn::padding_mask({4, 3}, 4), /*need_weights=*/true,
+                           /*is_causal=*/false, average).weights;
+        }));
+  }
 }
 
 // MultiHeadAttention with T5's bias (on the fused kernel, and on the explicit path) and with

@@ -8,7 +8,7 @@
 
 namespace tg::nn {
 
-class Linear : public Module {
+class Linear : public ModuleOf<Linear> {
  public:
   // weight (out, in) and bias (out), both uniform in +-1/sqrt(in) as PyTorch initialises them.
   Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::f32);
@@ -33,21 +33,21 @@ class Linear : public Module {
   QuantMode quantization_ = QuantMode::none;
 };
 
-class Dropout : public Module {
+class Dropout : public ModuleOf<Dropout> {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) const;  // identity in eval()
   double p;
 };
 
-class Embedding : public Module {
+class Embedding : public ModuleOf<Embedding> {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, DType dtype = DType::f32);  // weight ~ N(0, 1)
   Tensor forward(const Tensor& indices) const;
   Tensor weight;
 };
 
-class LayerNorm : public Module {
+class LayerNorm : public ModuleOf<LayerNorm> {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32);  // weight 1, bias 0
   Tensor forward(const Tensor& x) const;
@@ -58,7 +58,7 @@ class LayerNorm : public Module {
 enum class Activation { gelu, relu };
 
 // linear1 -> activation -> linear2, as the feed-forward half of a transformer layer.
-class MLP : public Module {
+class MLP : public ModuleOf<MLP> {
  public:
   MLP(int64_t dim, int64_t hidden, Activation activation = Activation::gelu, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) const;

@@ -51,7 +51,7 @@ struct ModelConfig {
 
 // Token ids -> embedding + positional encoding (when sinusoidal) -> a single MHA (layers = 0, the classic
 // tutorial) or `layers` encoder layers -> mean over the non-padding positions -> linear head.
-class TextClassifier : public Module {
+class TextClassifier : public ModuleOf<TextClassifier> {
  public:
   TextClassifier(int64_t vocab, int64_t classes, const ModelConfig& config);
   // What state_dict() of TextClassifier(vocab, classes, config) holds, computed without
@@ -77,7 +77,7 @@ class TextClassifier : public Module {
 // encoder layers -> the last time step -> output Linear(H, P). With layers = 1 the state_dict
 // names are input_proj.*, mha.{q,k,v,o}_proj.*, output.*, pos_encoding.pe, as the classic
 // tutorial's model.
-class TimeSeriesModel : public Module {
+class TimeSeriesModel : public ModuleOf<TimeSeriesModel> {
  public:
   TimeSeriesModel(int64_t inputs, int64_t horizon, const ModelConfig& config);
   // state_dict()'s names and shapes without building the model, as TextClassifier's.
@@ -96,7 +96,7 @@ class TimeSeriesModel : public Module {
 
 // A character language model: embedding + positional encoding (when sinusoidal) -> causal encoder layers ->
 // final LayerNorm -> head over the vocabulary.
-class CharLM : public Module {
+class CharLM : public ModuleOf<CharLM> {
  public:
   CharLM(int64_t vocab, const ModelConfig& config);
   // state_dict()'s names and shapes without building the model, as TextClassifier's.

@@ -100,7 +100,7 @@ void append(std::string& list, const std::string& entry) {
 
 }  // namespace
 
-void Module::load_state_dict(const NamedTensors& state, bool strict) {
+IncompatibleKeys Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::map<std::string, Tensor> given;
   std::string duplicated;
   for (const auto& [name, tensor] : state) {
@@ -108,11 +108,14 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   }
   TG_CHECK(duplicated.empty(), "load_state_dict: the state names ", duplicated,
            " more than once (each tensor must appear once)");
-  std::string missing, mismatched, wrong_dtype;
+  // Every check runs before the first copy, so that a load that raises changes nothing.
+  IncompatibleKeys keys;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (target, source) of every entry that loads
+  std::string mismatched, wrong_dtype;
   for (const auto& [name, target] : state_dict()) {
     auto found = given.find(name);
     if (found == given.end()) {
-      append(missing, name);
+      keys.missing_keys.push_back(name);
       continue;
     }
     const Tensor& source = found->second;
@@ -124,24 +127,27 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       append(wrong_dtype,
              name + " " + dtype_name(source.dtype()) + " vs " + dtype_name(target.dtype()));
     }
+    copies.emplace_back(target, source);
     given.erase(found);
   }
-  std::string unexpected;
-  for (const auto& [name, t] : given) append(unexpected, name);
-  TG_CHECK(missing.empty() && mismatched.empty() && wrong_dtype.empty() &&
-               (unexpected.empty() || !strict),
+  for (const auto& [name, t] : given) keys.unexpected_keys.push_back(name);
+  std::string missing, unexpected;
+  if (strict) {  // non-strict reports these two instead of raising, as PyTorch
+    for (const std::string& name : keys.missing_keys) append(missing, name);
+    for (const std::string& name : keys.unexpected_keys) append(unexpected, name);
+  }
+  TG_CHECK(missing.empty() && mismatched.empty() && wrong_dtype.empty() && unexpected.empty(),
            "load_state_dict: ", missing.empty() ? "" : "missing: " + missing + "; ",
            mismatched.empty() ? "" : "shape mismatch (file vs model): " + mismatched + "; ",
            wrong_dtype.empty() ? ""
                                : "dtype mismatch (file vs model; floating dtypes convert, "
                                  "integer and bool ones must match): " + wrong_dtype + "; ",
-           unexpected.empty() || !strict ? "" : "unexpected: " + unexpected);
+           unexpected.empty() ? "" : "unexpected: " + unexpected);
   NoGrad no_grad;
-  std::map<std::string, Tensor> by_name(state.begin(), state.end());
-  for (const auto& [name, target] : state_dict()) {
-    const Tensor& source = by_name.at(name);  // on any device, of a dtype loads_into allows
-    target.copy_(source);  // converts the dtype and device; raises the version
-  }
+  // Sources on any device, of a dtype loads_into allows; copy_ converts the dtype and device and
+  // raises the version.
+  for (const auto& [target, source] : copies) target.copy_(source);
+  return keys;
 }
 
 void Module::train(bool on) {

@@ -13,6 +13,14 @@ namespace tg::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// What load_state_dict(state, strict = false) left out, as torch's _IncompatibleKeys: the model's
+// names the state lacks (those tensors keep their values) and the state's names the model lacks.
+// Both are empty after a strict load, which raises instead.
+struct IncompatibleKeys {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -24,12 +32,13 @@ class Module {
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;     // persistent buffers only
   NamedTensors state_dict() const;        // parameters, then persistent buffers
-  // Copies values into the existing tensors. Missing, unexpected or mis-shaped entries are a
-  // tg::Error listing them (unexpected ones are ignored when strict is false), and so are a name
-  // given twice and a dtype that does not convert: floating values convert to any floating dtype
-  // (as torch's copy_), integer and bool tensors (a quantized Linear's int8 weight) load only
-  // their own dtype. Nothing changes unless everything fits.
-  void load_state_dict(const NamedTensors& state, bool strict = true);
+  // Copies values into the existing tensors, as torch's load_state_dict. strict: missing or
+  // unexpected entries are a tg::Error listing them. Not strict: every entry whose name the
+  // model has is loaded, the others are reported (missing ones keep their values). Either way a
+  // mis-shaped entry, a name given twice and a dtype that does not convert are a tg::Error:
+  // floating values convert to any floating dtype (as torch's copy_), integer and bool tensors (a
+  // quantized Linear's int8 weight) load only their own dtype. Nothing changes when it raises.
+  IncompatibleKeys load_state_dict(const NamedTensors& state, bool strict = true);
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -75,6 +84,39 @@ class Module {
   std::vector<bool> buffer_persistent_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// A Module that can be called as in Python: model(x) is model.forward(x), whatever forward's
+// arguments and result (mha(q, k, v, mask), auto [out, weights] = mha(x, x, x, mask, true)).
+// A module names itself once, `struct Block : nn::ModuleOf<Block> { ... forward(...) ... }`, and
+// every library module is written so. Why a template base: forward's signature differs from module
+// to module, so it cannot be a virtual of Module, and C++20 has no `this` parameter (C++23's
+// deducing this) through which Module alone could find the caller's class; the base names that
+// class instead (CRTP) and passes the arguments on unchanged. Module keeps its API, and a module
+// derived from Module alone still works, through forward(). operator() calls the forward of the
+// class named here: a subclass (LinformerAttention of MultiHeadAttention) calls its base's.
+// Through a pointer, as register_module returns children, write layer->forward(x); (*layer)(x)
+// is the same call. A braced argument (model(tokens, {3, 4})) cannot be passed on: name its type.
+template <typename Derived>
+class ModuleOf : public Module {
+ public:
+  // (The requires clauses make "can this module be called with these arguments" a question that
+  // has an answer, std::invocable, instead of an error inside the call.)
+  template <typename... Args>
+    requires requires(const Derived& self, Args&&... args) {
+      self.forward(std::forward<Args>(args)...);
+    }
+  decltype(auto) operator()(Args&&... args) const {
+    return static_cast<const Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
+  // A forward that is not const (a module that counts its calls) is reached too.
+  template <typename... Args>
+    requires requires(Derived& self, Args&&... args) {
+      self.forward(std::forward<Args>(args)...);
+    }
+  decltype(auto) operator()(Args&&... args) {
+    return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
 };
 
 }  // namespace tg::nn

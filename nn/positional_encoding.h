@@ -27,7 +27,7 @@ Tensor sinusoidal_buffer(int64_t max_len, int64_t dim, DType dtype = DType::f32)
 // or the first position and column that disagree with both values.
 void check_sinusoidal_buffer(const Tensor& pe, int64_t dim, const std::string& name);
 
-class SinusoidalPositionalEncoding : public Module {
+class SinusoidalPositionalEncoding : public ModuleOf<SinusoidalPositionalEncoding> {
  public:
   // `persistent`: the table is in state_dict() (as "pe"), as in the tutorial's module.
   SinusoidalPositionalEncoding(int64_t dim, int64_t max_len = kTutorialMaxLen,

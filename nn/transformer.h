@@ -4,7 +4,7 @@
 
 namespace tg::nn {
 
-class TransformerEncoderLayer : public Module {
+class TransformerEncoderLayer : public ModuleOf<TransformerEncoderLayer> {
  public:
   // `attention` is the spec of its MultiHeadAttention (nn/attention_spec.h).
   TransformerEncoderLayer(int64_t dim, int64_t heads, int64_t mlp_hidden, double dropout = 0.0,

@@ -58,7 +58,8 @@ struct AttentionGridOptions {
 
 // Attention weights as one heatmap panel a head, queries as rows and keys as columns, under one
 // colour bar: [Sq, Sk] (one panel), [heads, Sq, Sk], or [B, heads, Sq, Sk], of which batch item
-// `batch` is drawn (what MultiHeadAttention::forward returns with need_weights).
+// `batch` is drawn (what MultiHeadAttention::forward returns with need_weights and
+// average_attn_weights = false).
 void attention_grid(const std::string& path, const Tensor& weights,
                     const AttentionGridOptions& options = {});
 

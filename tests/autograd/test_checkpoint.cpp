@@ -1,7 +1,10 @@
 // checkpoint: same gradients as the plain graph (dropout masks replayed), far less peak memory,
-// one tape node per call, nesting, inputs that do not require grad, and an f64 gradcheck.
+// one tape node per call, nesting, inputs that do not require grad, an f64 gradcheck, and
+// checkpoint(fn, args...) on modules, lambdas and pointers.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -10,6 +13,7 @@
 #include "tapegrad/autograd/rng.h"
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/nn/masks.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/ops/ops.h"
 
@@ -276,4 +280,118 @@ TEST_CASE("checkpoint: an in-place write between forward and backward is refused
     NoGrad no_grad;
     weight.copy_(weight * 2.0);  // after: nothing left to refuse
   }
+}
+
+// checkpoint(fn, args...), as torch.utils.checkpoint.checkpoint(fn, *args): a module, a lambda of
+// Tensors, a shared_ptr, a module without operator(); the gradients of the plain call.
+namespace {
+
+// A module derived from Module alone: checkpoint calls its forward.
+struct ForwardOnly : nn::Module {
+  std::shared_ptr<nn::Linear> proj = register_module("proj", std::make_shared<nn::Linear>(16, 16, true, DType::f64));
+  Tensor forward(const Tensor& x) const { return tanh(proj->forward(x)); }
+};
+
+// Every gradient of `leaves` after backward of sum(run() * weights), then zeroed.
+std::vector<Tensor> gradients_of(const std::function<Tensor()>& run, const Tensor& weights,
+                                 const std::vector<Tensor>& leaves) {
+  for (const Tensor& leaf : leaves) leaf.zero_grad();
+  sum(run() * weights).backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& leaf : leaves) grads.push_back(leaf.grad().defined() ? leaf.grad().clone() : Tensor());
+  for (const Tensor& leaf : leaves) leaf.zero_grad();
+  return grads;
+}
+
+void require_same_grads(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("leaf " << i);
+    REQUIRE(a[i].defined() == b[i].defined());  // a leaf the call does not use gets none
+    if (a[i].defined()) require_same(a[i], b[i], 1e-12);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint(model, x, mask): a module's plain gradients, dropout replayed, one node",
+          "[checkpoint][args]") {
+  manual_seed(21);
+  nn::TransformerEncoderLayer layer(16, 4, 32, /*dropout=*/0.2, nn::Activation::gelu, DType::f64);
+  layer.train();
+  const Tensor x = randn({2, 6, 16}, DType::f64).requires_grad_();
+  const Tensor weights = randn({2, 6, 16}, DType::f64);
+  const Tensor mask = nn::padding_mask({6, 4}, 6);
+  std::vector<Tensor> leaves = layer.parameters();
+  leaves.push_back(x);
+
+  manual_seed(5);
+  const auto plain = gradients_of([&] { return layer(x, mask); }, weights, leaves);
+  manual_seed(5);
+  const auto checkpointed = gradients_of([&] { return checkpoint(layer, x, mask); }, weights, leaves);
+  require_same_grads(checkpointed, plain);
+
+  const size_t before = tape_size();
+  const Tensor y = checkpoint(layer, x, mask);
+  REQUIRE(tape_size() - before == 1);
+  REQUIRE(y.grad_fn()->op == "checkpoint");
+  REQUIRE(format_tape().find("checkpoint") != std::string::npos);
+
+  SECTION("an absent mask (an undefined Tensor) is passed through as it is") {
+    layer.eval();
+    const auto unmasked = gradients_of([&] { return layer(x); }, weights, leaves);
+    const auto through = gradients_of([&] { return checkpoint(layer, x, Tensor()); }, weights, leaves);
+    require_same_grads(through, unmasked);
+  }
+}
+
+TEST_CASE("checkpoint(fn, a, b): lambdas, shared_ptrs and a module with forward alone",
+          "[checkpoint][args]") {
+  manual_seed(22);
+  const Tensor a = random_leaf({3, 16}), b = random_leaf({3, 16});
+  const Tensor weights = randn({3, 16}, DType::f64);
+  auto mlp = std::make_shared<nn::MLP>(16, 32, nn::Activation::gelu, DType::f64);
+  ForwardOnly forward_only;
+  std::vector<Tensor> leaves = mlp->parameters();
+  for (const Tensor& p : forward_only.parameters()) leaves.push_back(p);
+  leaves.push_back(a);
+  leaves.push_back(b);
+
+  // A temporary lambda: kept by copy, so it is alive when backward calls it again.
+  const auto plain = gradients_of([&] { return mlp->forward(a * b) + forward_only.forward(b); },
+                                  weights, leaves);
+  const auto checkpointed = gradients_of([&] {
+    return checkpoint([&](const Tensor& u, const Tensor& v) { return mlp->forward(u * v); }, a, b) +
+           checkpoint(forward_only, b);
+  }, weights, leaves);
+  require_same_grads(checkpointed, plain);
+
+  const auto plain_mlp = gradients_of([&] { return mlp->forward(a); }, weights, leaves);
+  const auto through_pointer = gradients_of([&] { return checkpoint(mlp, a); }, weights, leaves);
+  require_same_grads(through_pointer, plain_mlp);
+
+  // Only b requires grad: a is passed to the re-run as it is, and gets no gradient.
+  const Tensor constant = a.detach();
+  const Tensor y = checkpoint([](const Tensor& u, const Tensor& v) { return u * tanh(v); }, constant, b);
+  REQUIRE(y.grad_fn()->op == "checkpoint");
+  sum(y).backward();
+  const std::vector<double> u = constant.to_host_f64(), v = b.to_host_f64(), g = b.grad().to_host_f64();
+  for (size_t i = 0; i < g.size(); ++i) {
+    REQUIRE(g[i] == Approx(u[i] * (1 - std::tanh(v[i]) * std::tanh(v[i]))).epsilon(1e-12));
+  }
+  REQUIRE_FALSE(constant.requires_grad());
+}
+
+TEST_CASE("checkpoint(fn, a, b): f64 gradcheck", "[checkpoint][args]") {
+  manual_seed(23);
+  const std::vector<Tensor> inputs{random_leaf({3, 4}), random_leaf({3, 4}), random_leaf({4, 4})};
+  const GradcheckFn fn = [](const std::vector<Tensor>& in) {
+    const Tensor weight = in[2];  // captured, not an argument of the checkpoint
+    return checkpoint([weight](const Tensor& x, const Tensor& y) { return tanh(matmul(x, weight)) * y; },
+                      in[0], in[1]);
+  };
+  const GradcheckResult result = gradcheck(fn, inputs);
+  INFO(result.message);
+  REQUIRE(result.passed);
+  REQUIRE(result.compared == 12 * (12 + 12 + 16));
 }

@@ -34,7 +34,7 @@ void require_paths_agree(const AttentionSpec& spec, bool causal, const Tensor& m
   MultiHeadAttention mha(16, 4, 0.0, DType::f64, spec);
   const Tensor x = uniform({2, 150, 16}, -1, 1, DType::f64);
   const Tensor fused = mha.forward(x, x, x, mask, false, causal).output;
-  const AttentionOutput explicit_path = mha.forward(x, x, x, mask, true, causal);
+  const AttentionOutput explicit_path = mha.forward(x, x, x, mask, true, causal, false);
   REQUIRE(explicit_path.weights.defined());
   const std::vector<double> a = fused.to_host_f64(), b = explicit_path.output.to_host_f64();
   for (size_t e = 0; e < a.size(); ++e) REQUIRE(a[e] == Approx(b[e]).margin(1e-10));
@@ -71,7 +71,7 @@ TEST_CASE("MultiHeadAttention: the explicit path's weights vanish outside the la
   manual_seed(6);
   MultiHeadAttention mha(8, 2, 0.0, DType::f64, {.kind = AttentionKind::local, .window = 3});
   const Tensor x = uniform({1, 12, 8}, -1, 1, DType::f64);
-  const std::vector<double> weights = mha.forward(x, x, x, Tensor(), true, false).weights.to_host_f64();
+  const std::vector<double> weights = mha.forward(x, x, x, Tensor(), true, false, false).weights.to_host_f64();
   for (int64_t h = 0; h < 2; ++h) {
     for (int64_t i = 0; i < 12; ++i) {
       double row = 0;
@@ -152,7 +152,7 @@ TEST_CASE("MultiHeadAttention: RoPE makes scores depend on relative position onl
   MultiHeadAttention mha(8, 2, 0.0, DType::f64, {.position = PositionKind::rope});
   const Tensor token = uniform({1, 1, 8}, -1, 1, DType::f64);
   const Tensor x = token.expand({1, 6, 8}).contiguous();
-  const Tensor scores_of = mha.forward(x, x, x, Tensor(), true, false).weights;  // [1, 2, 6, 6]
+  const Tensor scores_of = mha.forward(x, x, x, Tensor(), true, false, false).weights;  // [1, 2, 6, 6]
   const std::vector<double> w = scores_of.to_host_f64();
   // softmax rows differ in length only through their normaliser; compare ratios w_ij / w_ii.
   // Without RoPE every score would be equal (every ratio 1): the rotation must make them differ.
@@ -281,4 +281,76 @@ TEST_CASE("ReformerAttention: self-attention only, key padding only, no ALiBi",
       MultiHeadAttention(8, 2, 0.0, DType::f32, {.kind = AttentionKind::reformer, .buckets = 4,
                                                  .rounds = 1, .position = PositionKind::alibi}),
       Catch::Contains("reformer form no such scores"));
+}
+
+// need_weights' weights as torch.nn.MultiheadAttention returns them: averaged over the heads by
+// default (average_attn_weights), each head's on request; the same dropout masks in both.
+TEST_CASE("MultiHeadAttention: need_weights averages the heads by default, as PyTorch",
+          "[mha-weights]") {
+  manual_seed(31);
+  const int64_t heads = 4;
+  MultiHeadAttention mha(16, heads, /*dropout=*/0.25, DType::f64);
+  mha.train();
+  struct Case {
+    const char* name;
+    int64_t sq, sk;
+    Tensor mask;
+    bool causal;
+  };
+  const std::vector<Case> cases = {
+      {"self, padding", 5, 5, padding_mask({5, 3}, 5), false},
+      {"self, causal", 5, 5, Tensor(), true},
+      {"cross-attention", 3, 6, padding_mask({6, 2}, 6), false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Tensor q = uniform({2, c.sq, 16}, -1, 1, DType::f64);
+    const Tensor kv = c.sq == c.sk ? q : uniform({2, c.sk, 16}, -1, 1, DType::f64);
+    manual_seed(7);
+    const AttentionOutput per_head = mha(q, kv, kv, c.mask, true, c.causal, false);
+    manual_seed(7);
+    const AttentionOutput averaged = mha(q, kv, kv, c.mask, /*need_weights=*/true, c.causal);
+    REQUIRE(per_head.weights.shape() == Shape{2, heads, c.sq, c.sk});
+    REQUIRE(averaged.weights.shape() == Shape{2, c.sq, c.sk});
+    REQUIRE(averaged.output.to_host_f64() == per_head.output.to_host_f64());  // the same masks
+    // The mean of the heads, summed here element by element.
+    const std::vector<double> each = per_head.weights.to_host_f64();
+    const std::vector<double> mean_of_heads = averaged.weights.to_host_f64();
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t i = 0; i < c.sq; ++i) {
+        for (int64_t j = 0; j < c.sk; ++j) {
+          double total = 0;
+          for (int64_t h = 0; h < heads; ++h) total += each[((b * heads + h) * c.sq + i) * c.sk + j];
+          REQUIRE(mean_of_heads[(b * c.sq + i) * c.sk + j] == Approx(total / heads).margin(1e-15));
+        }
+      }
+    }
+  }
+  // Without need_weights there are none, averaged or not (the fused kernel ran); kinds that form
+  // no weights (Linformer) return none either way.
+  const Tensor x = uniform({2, 5, 16}, -1, 1, DType::f64);
+  REQUIRE_FALSE(mha(x, x, x).weights.defined());
+  LinformerAttention linformer(16, heads, 8, 4, 0.0, DType::f64);
+  REQUIRE_FALSE(linformer(x, x, x, Tensor(), true).weights.defined());
+}
+
+TEST_CASE("MultiHeadAttention: the averaged weights' gradient is a quarter of each head's",
+          "[mha-weights]") {
+  manual_seed(32);
+  MultiHeadAttention mha(16, 4, 0.0, DType::f64);
+  const Tensor x = uniform({2, 5, 16}, -1, 1, DType::f64).requires_grad_();
+  const Tensor upstream = uniform({2, 5, 5}, -1, 1, DType::f64);
+  const Tensor mask = padding_mask({5, 4}, 5);
+  sum(mha(x, x, x, mask, true).weights * upstream).backward();
+  const Tensor through_average = x.grad().clone();
+  const Tensor q_grad = mha.q_proj->weight.grad().clone();
+  x.zero_grad();
+  mha.zero_grad();
+  // d mean_h(W_h) / d W_h = 1 / heads: the same upstream gradient, a quarter of it, on every head.
+  sum(mha(x, x, x, mask, true, false, false).weights * upstream.unsqueeze(1) * 0.25).backward();
+  const std::vector<double> a = through_average.to_host_f64(), b = x.grad().to_host_f64();
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-14));
+  const std::vector<double> qa = q_grad.to_host_f64(), qb = mha.q_proj->weight.grad().to_host_f64();
+  for (size_t i = 0; i < qa.size(); ++i) REQUIRE(qa[i] == Approx(qb[i]).margin(1e-14));
+  REQUIRE(std::any_of(a.begin(), a.end(), [](double g) { return g != 0; }));
 }

@@ -1,7 +1,9 @@
-// Modules: names as PyTorch gives them, train/eval, load_state_dict's errors, dtype conversion.
+// Modules: names as PyTorch gives them, train/eval, load_state_dict's errors and its report of
+// missing and unexpected keys, dtype conversion, calling a module as model(x).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <concepts>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/rng.h"
@@ -20,6 +22,30 @@ std::vector<std::string> names(const nn::NamedTensors& tensors) {
   for (const auto& [name, t] : tensors) result.push_back(name);
   return result;
 }
+
+const Tensor& tensor_named(const nn::NamedTensors& tensors, const std::string& wanted) {
+  for (const auto& [name, t] : tensors) {
+    if (name == wanted) return t;
+  }
+  FAIL("no tensor named " << wanted);
+  return tensors.front().second;
+}
+
+// A module as a user writes one: one base-class name gives it operator(). Its forward is not
+// const, to check that such a forward is reached too.
+struct Scaled : nn::ModuleOf<Scaled> {
+  std::shared_ptr<nn::Linear> proj = register_module("proj", std::make_shared<nn::Linear>(3, 2));
+  int calls = 0;
+  Tensor forward(const Tensor& x, double factor = 1.0) {
+    ++calls;
+    return (*proj)(x) * factor;
+  }
+};
+
+// A module derived from Module alone: forward only, no operator().
+struct PlainModule : nn::Module {
+  Tensor forward(const Tensor& x) const { return x; }
+};
 
 }  // namespace
 
@@ -272,7 +298,8 @@ TEST_CASE("need_weights returns per-head weights whose rows sum to 1 (0 when ful
   nn::MultiHeadAttention mha(8, 2);
   const Tensor x = randn({2, 3, 8});
   const Tensor mask = nn::padding_mask({3, 0}, 3);  // sequence 1 may attend nothing
-  const nn::AttentionOutput result = mha.forward(x, x, x, mask, /*need_weights=*/true);
+  const nn::AttentionOutput result = mha.forward(x, x, x, mask, /*need_weights=*/true,
+                                                    /*is_causal=*/false, /*average_attn_weights=*/false);
   REQUIRE(result.weights.shape() == Shape{2, 2, 3, 3});
   const auto row_sums = sum(result.weights, {-1}).to_host_f64();
   for (int r = 0; r < 6; ++r) REQUIRE(row_sums[r] == Approx(1.0));
@@ -345,4 +372,148 @@ TEST_CASE("Module::to between forward and backward: backward refuses the stale g
   // The forward's weight gradient is f32; the leaf is f64 now: it must not land in .grad.
   REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("converted after the forward"));
   REQUIRE_FALSE(linear.weight.grad().defined());
+}
+
+TEST_CASE("modules are callable: model(args...) is model.forward(args...)", "[module][call]") {
+  manual_seed(12);
+  // Linear against x W^T + b computed here, element by element.
+  nn::Linear linear(3, 2);
+  const Tensor x = randn({4, 3});
+  const std::vector<double> xs = x.to_host_f64(), w = linear.weight.to_host_f64(),
+                            b = linear.bias.to_host_f64(), y = linear(x).to_host_f64();
+  for (int r = 0; r < 4; ++r) {
+    for (int o = 0; o < 2; ++o) {
+      double expected = b[o];
+      for (int i = 0; i < 3; ++i) expected += xs[r * 3 + i] * w[o * 3 + i];
+      REQUIRE(y[r * 2 + o] == Approx(expected).margin(1e-6));
+    }
+  }
+  // Each library module gives what its forward gives, through an object, a const reference and
+  // a shared_ptr, with its default arguments.
+  const Tensor h = randn({2, 5, 8});
+  auto norm = std::make_shared<nn::LayerNorm>(8);
+  REQUIRE((*norm)(h).to_host_f64() == norm->forward(h).to_host_f64());
+  const nn::MLP mlp(8, 16);
+  REQUIRE(mlp(h).to_host_f64() == mlp.forward(h).to_host_f64());
+  nn::Dropout dropout(0.5);
+  dropout.eval();
+  REQUIRE(dropout(h).to_host_f64() == h.to_host_f64());
+  const Tensor tokens = from_indices({1, 4, 2, 0, 3}, {1, 5});
+  nn::Embedding embedding(6, 8);
+  REQUIRE(embedding(tokens).to_host_f64() == embedding.forward(tokens).to_host_f64());
+  nn::SinusoidalPositionalEncoding positions(8, 16);
+  REQUIRE(positions(h, 3).to_host_f64() == positions.forward(h, 3).to_host_f64());
+  nn::TransformerEncoderLayer layer(8, 2, 16);
+  REQUIRE(layer(h, Tensor(), true).to_host_f64() == layer.forward(h, Tensor(), true).to_host_f64());
+
+  nn::ModelConfig config;
+  config.dim = 8;
+  config.heads = 2;
+  nn::TimeSeriesModel series(3, 2, config);
+  const Tensor window = randn({2, 6, 3});
+  REQUIRE(series(window).to_host_f64() == series.forward(window).to_host_f64());
+  nn::TextClassifier classifier(6, 3, config);
+  const std::vector<int64_t> lengths = {4};
+  REQUIRE(classifier(tokens, lengths).to_host_f64() ==
+          classifier.forward(tokens, lengths).to_host_f64());
+  nn::CharLM lm(6, config);
+  REQUIRE(lm(tokens).shape() == Shape{1, 5, 6});
+  REQUIRE(lm(tokens).to_host_f64() == lm.forward(tokens).to_host_f64());
+
+  // A user's module: the non-const forward runs, with its arguments.
+  Scaled scaled;
+  const Tensor doubled = scaled(x, 2.0);
+  REQUIRE(scaled.calls == 1);
+  const std::vector<double> once = scaled.proj->forward(x).to_host_f64(), twice = doubled.to_host_f64();
+  for (size_t i = 0; i < once.size(); ++i) REQUIRE(twice[i] == Approx(2 * once[i]));
+  // Whether a call fits is a question with an answer, as for any C++ callable.
+  static_assert(std::invocable<nn::Linear&, const Tensor&>);
+  static_assert(!std::invocable<nn::Linear&, const Tensor&, const Tensor&>);
+  static_assert(!std::invocable<const Scaled&, const Tensor&>);  // forward is not const
+  static_assert(!std::invocable<PlainModule&, const Tensor&>);   // no ModuleOf, no operator()
+}
+
+TEST_CASE("MultiHeadAttention called as mha(q, k, v, mask) and mha(x, mask, is_causal)",
+          "[module][call]") {
+  manual_seed(13);
+  auto mha = std::make_shared<nn::MultiHeadAttention>(8, 2);
+  const Tensor x = randn({2, 4, 8}), memory = randn({2, 3, 8});
+  const Tensor mask = nn::padding_mask({3, 2}, 3);
+  // Cross-attention with a mask; the weights by structured binding, per head.
+  const auto [out, weights] = (*mha)(x, memory, memory, mask, true, false, false);
+  const nn::AttentionOutput direct = mha->forward(x, memory, memory, mask, true, false, false);
+  REQUIRE(out.to_host_f64() == direct.output.to_host_f64());
+  REQUIRE(weights.shape() == Shape{2, 2, 4, 3});
+  REQUIRE(weights.to_host_f64() == direct.weights.to_host_f64());
+  // Self-attention, causal: the overload of (x, mask, is_causal), not (q, k, v).
+  const nn::MultiHeadAttention& self = *mha;
+  const Tensor causal = self(x, Tensor(), true).output;
+  REQUIRE(causal.to_host_f64() == self.forward(x, x, x, Tensor(), false, true).output.to_host_f64());
+  REQUIRE(causal.to_host_f64() != self(x).output.to_host_f64());
+}
+
+TEST_CASE("load_state_dict(strict = false) loads what matches and reports the rest",
+          "[module][load]") {
+  manual_seed(14);
+  nn::ModelConfig config;
+  config.dim = 8;
+  config.heads = 2;
+  nn::TimeSeriesModel source(3, 2, config), target(3, 2, config);
+  const nn::NamedTensors before = [&] {
+    nn::NamedTensors copies;
+    for (const auto& [name, t] : target.state_dict()) copies.emplace_back(name, t.detach().clone());
+    return copies;
+  }();
+  nn::NamedTensors state;
+  for (const auto& [name, t] : source.state_dict()) {
+    if (name != "mha.k_proj.bias") state.emplace_back(name, t);
+  }
+  state.emplace_back("decoder.weight", zeros({2, 2}));
+  state.emplace_back("aux.scale", ones({1}));
+
+  SECTION("strict: the same errors as ever, nothing loaded") {
+    REQUIRE_THROWS_WITH(target.load_state_dict(state),
+                        Catch::Contains("missing: mha.k_proj.bias") &&
+                            Catch::Contains("unexpected: aux.scale, decoder.weight"));
+    for (const auto& [name, t] : target.state_dict()) {
+      REQUIRE(t.to_host_f64() == tensor_named(before, name).to_host_f64());
+    }
+  }
+  SECTION("not strict: the two lists, every other tensor loaded, the missing one kept") {
+    const nn::IncompatibleKeys keys = target.load_state_dict(state, /*strict=*/false);
+    REQUIRE(keys.missing_keys == std::vector<std::string>{"mha.k_proj.bias"});
+    REQUIRE(keys.unexpected_keys == std::vector<std::string>{"aux.scale", "decoder.weight"});
+    for (const auto& [name, t] : target.state_dict()) {
+      INFO(name);
+      const Tensor& expected = name == "mha.k_proj.bias" ? tensor_named(before, name)
+                                                         : tensor_named(source.state_dict(), name);
+      REQUIRE(t.to_host_f64() == expected.to_host_f64());
+    }
+  }
+  SECTION("not strict: a mis-shaped or mistyped entry still raises, and nothing changes") {
+    nn::NamedTensors bad = state;
+    for (auto& [name, t] : bad) {
+      if (name == "output.weight") t = zeros({3, 8});
+    }
+    REQUIRE_THROWS_WITH(target.load_state_dict(bad, /*strict=*/false),
+                        Catch::Contains("shape mismatch") &&
+                            Catch::Contains("output.weight [3, 8] vs [2, 8]") &&
+                            !Catch::Contains("missing") && !Catch::Contains("unexpected"));
+    for (auto& [name, t] : bad) {
+      if (name == "output.weight") t = zeros({2, 8}, DType::i64);
+    }
+    REQUIRE_THROWS_WITH(target.load_state_dict(bad, /*strict=*/false),
+                        Catch::Contains("output.weight i64 vs f32"));
+    for (const auto& [name, t] : target.state_dict()) {
+      REQUIRE(t.to_host_f64() == tensor_named(before, name).to_host_f64());
+    }
+  }
+  SECTION("a load that fits reports nothing, strict or not") {
+    const nn::IncompatibleKeys strict_keys = target.load_state_dict(source.state_dict());
+    REQUIRE(strict_keys.missing_keys.empty());
+    REQUIRE(strict_keys.unexpected_keys.empty());
+    const nn::IncompatibleKeys loose_keys = target.load_state_dict(source.state_dict(), false);
+    REQUIRE(loose_keys.missing_keys.empty());
+    REQUIRE(loose_keys.unexpected_keys.empty());
+  }
 }

@@ -772,7 +772,8 @@ TEST_CASE("plot::attention_grid: the forward's weights of a MultiHeadAttention",
   tg::nn::MultiHeadAttention attention(8, 2);
   attention.eval();
   const tg::Tensor x = tg::uniform({1, 4, 8}, -1.0, 1.0);
-  const tg::nn::AttentionOutput out = attention.forward(x, x, x, tg::Tensor(), /*need_weights=*/true);
+  const tg::nn::AttentionOutput out = attention.forward(x, x, x, tg::Tensor(), /*need_weights=*/true,
+                                                       /*is_causal=*/false, /*average_attn_weights=*/false);
   REQUIRE(out.weights.shape() == tg::Shape{1, 2, 4, 4});
   tg::plot::attention_grid(dir.file("mha.png"), out.weights, {.tokens = {"a", "b", "c", "d"}});
   const Png png = read_png(dir.file("mha.png"));

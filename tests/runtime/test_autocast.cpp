@@ -281,7 +281,8 @@ TEST_CASE("under autocast the fused and explicit attention paths agree", "[autoc
   const Tensor mask = from_bools(std::vector<bool>(40, true), {40});
   Autocast autocast(DType::bf16);
   const Tensor fused = mha.forward(x, x, x, mask, /*need_weights=*/false, /*is_causal=*/true).output;
-  const auto explicit_path = mha.forward(x, x, x, mask, /*need_weights=*/true, /*is_causal=*/true);
+  const auto explicit_path = mha.forward(x, x, x, mask, /*need_weights=*/true, /*is_causal=*/true,
+                                           /*average_attn_weights=*/false);
   REQUIRE(fused.dtype() == DType::bf16);
   REQUIRE(explicit_path.output.dtype() == DType::bf16);
   REQUIRE(explicit_path.weights.dtype() == DType::f32);  // softmax runs in f32
