@@ -8,8 +8,9 @@
 #include <memory>
 #include <vector>
 
-// The model as a Module: its layers are registered children, so parameters() finds their weights.
-struct MLP : tg::nn::Module {
+// The model as a Module: its layers are registered children, so parameters() finds their weights;
+// naming itself in ModuleOf<MLP> makes model(x) call forward(x), as in Python.
+struct MLP : tg::nn::ModuleOf<MLP> {
   using Linear = tg::nn::Linear;
   std::shared_ptr<Linear> hidden1 = register_module("hidden1", std::make_shared<Linear>(1, 16));
   std::shared_ptr<Linear> hidden2 = register_module("hidden2", std::make_shared<Linear>(16, 16));
@@ -33,7 +34,7 @@ int main() {
   double loss = 0;
   for (int step = 1; step <= 1000; ++step) {
     optimizer.zero_grad();
-    tg::Tensor mse = tg::mse_loss(model.forward(x), y);  // recorded on the tape
+    tg::Tensor mse = tg::mse_loss(model(x), y);  // recorded on the tape
     mse.backward();                                     // d mse / d every weight, into .grad
     optimizer.step();                                   // each weight moves against its gradient
     loss = mse.item();
