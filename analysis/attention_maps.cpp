@@ -44,12 +44,16 @@ AttentionMaps model_maps(const std::vector<std::shared_ptr<nn::TransformerEncode
   return maps;
 }
 
-// The tokens of `text` as the model reads them (characters for charlm), checked to fit in it.
+// The tokens of `text` as the model reads them (characters for charlm), checked to fit in it:
+// a textcls model trained with --truncate reads the first max_len.
 std::vector<std::string> text_tokens(const std::string& text, const train::TrainConfig& config) {
   const auto tokenizer = config.task == "charlm" ? train::Tokenizer::chars
                                                  : train::parse_tokenizer(config.tokenizer);
   std::vector<std::string> tokens = train::tokenize(text, tokenizer);
   TG_CHECK(!tokens.empty(), "--text has no tokens");
+  if (config.task == "textcls" && config.truncate && static_cast<int64_t>(tokens.size()) > config.max_len) {
+    tokens.resize(config.max_len);
+  }
   TG_CHECK(static_cast<int64_t>(tokens.size()) <= config.max_len, "--text has ", tokens.size(),
            " tokens, past the model's max_len ", config.max_len);
   return tokens;

@@ -99,7 +99,8 @@ HeadAnalysis analyze_heads(const train::Checkpoint& checkpoint, const std::strin
   if (config.task == "textcls") {
     const train::TextClsData data =
         train::load_textcls(data_path, train::parse_tokenizer(config.tokenizer), config.max_len, 0.0,
-                            &state.vocab, &state.labels);
+                            &state.vocab, &state.labels,
+                            config.truncate ? train::LongLines::truncate : train::LongLines::error);
     nn::TextClassifier model(state.vocab.size(), static_cast<int64_t>(state.labels.size()),
                              config.model_config());
     train::load_model(model, checkpoint);

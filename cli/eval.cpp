@@ -45,6 +45,7 @@ int eval(const Args& args) {
   checkpoint.config.device = device;  // wherever it was trained
   checkpoint.config.validate();
   auto task = train::make_task(checkpoint.config, data, &checkpoint.data_state, /*whole_file=*/true);
+  if (const std::string notice = task->data_notice(); !notice.empty()) std::cerr << notice << "\n";
   train::load_model(task->model(), checkpoint);
   const train::Metrics metrics = task->evaluate(true, batch > 0 ? batch : checkpoint.config.batch);
   train::check_finite_result(metrics.loss, "the loss on " + data, checkpoint);  // never "loss nan"

@@ -72,6 +72,10 @@ int classify(const train::Checkpoint& checkpoint, const std::string& prompt, Dev
     ids.push_back(vocab.id(token));
   }
   TG_CHECK(!ids.empty(), "--prompt has no tokens");
+  // As the model read its data: cut to the first max_len tokens (--truncate), or refused.
+  if (checkpoint.config.truncate && static_cast<int64_t>(ids.size()) > checkpoint.config.max_len) {
+    ids.resize(checkpoint.config.max_len);
+  }
   TG_CHECK(static_cast<int64_t>(ids.size()) <= checkpoint.config.max_len, "--prompt has ",
            ids.size(), " tokens, past the model's max_len ", checkpoint.config.max_len);
   NoGrad no_grad;

@@ -54,7 +54,9 @@ po::options_description model_options(train::TrainConfig& c) {
        "charlm: N encoder layers")
       ("dropout", shown(c.dropout),
        charlm_default("dropout probability", train::CharLMDefaults::dropout).c_str())
-      ("max-len", po::value(&c.max_len)->default_value(c.max_len), "longest sequence (positional encoding)")
+      ("max-len", po::value(&c.max_len)->default_value(c.max_len),
+       ("longest sequence (positional encoding); --task textcls: the longest line's tokens unless "
+        "given, at most " + std::to_string(train::TextClsDefaults::max_len_cap)).c_str())
       ("attention", po::value(&c.attention)->default_value(c.attention),
        "full | local:W | band:W[,D] | bigbird:W,R,G | linformer:K | performer:M | reformer:B,R "
        "(docs/attention.md)")
@@ -107,6 +109,9 @@ po::options_description data_options(train::TrainConfig& c, std::string& inputs)
       ("tokenizer", po::value(&c.tokenizer)->default_value(c.tokenizer),
        "textcls: char | word (lowercased, each punctuation mark a token) | whitespace (split on "
        "whitespace only, case and punctuation kept)")
+      ("truncate", po::bool_switch(&c.truncate),
+       "textcls: cut a line of more than --max-len tokens to its first --max-len (without it, "
+       "such a line is an error); stored, so eval, sample and plot cut the same way")
       ("context", po::value(&c.context)->default_value(c.context), "charlm: characters per example");
   return data;
 }

@@ -1,5 +1,6 @@
 #include "tapegrad/train/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tapegrad/autograd/error.h"
@@ -8,6 +9,7 @@
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/runtime/threads.h"
 #include "tapegrad/train/attention_flags.h"
+#include "tapegrad/train/datasets.h"
 
 namespace tg::train {
 
@@ -112,7 +114,7 @@ std::vector<FlagScope> train_flag_scopes(const TrainConfig& c) {
   const bool position_outside_attention = c.position == "sinusoidal" || c.position == "none";
   return {
       {{"window", "horizon", "target", "inputs", "normalize"}, c.task == "timeseries", task},
-      {{"tokenizer"}, c.task == "textcls", task},
+      {{"tokenizer", "truncate"}, c.task == "textcls", task},
       {{"context"}, c.task == "charlm", task},
       {{"attention", "heads", "dropout", "checkpoint-activations"}, has_attention, no_attention},
       {{"position"}, has_attention || position_outside_attention,
@@ -121,6 +123,32 @@ std::vector<FlagScope> train_flag_scopes(const TrainConfig& c) {
       {{"eval-every", "save-best", "patience"}, c.val_frac > 0,
        "--val-frac 0 (no validation split)"},
   };
+}
+
+std::string derive_textcls_max_len(TrainConfig& config, const std::set<std::string>& given,
+                                   const std::string& shown_path) {
+  if (config.task != "textcls" || given.count("max-len")) return "";
+  const Tokenizer tokenizer = parse_tokenizer(config.tokenizer);
+  const LongestText longest = longest_textcls_text(config.data, tokenizer);
+  // (validate() has checked --dim, so the quotient is at least Limits::positions / Limits::dim.)
+  const int64_t cap = std::min(TextClsDefaults::max_len_cap, Limits::positions / config.dim);
+  const std::string tokens = tokenizer_name(tokenizer) + " tokens";
+  std::string notice;
+  if (longest.tokens <= cap) {
+    config.max_len = longest.tokens;
+    notice = "max_len " + std::to_string(longest.tokens) + " (the longest line of " + shown_path +
+             ", " + tokens + ")";
+  } else {
+    TG_CHECK(config.truncate, "load_textcls: '", shown_path, "' line ", longest.line, " has ",
+             longest.tokens, " ", tokens, ", more than the ", cap, " a default --max-len may be: ",
+             "train with --truncate to cut longer lines to their first ", cap, " tokens, or with ",
+             "--max-len ", longest.tokens);
+    config.max_len = cap;
+    notice = "max_len " + std::to_string(cap) + " (the default's cap; the longest line of " +
+             shown_path + " has " + std::to_string(longest.tokens) + " " + tokens + ")";
+  }
+  config.validate();
+  return notice;
 }
 
 void apply_task_defaults(TrainConfig& config, const std::set<std::string>& given) {
@@ -154,7 +182,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"eval_every", c.eval_every}, {"amp", c.amp}, {"quantization", c.quantization},
           {"window", c.window}, {"horizon", c.horizon},
           {"target", bytes_to_json(c.target)}, {"inputs", inputs_to_json(c.inputs)}, {"normalize", c.normalize},
-          {"tokenizer", c.tokenizer}, {"tokenizer_version", kTokenizerVersion}, {"context", c.context}};
+          {"tokenizer", c.tokenizer}, {"tokenizer_version", kTokenizerVersion},
+          {"truncate", c.truncate}, {"context", c.context}};
 }
 
 namespace {
@@ -277,6 +306,7 @@ TrainConfig config_from_json(const nlohmann::json& json) {
   c.normalize = f.text("normalize");
   c.tokenizer = f.text("tokenizer");
   check_tokenizer_version(f, json, c.tokenizer);
+  c.truncate = json.contains("truncate") ? f.boolean("truncate") : false;  // older: never cut
   c.context = f.integer("context");
   try {
     c.validate();

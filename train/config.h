@@ -58,6 +58,9 @@ struct TrainConfig {
   std::vector<std::string> inputs;  // the columns the model reads, in order; empty: every column
   // textcls: char | word (lowercased, punctuation apart) | whitespace (split on whitespace only)
   std::string tokenizer = "char";
+  // textcls: a line of more than max_len tokens keeps its first max_len (--truncate), or is an
+  // error. Stored, so that eval, sample, analyze and plot read new text the same way.
+  bool truncate = false;
   // charlm
   int64_t context = 64;
 
@@ -77,7 +80,7 @@ nlohmann::json to_json(const TrainConfig& config);
 // seed), then validate() runs. tg::Error names the field. Fields added after the first release
 // may be missing (amp: "none", quantization: "none", attention: "full", position: "sinusoidal",
 // schedule: "cosine", inputs: every column, tokenizer_version: 1, whose "word" loads as
-// "whitespace"), never malformed.
+// "whitespace", truncate: false), never malformed.
 TrainConfig config_from_json(const nlohmann::json& json);
 
 // Which of `tapegrad train`'s flags apply to this config (train/flag_scope.h): each task's data
@@ -99,6 +102,25 @@ struct CharLMDefaults {
   static constexpr double lr = 1e-2;
   static constexpr double dropout = 0.0;
 };
+
+// --max-len's default for textcls: what the data needs, the token count of its longest line,
+// capped at max_len_cap (and at what --dim leaves of Limits::positions). 4096 keeps a default
+// model ordinary: its positional table is 4096 x --dim floats (1 MiB at --dim 64), and full
+// attention over 4096 positions is already 16.7 million scores a head, so one runaway line in a
+// file does not silently make a model that long. Data with longer lines trains with --truncate
+// (cut to the cap) or with a --max-len typed (up to Limits::sequence). timeseries and charlm keep
+// TrainConfig's 256.
+struct TextClsDefaults {
+  static constexpr int64_t max_len_cap = 4096;
+};
+
+// For --task textcls without "max-len" in `given`: reads config.data (with config.tokenizer) and
+// sets max_len to its longest line's token count, capped; then validate() runs. Returns the line
+// that says so ("max_len 300 (the longest line of data/fortunes.tsv, char tokens)"), naming the
+// data as `shown_path`; "" when the flag was given or the task is another. A longest line past
+// the cap is a tg::Error naming --truncate and --max-len, unless config.truncate.
+std::string derive_textcls_max_len(TrainConfig& config, const std::set<std::string>& given,
+                                   const std::string& shown_path);
 
 // `tapegrad train`'s defaults that depend on the task (charlm: CharLMDefaults), set for --lr
 // and --dropout when they are not in `given` (the flags typed). Other tasks: unchanged.

@@ -14,6 +14,9 @@
 // - A text-classification line whose text has no token (empty, or only whitespace with the word
 //   and whitespace tokenizers) is an error naming the line: an example the model cannot see is a
 //   data bug.
+// - A text-classification line of more than max_len tokens is an error unless truncation is asked
+//   for (LongLines::truncate, --truncate): then it keeps its first max_len tokens, as Hugging Face
+//   tokenizers do by default, and the vocabulary is built from the tokens kept.
 // - zscore uses the population standard deviation (divide by n) of the rows the training windows
 //   cover; a constant column gets stddev 1. The target is normalised with its column's statistics.
 // - The validation part is the last floor(n * val_frac) items (windows, lines or characters).
@@ -430,75 +433,127 @@ int64_t Vocabulary::id(const std::string& token) const {
 
 // ---- text classification ------------------------------------------------------------------------
 
-TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t max_len, double val_frac,
-                         const Vocabulary* vocab, const std::vector<std::string>* labels) {
+namespace {
+
+// One line of a TSV file: its label and its text's tokens.
+struct TextLine {
+  int64_t line;
+  std::string label;
+  std::vector<std::string> tokens;
+};
+
+// Every line of the file split and tokenised first, so that a malformed line is reported
+// wherever it is.
+std::vector<TextLine> read_textcls_lines(const std::string& path, Tokenizer tokenizer) {
   const char* what = "load_textcls";
-  TG_CHECK(max_len >= 1, what, ": max_len ", max_len, " must be at least 1");
-  check_val_frac(val_frac, what);
   const std::vector<Line> lines = nonblank_lines(read_file(path, what));
   TG_CHECK(!lines.empty(), what, ": '", path, "' is empty (expected lines 'label<TAB>text')");
-
-  // Split every line first, so that a malformed line is reported wherever it is.
-  struct Raw {
-    int64_t line;
-    std::string label;
-    std::vector<std::string> tokens;
-  };
-  std::vector<Raw> raws;
-  int64_t longer = 0, longest = 0, longest_line = 0;  // lines past max_len, the longest of them
+  std::vector<TextLine> texts;
   for (const Line& line : lines) {
     const size_t tab = line.text.find('\t');
     TG_CHECK(tab != std::string::npos, what, ": '", path, "' line ", line.number,
              ": no tab (expected 'label<TAB>text')");
-    Raw raw{line.number, trim(line.text.substr(0, tab)), tokenize(line.text.substr(tab + 1), tokenizer)};
-    TG_CHECK(!raw.label.empty(), what, ": '", path, "' line ", line.number, ": label missing before the tab");
-    TG_CHECK(!raw.tokens.empty(), what, ": '", path, "' line ", line.number, ": the text has no ",
+    TextLine text{line.number, trim(line.text.substr(0, tab)),
+                  tokenize(line.text.substr(tab + 1), tokenizer)};
+    TG_CHECK(!text.label.empty(), what, ": '", path, "' line ", line.number, ": label missing before the tab");
+    TG_CHECK(!text.tokens.empty(), what, ": '", path, "' line ", line.number, ": the text has no ",
              tokenizer_name(tokenizer), " tokens");
-    const int64_t length = static_cast<int64_t>(raw.tokens.size());
-    if (length > max_len) ++longer;
-    if (length > max_len && length > longest) {
-      longest = length;
-      longest_line = raw.line;
-    }
-    raws.push_back(std::move(raw));
+    texts.push_back(std::move(text));
   }
-  // Never cut short: a sequence past max_len is an error (the model's positions end there).
-  TG_CHECK(longer == 0, what, ": '", path, "' line ", longest_line, " has ", longest, " ",
-           tokenizer_name(tokenizer), " tokens, past the model's max_len ", max_len,
+  return texts;
+}
+
+// The lines past max_len: refused (an error naming the longest, how many there are, and the two
+// ways out: a longer --max-len or --truncate), or cut to their first max_len tokens. Returns how
+// many were cut.
+int64_t fit_to_max_len(std::vector<TextLine>& texts, const std::string& path, Tokenizer tokenizer,
+                       int64_t max_len, LongLines long_lines) {
+  int64_t longer = 0, longest = 0, longest_line = 0;  // lines past max_len, the longest of them
+  for (TextLine& text : texts) {
+    const int64_t length = static_cast<int64_t>(text.tokens.size());
+    if (length <= max_len) continue;
+    ++longer;
+    if (length > longest) {
+      longest = length;
+      longest_line = text.line;
+    }
+    if (long_lines == LongLines::truncate) text.tokens.resize(max_len);  // the first max_len
+  }
+  // The model's positions end at max_len: a longer sequence is cut only when asked to.
+  TG_CHECK(longer == 0 || long_lines == LongLines::truncate, "load_textcls: '", path, "' line ",
+           longest_line, " has ", longest, " ", tokenizer_name(tokenizer),
+           " tokens, past the model's max_len ", max_len,
            longer == 1 ? " (the only line past it" : " (the longest of " +
-           std::to_string(longer) + " lines past it", "; train with --max-len ", longest, ")");
-  const int64_t total = static_cast<int64_t>(raws.size());
+           std::to_string(longer) + " lines past it", "; train with --max-len ", longest,
+           ", or with --truncate to cut such lines to their first ", max_len, " tokens)");
+  return longer;
+}
+
+// 1204 as "1,204".
+std::string with_thousands(int64_t count) {
+  std::string digits = std::to_string(count);
+  for (int64_t at = static_cast<int64_t>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, ",");
+  return digits;
+}
+
+}  // namespace
+
+TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t max_len, double val_frac,
+                         const Vocabulary* vocab, const std::vector<std::string>* labels,
+                         LongLines long_lines) {
+  const char* what = "load_textcls";
+  TG_CHECK(max_len >= 1, what, ": max_len ", max_len, " must be at least 1");
+  check_val_frac(val_frac, what);
+  std::vector<TextLine> texts = read_textcls_lines(path, tokenizer);
+  TextClsData data;
+  data.tokenizer = tokenizer;
+  data.truncated = fit_to_max_len(texts, path, tokenizer, max_len, long_lines);
+  const int64_t total = static_cast<int64_t>(texts.size());
   const int64_t train_count = total - validation_count(total, val_frac);
   TG_CHECK(train_count >= 1, what, ": '", path, "' leaves no training examples");
 
-  TextClsData data;
-  data.tokenizer = tokenizer;
   if (vocab) {
     data.vocab = *vocab;
-  } else {
+  } else {  // the tokens the model sees: a cut line's dropped tail adds none
     for (int64_t i = 0; i < train_count; ++i)
-      for (const auto& token : raws[i].tokens) data.vocab.add(token);
+      for (const auto& token : texts[i].tokens) data.vocab.add(token);
   }
   if (labels) {
     data.labels = *labels;
   } else {
     for (int64_t i = 0; i < train_count; ++i)
-      if (std::find(data.labels.begin(), data.labels.end(), raws[i].label) == data.labels.end())
-        data.labels.push_back(raws[i].label);
+      if (std::find(data.labels.begin(), data.labels.end(), texts[i].label) == data.labels.end())
+        data.labels.push_back(texts[i].label);
   }
 
   for (int64_t i = 0; i < total; ++i) {
-    const Raw& raw = raws[i];
-    const auto found = std::find(data.labels.begin(), data.labels.end(), raw.label);
-    TG_CHECK(found != data.labels.end(), what, ": '", path, "' line ", raw.line, ": label ",
-             quoted_text(raw.label),
+    const TextLine& text = texts[i];
+    const auto found = std::find(data.labels.begin(), data.labels.end(), text.label);
+    TG_CHECK(found != data.labels.end(), what, ": '", path, "' line ", text.line, ": label ",
+             quoted_text(text.label),
              labels ? " is not one of the given labels" : " does not appear in the training split");
     TextExample example;
     example.label = found - data.labels.begin();
-    for (const auto& token : raw.tokens) example.tokens.push_back(data.vocab.id(token));
+    for (const auto& token : text.tokens) example.tokens.push_back(data.vocab.id(token));
     (i < train_count ? data.train : data.val).push_back(std::move(example));
   }
   return data;
+}
+
+std::string truncation_notice(const TextClsData& data, int64_t max_len) {
+  const int64_t lines = static_cast<int64_t>(data.train.size() + data.val.size());
+  return "truncated " + with_thousands(data.truncated) + " of " + with_thousands(lines) +
+         (lines == 1 ? " line" : " lines") + " to " + with_thousands(max_len) + " tokens";
+}
+
+LongestText longest_textcls_text(const std::string& path, Tokenizer tokenizer) {
+  LongestText longest;
+  for (const TextLine& text : read_textcls_lines(path, tokenizer)) {
+    if (static_cast<int64_t>(text.tokens.size()) > longest.tokens) {
+      longest = {static_cast<int64_t>(text.tokens.size()), text.line};
+    }
+  }
+  return longest;
 }
 
 TextBatch make_text_batch(const std::vector<TextExample>& examples, const std::vector<int64_t>& ids,

@@ -62,23 +62,41 @@ struct Vocabulary {
 // ---- text classification: TSV, one "label<TAB>text" per line -----------------------------------
 
 struct TextExample {
-  std::vector<int64_t> tokens;  // 1 to max_len tokens (a longer line is an error, never cut)
+  std::vector<int64_t> tokens;  // 1 to max_len tokens
   int64_t label = 0;
 };
 
+// What load_textcls does with a line of more than max_len tokens: refuse it (an error naming the
+// longest such line, its length, and the two ways out), or keep its first max_len tokens, as
+// Hugging Face tokenizers' truncation=True does (--truncate).
+enum class LongLines { error, truncate };
+
 struct TextClsData {
   Tokenizer tokenizer = Tokenizer::chars;
-  Vocabulary vocab;                 // from the training split
+  Vocabulary vocab;                 // from the training split (the tokens kept, when cut)
   std::vector<std::string> labels;  // from the training split, in order of first appearance
   std::vector<TextExample> train, val;  // val = the last val_frac of the lines
+  int64_t truncated = 0;            // lines cut to max_len (LongLines::truncate)
 };
 
 // `vocab` and `labels` given: encode with them (eval of a checkpoint); validation lines whose
-// label is unknown are an error. A line of more than max_len tokens is an error naming the
-// longest such line and its length, never truncated.
+// label is unknown are an error. A line of more than max_len tokens is cut or refused, as
+// `long_lines` says.
 TextClsData load_textcls(const std::string& path, Tokenizer tokenizer, int64_t max_len,
                          double val_frac, const Vocabulary* vocab = nullptr,
-                         const std::vector<std::string>* labels = nullptr);
+                         const std::vector<std::string>* labels = nullptr,
+                         LongLines long_lines = LongLines::error);
+
+// The line --truncate prints: "truncated 12 of 1,204 lines to 256 tokens".
+std::string truncation_notice(const TextClsData& data, int64_t max_len);
+
+// The longest text of a TSV file in tokens, and its line: the file read and checked as
+// load_textcls reads it (what --max-len defaults to for textcls, train/config.h).
+struct LongestText {
+  int64_t tokens = 0;
+  int64_t line = 0;  // 1-based, the first line of that length
+};
+LongestText longest_textcls_text(const std::string& path, Tokenizer tokenizer);
 
 // tokens [B, S] (padded with 0 to the longest) and lengths, for examples[ids].
 struct TextBatch {

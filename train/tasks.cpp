@@ -111,12 +111,15 @@ class TextClsTask : public Task {
               bool whole_file) : device_(config.compute_device()) {
     const double val_frac = whole_file ? 0.0 : config.val_frac;
     const Tokenizer tokenizer = parse_tokenizer(config.tokenizer);
+    const LongLines long_lines = config.truncate ? LongLines::truncate : LongLines::error;
     if (state) {
       const DataState stored = data_state_from_json(config, *state);
-      data_ = load_textcls(path, tokenizer, config.max_len, val_frac, &stored.vocab, &stored.labels);
+      data_ = load_textcls(path, tokenizer, config.max_len, val_frac, &stored.vocab, &stored.labels,
+                           long_lines);
     } else {
-      data_ = load_textcls(path, tokenizer, config.max_len, val_frac);
+      data_ = load_textcls(path, tokenizer, config.max_len, val_frac, nullptr, nullptr, long_lines);
     }
+    if (config.truncate) notice_ = truncation_notice(data_, config.max_len);
     model_ = std::make_shared<nn::TextClassifier>(data_.vocab.size(),
                                                   static_cast<int64_t>(data_.labels.size()),
                                                   config.model_config());
@@ -154,6 +157,7 @@ class TextClsTask : public Task {
   int64_t tokens_per_example() const override { return mean_tokens_; }
   int64_t longest_sequence() const override { return longest_; }
   bool classification() const override { return true; }
+  std::string data_notice() const override { return notice_; }
   nlohmann::json data_state() const override {
     return {{"vocab", vocabulary_to_json(data_.vocab)}, {"labels", byte_strings_to_json(data_.labels)}};
   }
@@ -165,6 +169,7 @@ class TextClsTask : public Task {
   std::shared_ptr<nn::TextClassifier> model_;
   int64_t mean_tokens_ = 1;
   int64_t longest_ = 1;  // tokens of the longest text
+  std::string notice_;    // --truncate's count of the lines cut
 };
 
 }  // namespace

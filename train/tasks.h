@@ -3,6 +3,7 @@
 // (mean squared error over batch and horizon) and charlm (next-character cross-entropy).
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,9 @@ class Task {
   // longest text of either split.
   virtual int64_t longest_sequence() const { return tokens_per_example(); }
   virtual bool classification() const { return false; }
+  // A line to tell the user about how the data was read (textcls with --truncate: how many lines
+  // were cut), or "".
+  virtual std::string data_notice() const { return ""; }
   // What the checkpoint must keep to encode new data the same way (vocabulary, labels, statistics).
   virtual nlohmann::json data_state() const = 0;
 

@@ -306,7 +306,8 @@ Training::Training(const TrainRun& asked, dist::Communicator& comm)
       config(run.config), resuming(!run.resume.empty()) {}
 
 // The settings the run trains with (a resumed run's are mostly the checkpoint's), checked; the
-// data found, hashed and checked against the checkpoint; every output checked.
+// data found, hashed and checked against the checkpoint; every output checked (before the data
+// is read); textcls's max_len, when not typed, taken from the data (train/config.h).
 void Training::resolve_config() {
   if (resuming) resume_config();
   config.validate();
@@ -323,6 +324,10 @@ void Training::resolve_config() {
   check_outputs(run, config.data);
   data_hash = data_sha256(config.data);  // read and hashed once
   if (resuming) check_resumed_data(resumed, config.data, data_hash);
+  // textcls without --max-len: what the data needs (a resumed run keeps the checkpoint's).
+  const std::string max_len_notice =
+      resuming ? "" : derive_textcls_max_len(config, run.given, run.config.data);
+  if (!max_len_notice.empty() && comm.rank() == 0) std::fprintf(stderr, "%s\n", max_len_notice.c_str());
 }
 
 // --resume: the checkpoint's settings, except those a resumed run may change.
@@ -455,6 +460,9 @@ void Training::announce_run() const {
                "%lld steps\n", config.task.c_str(), static_cast<long long>(examples),
                static_cast<long long>(task->examples(false)),
                static_cast<long long>(model->parameter_count()), static_cast<long long>(total));
+  if (const std::string notice = task->data_notice(); !notice.empty()) {
+    std::fprintf(stderr, "%s\n", notice.c_str());  // how many lines --truncate cut
+  }
   announce_full_coverage();
 }
 

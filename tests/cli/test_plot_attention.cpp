@@ -75,8 +75,10 @@ TEST_CASE("plot attention --html: textcls, charlm and timeseries pages of every 
   write_bytes(dir.file("texts.tsv"), tsv);
   const std::string lm = trained_model(
       dir, "--task charlm --context 8 --layers 2 --data " + dir.file("text.txt"), "lm.st");
+  // (--max-len: the texts plotted are longer than the 3 words of the training lines.)
   const std::string cls = trained_model(
-      dir, "--task textcls --tokenizer word --layers 3 --data " + dir.file("texts.tsv"), "cls.st");
+      dir, "--task textcls --tokenizer word --layers 3 --max-len 16 --data " + dir.file("texts.tsv"),
+      "cls.st");
   const std::string ts = trained_model(
       dir, "--task timeseries --window 6 --layers 1 --data " + dir.file("series.csv"), "ts.st");
 

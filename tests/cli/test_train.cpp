@@ -1,15 +1,20 @@
 // `tapegrad train`, `eval` and `sample` on small data: each task end to end, determinism,
 // --resume equivalence (saving back to its checkpoint, continuing its log, a finished run), the
-// outputs checked before the data is read, a failed diagnostic output that still saves, and one
-// clear line + exit code 2 for every kind of bad input.
+// outputs checked before the data is read, a failed diagnostic output that still saves, one
+// clear line + exit code 2 for every kind of bad input, and textcls's max_len: derived from the
+// data when not typed, and --truncate.
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/train/checkpoint_file.h"
+#include "tapegrad/train/datasets.h"
 #include "tests/cli/cli_support.h"
 #include "tests/support/skip.h"
 
@@ -401,4 +406,209 @@ TEST_CASE("train: a diagnostic output failing mid-run stops after the step, --sa
   REQUIRE_THAT(last, Catch::EndsWith(" of 400; saved " + ck +
                                      " (continue with: tapegrad train --resume " + ck + ")"));
   REQUIRE(checkpoint_step(ck) == step);
+}
+
+// ---- textcls's --max-len default and --truncate -------------------------------------------------
+
+namespace {
+
+const std::string kFortunes = std::string(TAPEGRAD_SOURCE_DIR) + "/data/fortunes.tsv";
+
+// The texts of a TSV file's non-blank lines (what follows the first tab), "\r" dropped.
+std::vector<std::string> tsv_texts(const std::string& path) {
+  std::vector<std::string> texts;
+  for (std::string line : lines_of(read_bytes(path))) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;
+    texts.push_back(line.substr(line.find('\t') + 1));
+  }
+  return texts;
+}
+
+// The longest text's tokens: characters counted by hand (UTF-8 bytes that do not continue a
+// character), words and whitespace words by the library's tokenizer.
+int64_t longest_line_tokens(const std::string& path, const std::string& tokenizer) {
+  int64_t longest = 0;
+  for (const std::string& text : tsv_texts(path)) {
+    int64_t count = 0;
+    if (tokenizer == "char") {
+      for (const char byte : text) count += (static_cast<unsigned char>(byte) & 0xC0) != 0x80;
+    } else {
+      count = static_cast<int64_t>(tg::train::tokenize(text, tg::train::parse_tokenizer(tokenizer)).size());
+    }
+    longest = std::max(longest, count);
+  }
+  return longest;
+}
+
+// A run's exit code and its peak resident memory (wait4's ru_maxrss, KiB); stdout and stderr go
+// to dir/.stdout and dir/.stderr.
+struct PeakRun {
+  int exit_code = -1;
+  long peak_kib = 0;
+};
+PeakRun run_cli_peak(const std::string& arguments, const TempDir& dir) {
+  // `exec`: the shell becomes tapegrad, so that the usage wait4 reports is tapegrad's own.
+  const std::string command = "exec '" + std::string(TAPEGRAD_BIN) + "' " + arguments + " > '" +
+                              dir.file(".stdout") + "' 2> '" + dir.file(".stderr") + "' < /dev/null";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, usage.ru_maxrss};
+}
+
+// Two lines of 40 and 25 characters (20 'q' then 20 'z', 25 'k': letters small_tsv() has not),
+// then small_tsv()'s 30: the long lines train, the last 3 lines validate.
+std::string tsv_with_long_lines() {
+  return "pets\t" + std::string(20, 'q') + std::string(20, 'z') + "\nwild\t" + std::string(25, 'k') +
+         "\n" + small_tsv();
+}
+
+}  // namespace
+
+TEST_CASE("train --task textcls --data data/fortunes.tsv trains with its defaults, every "
+          "tokenizer: max_len is the longest line's tokens", "[cli][max-len]") {
+  TempDir dir;
+  for (const std::string tokenizer : {"char", "word", "whitespace"}) {
+    INFO("--tokenizer " << tokenizer);
+    const std::string ck = dir.file(tokenizer + ".st");
+    // char is the default tokenizer: no flag for it.
+    const std::string flag = tokenizer == "char" ? "" : " --tokenizer " + tokenizer;
+    const CliResult trained = run_cli("train --task textcls --data " + kFortunes + flag +
+                                          " --steps 2 --threads 1 --save " + ck, dir);
+    INFO(trained.err);
+    REQUIRE(trained.exit_code == 0);
+    const int64_t longest = longest_line_tokens(kFortunes, tokenizer);
+    const tg::train::TrainConfig config = tg::train::load_checkpoint(ck).config;
+    REQUIRE(config.max_len == longest);
+    REQUIRE_FALSE(config.truncate);
+    REQUIRE_THAT(trained.err, Catch::Contains("max_len " + std::to_string(longest) +
+                                              " (the longest line of " + kFortunes + ", " +
+                                              tokenizer + " tokens)"));
+  }
+  // The lengths data/fortunes.tsv is known for (docs/cli.md): 300 characters, 123 and 58 words.
+  REQUIRE(longest_line_tokens(kFortunes, "char") == 300);
+  REQUIRE(longest_line_tokens(kFortunes, "word") == 123);
+  REQUIRE(longest_line_tokens(kFortunes, "whitespace") == 58);
+}
+
+TEST_CASE("train --max-len: textcls derives it, timeseries and charlm keep 256, a typed one wins",
+          "[cli][max-len]") {
+  TempDir dir;
+  write_bytes(dir.file("texts.tsv"), tsv_with_long_lines());
+  write_bytes(dir.file("text.txt"), small_text());
+  write_bytes(dir.file("series.csv"), small_csv());
+  const auto max_len_of = [&](const std::string& args) {
+    const CliResult trained = run_cli("train " + args + " --steps 1" + kTiny + " --save " + dir.file("ck.st"), dir);
+    INFO(trained.err);
+    REQUIRE(trained.exit_code == 0);
+    return tg::train::load_checkpoint(dir.file("ck.st")).config.max_len;
+  };
+  REQUIRE(max_len_of("--task textcls --data " + dir.file("texts.tsv")) == 40);
+  REQUIRE(max_len_of("--task textcls --max-len 64 --data " + dir.file("texts.tsv")) == 64);
+  REQUIRE(max_len_of("--task charlm --context 8 --data " + dir.file("text.txt")) == 256);
+  REQUIRE(max_len_of("--task timeseries --window 6 --data " + dir.file("series.csv")) == 256);
+  // A resumed run keeps the checkpoint's max_len, whatever the data's longest line.
+  REQUIRE(max_len_of("--task textcls --max-len 64 --data " + dir.file("texts.tsv")) == 64);
+  const CliResult resumed = run_cli("train --resume " + dir.file("ck.st") + " --steps 2", dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  REQUIRE(resumed.err.find("max_len 40") == std::string::npos);
+  REQUIRE(tg::train::load_checkpoint(dir.file("ck.st")).config.max_len == 64);
+  // ... and its truncation: --truncate cannot be switched on for it.
+  require_one_line_error(run_cli("train --resume " + dir.file("ck.st") + " --truncate", dir),
+                         "--truncate conflicts with the checkpoint's truncate false");
+}
+
+TEST_CASE("train --truncate cuts long lines to --max-len and says how many; the checkpoint makes "
+          "eval, sample and plot attention cut the same", "[cli][max-len]") {
+  TempDir dir;
+  const std::string texts = dir.file("texts.tsv"), ck = dir.file("cut.st");
+  write_bytes(texts, tsv_with_long_lines());
+  // Without --truncate: today's error, with the hint that names it.
+  const CliResult refused = run_cli("train --task textcls --max-len 20 --steps 1 --data " + texts + kTiny, dir);
+  require_one_line_error(refused, "line 1 has 40 char tokens, past the model's max_len 20 (the "
+                                  "longest of 2 lines past it; train with --max-len 40, or with "
+                                  "--truncate to cut such lines to their first 20 tokens)");
+  // With it: lines 1 and 2 cut, the count in one line.
+  const CliResult trained = run_cli("train --task textcls --max-len 20 --truncate --steps 1 --data " +
+                                        texts + kTiny + " --save " + ck, dir);
+  INFO(trained.err);
+  REQUIRE(trained.exit_code == 0);
+  REQUIRE_THAT(trained.err, Catch::Contains("truncated 2 of 32 lines to 20 tokens\n"));
+  const tg::train::Checkpoint checkpoint = tg::train::load_checkpoint(ck);
+  REQUIRE(checkpoint.config.truncate);
+  REQUIRE(checkpoint.config.max_len == 20);
+  // The vocabulary holds what was kept: line 1's 'q's, not the 'z's cut from its end.
+  const std::vector<std::string> vocab = checkpoint.data_state.at("vocab").get<std::vector<std::string>>();
+  REQUIRE(std::count(vocab.begin(), vocab.end(), "q") == 1);
+  REQUIRE(std::count(vocab.begin(), vocab.end(), "z") == 0);
+
+  // eval on a file with a longer line: cut as in training (whole file, every line evaluated).
+  write_bytes(dir.file("longer.tsv"), small_tsv() + "pets\t" + std::string(600, 'a') + "\n");
+  const CliResult evaluated = run_cli("eval --json --load " + ck + " --data " + dir.file("longer.tsv"), dir);
+  INFO(evaluated.err);
+  REQUIRE(evaluated.exit_code == 0);
+  REQUIRE(nlohmann::json::parse(evaluated.out)["examples"] == 31);
+  REQUIRE_THAT(evaluated.err, Catch::Contains("truncated 1 of 31 lines to 20 tokens"));
+  // sample and plot attention read a long text as its first 20 tokens.
+  const std::string long_text = std::string(600, 'a');
+  const CliResult classified = run_cli("sample --load " + ck + " --prompt " + long_text, dir);
+  INFO(classified.err);
+  REQUIRE(classified.exit_code == 0);
+  REQUIRE(classified.out == run_cli("sample --load " + ck + " --prompt " + long_text.substr(0, 20), dir).out);
+  REQUIRE(run_cli("plot attention --load " + ck + " --text " + long_text + " --out " + dir.file("a.png"), dir)
+              .exit_code == 0);
+  // A resumed run keeps cutting.
+  const CliResult resumed = run_cli("train --resume " + ck + " --steps 2", dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  REQUIRE_THAT(resumed.err, Catch::Contains("truncated 2 of 32 lines to 20 tokens"));
+  // --truncate is textcls's alone.
+  write_bytes(dir.file("series.csv"), small_csv());
+  require_one_line_error(run_cli("train --task timeseries --truncate --data " + dir.file("series.csv"), dir),
+                         "--truncate does not apply to --task timeseries");
+}
+
+TEST_CASE("train --task textcls: a line past the default's cap is an error naming --truncate and "
+          "--max-len", "[cli][max-len]") {
+  TempDir dir;
+  write_bytes(dir.file("texts.tsv"), small_tsv() + "pets\t" + std::string(5000, 'x') + "\n");
+  const CliResult refused = run_cli("train --task textcls --steps 1 --data " + dir.file("texts.tsv") + kTiny, dir);
+  require_one_line_error(refused, "line 31 has 5000 char tokens, more than the 4096 a default --max-len "
+                                  "may be: train with --truncate to cut longer lines to their first "
+                                  "4096 tokens, or with --max-len 5000");
+}
+
+TEST_CASE("train --max-len: an absurd value is one clear line and exit code 2, before any memory "
+          "is spent on it", "[cli][max-len]") {
+  TempDir dir;
+  write_bytes(dir.file("texts.tsv"), small_tsv());
+  const std::string textcls = "train --task textcls --steps 1 --data " + dir.file("texts.tsv") + kTiny;
+  require_one_line_error(run_cli(textcls + " --max-len -5", dir), "--max-len must be in [1, 1048576], got -5");
+  require_one_line_error(run_cli(textcls + " --max-len 0", dir), "--max-len must be in [1, 1048576], got 0");
+  require_one_line_error(run_cli(textcls + " --max-len abc", dir), "--max-len");
+  require_one_line_error(run_cli(textcls + " --max-len 1e9", dir), "--max-len");
+  require_one_line_error(run_cli(textcls + " --max-len 99999999999999999999", dir), "--max-len");
+  require_one_line_error(run_cli(textcls + " --max-len 1099511627776", dir),
+                         "--max-len must be in [1, 1048576], got 1099511627776");
+  // A size the limits refuse is refused before its memory is spent: --max-len 2^20 at --dim 128
+  // would be a positional table of 512 MiB; the run that refuses it peaks no higher than one
+  // refused for a missing file after the same checks (all that differs is the 16-row table).
+  const std::string wide = "train --task textcls --steps 1 --dim 128 --heads 1 --data ";
+  const PeakRun refused = run_cli_peak(wide + dir.file("texts.tsv") + " --max-len 1048576", dir);
+  INFO(read_bytes(dir.file(".stderr")));
+  REQUIRE(refused.exit_code == 2);
+  REQUIRE_THAT(read_bytes(dir.file(".stderr")),
+               Catch::Contains("--max-len 1048576 x --dim 128 is more than the 67108864 entries"));
+  const PeakRun baseline = run_cli_peak(wide + dir.file("none.tsv") + " --max-len 16", dir);
+  REQUIRE(baseline.exit_code == 2);
+  REQUIRE_THAT(read_bytes(dir.file(".stderr")), Catch::Contains("none.tsv"));
+  REQUIRE(refused.peak_kib < baseline.peak_kib + 64 * 1024);
 }

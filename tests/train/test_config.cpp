@@ -1,6 +1,11 @@
 // A stored training config is read strictly: the right JSON types, values in range.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/train/config.h"
 
@@ -106,6 +111,88 @@ TEST_CASE("config tokenizer: an older checkpoint's word (no tokenizer_version) l
   REQUIRE_THROWS_WITH(config_from_json(bad), Catch::Contains("--tokenizer must be char, word or whitespace"));
 }
 
+TEST_CASE("config truncate: stored, strict, and false when an older checkpoint lacks it", "[config]") {
+  nlohmann::json json = stored_config();
+  json["task"] = "textcls";
+  REQUIRE(json["truncate"] == false);
+  json["truncate"] = true;
+  REQUIRE(config_from_json(json).truncate);
+  REQUIRE(to_json(config_from_json(json))["truncate"] == true);
+  json.erase("truncate");
+  REQUIRE_FALSE(config_from_json(json).truncate);
+  json["truncate"] = "yes";
+  REQUIRE_THROWS_WITH(config_from_json(json), Catch::Contains("'truncate' must be true or false"));
+}
+
+namespace {
+
+// A TSV file in a fresh temporary directory, removed with it.
+struct TsvFile {
+  std::filesystem::path dir;
+  std::string path;
+  explicit TsvFile(const std::string& contents) {
+    static int counter = 0;
+    dir = std::filesystem::temp_directory_path() /
+          ("tapegrad_config_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(dir);
+    path = (dir / "texts.tsv").string();
+    std::ofstream(path, std::ios::binary) << contents;
+  }
+  ~TsvFile() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("derive_textcls_max_len: the longest line's tokens unless --max-len is typed, capped",
+          "[config]") {
+  // The longest line is line 3, "w x y z": 7 characters, 4 words (line 2, "a b!", has 4 and 3).
+  const TsvFile tsv("x\tone\ny\ta b!\nx\tw x y z\n");
+  TrainConfig config;
+  config.task = "textcls";
+  config.data = tsv.path;
+  SECTION("derived, per tokenizer, with the line that says so") {
+    REQUIRE(derive_textcls_max_len(config, {}, "texts.tsv") ==
+            "max_len 7 (the longest line of texts.tsv, char tokens)");
+    REQUIRE(config.max_len == 7);
+    config.tokenizer = "word";
+    REQUIRE(derive_textcls_max_len(config, {"steps"}, "texts.tsv") ==
+            "max_len 4 (the longest line of texts.tsv, word tokens)");
+    REQUIRE(config.max_len == 4);
+  }
+  SECTION("typed, or another task: left as it is") {
+    config.max_len = 3;
+    REQUIRE(derive_textcls_max_len(config, {"max-len"}, "texts.tsv").empty());
+    REQUIRE(config.max_len == 3);
+    config.task = "charlm";
+    REQUIRE(derive_textcls_max_len(config, {}, "texts.tsv").empty());
+    REQUIRE(config.max_len == 3);
+  }
+  SECTION("past the cap: an error naming both ways out, or the cap with --truncate") {
+    const TsvFile longer("x\t" + std::string(TextClsDefaults::max_len_cap + 1, 'a') + "\ny\tb\n");
+    config.data = longer.path;
+    REQUIRE_THROWS_WITH(derive_textcls_max_len(config, {}, "long.tsv"),
+                        Catch::Contains("'long.tsv' line 1 has 4097 char tokens, more than the 4096") &&
+                            Catch::Contains("--truncate") && Catch::Contains("--max-len 4097"));
+    config.truncate = true;
+    REQUIRE(derive_textcls_max_len(config, {}, "long.tsv") ==
+            "max_len 4096 (the default's cap; the longest line of long.tsv has 4097 char tokens)");
+    REQUIRE(config.max_len == 4096);
+    // A wide model's cap is what its positional table may hold: 2^26 / 32768 = 2048 rows.
+    config.dim = 32768;
+    config.heads = 1;
+    REQUIRE(derive_textcls_max_len(config, {}, "long.tsv").rfind("max_len 2048 ", 0) == 0);
+    REQUIRE(config.max_len == 2048);
+  }
+  SECTION("the data's errors are load_textcls's") {
+    const TsvFile bad("x\tone\nno tab\n");
+    config.data = bad.path;
+    REQUIRE_THROWS_WITH(derive_textcls_max_len(config, {}, "bad.tsv"), Catch::Contains("line 2: no tab"));
+  }
+}
+
 TEST_CASE("apply_task_defaults: charlm's --lr 1e-2 and --dropout 0 unless typed; other tasks as "
           "they were", "[config]") {
   TrainConfig lm;
@@ -181,4 +268,7 @@ TEST_CASE("train_flag_scopes: each task's flags, attention, --tf32 and --eval-ev
   config.task = "timeseries";
   for (const char* flag : {"window", "horizon", "target", "inputs", "normalize"}) accepted(flag);
   refused("tokenizer", "--tokenizer does not apply to --task timeseries");
+  refused("truncate", "--truncate does not apply to --task timeseries");
+  config.task = "textcls";
+  accepted("truncate");
 }

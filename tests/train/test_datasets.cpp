@@ -323,11 +323,13 @@ TEST_CASE("datasets: text classification from TSV", "[datasets]") {
   REQUIRE(data.val[0].tokens == std::vector<int64_t>{2, 3, 4, 1});  // "d" unknown
   REQUIRE(data.val[1].tokens == std::vector<int64_t>{1, 1});
   REQUIRE(data.val[1].label == 0);
-  // A line past max_len is an error naming the longest such line, never truncated.
+  // A line past max_len is an error naming the longest such line and the two ways out, unless
+  // truncation is asked for (the next test case).
   const std::string long_lines = dir.write("long.tsv", "a\tabcde\nb\tx\na\tabcdefg\n");
   REQUIRE_THROWS_WITH(load_textcls(long_lines, Tokenizer::chars, 4, 0.0),
                       Contains("line 3 has 7 char tokens, past the model's max_len 4") &&
-                          Contains("the longest of 2 lines past it") && Contains("--max-len 7"));
+                          Contains("the longest of 2 lines past it") && Contains("--max-len 7") &&
+                          Contains("--truncate to cut such lines to their first 4 tokens"));
   REQUIRE(load_textcls(long_lines, Tokenizer::chars, 7, 0.0).train[2].tokens.size() == 7);
   // A validation label the training split never saw cannot be encoded.
   REQUIRE_THROWS_WITH(load_textcls(dir.write("odd.tsv", "a\tx\n\nodd\ty\n"), Tokenizer::chars, 4, 0.5),
@@ -351,6 +353,72 @@ TEST_CASE("datasets: text classification from TSV", "[datasets]") {
     REQUIRE_THROWS_WITH(load_textcls(words, Tokenizer::words, 8, 0.0, nullptr, &other),
                         Contains("line 1") && Contains("given labels"));
   }
+}
+
+TEST_CASE("datasets: LongLines::truncate keeps a long line's first max_len tokens", "[datasets]") {
+  TempDir dir;
+  // Lines of 5, 1, 7, 4 and 2 characters; max_len 4; the last line validates (val_frac 0.2).
+  const std::string path = dir.write("long.tsv", "a\tabcdq\nb\tx\na\tgfedcba\nb\twxyz\nb\tez\n");
+  const TextClsData data = load_textcls(path, Tokenizer::chars, 4, 0.2, nullptr, nullptr,
+                                        LongLines::truncate);
+  REQUIRE(data.truncated == 2);
+  // The vocabulary holds the tokens kept, in order of first appearance: "q", only ever in a cut
+  // tail, is not in it.
+  REQUIRE(data.vocab.tokens ==
+          std::vector<std::string>{"<pad>", "<unk>", "a", "b", "c", "d", "x", "g", "f", "e", "w", "y", "z"});
+  REQUIRE(data.train.size() == 4);
+  REQUIRE(data.vocab.id("q") == 1);
+  REQUIRE(data.train[0].tokens == std::vector<int64_t>{2, 3, 4, 5});      // abcd (q cut)
+  REQUIRE(data.train[1].tokens == std::vector<int64_t>{6});               // x
+  REQUIRE(data.train[2].tokens == std::vector<int64_t>{7, 8, 9, 5});      // gfed (cba cut)
+  REQUIRE(data.train[3].tokens == std::vector<int64_t>{10, 6, 11, 12});   // wxyz: exactly 4, kept
+  REQUIRE(data.val[0].tokens == std::vector<int64_t>{9, 12});             // ez
+  REQUIRE(truncation_notice(data, 4) == "truncated 2 of 5 lines to 4 tokens");
+
+  // A given vocabulary (a checkpoint's): the same cut, the same ids.
+  const TextClsData again = load_textcls(path, Tokenizer::chars, 4, 0.0, &data.vocab, &data.labels,
+                                         LongLines::truncate);
+  REQUIRE(again.truncated == 2);
+  REQUIRE(again.train[2].tokens == data.train[2].tokens);
+  REQUIRE(again.train[4].tokens == data.val[0].tokens);
+  // Words are cut as tokens, not characters; nothing to cut is a count of 0.
+  const std::string words = dir.write("words.tsv", "a\tThe cat, the hat.\nb\tno\n");
+  const TextClsData w = load_textcls(words, Tokenizer::words, 3, 0.0, nullptr, nullptr, LongLines::truncate);
+  REQUIRE(w.vocab.tokens == std::vector<std::string>{"<pad>", "<unk>", "the", "cat", ",", "no"});
+  REQUIRE(w.train[0].tokens == std::vector<int64_t>{2, 3, 4});
+  REQUIRE(load_textcls(words, Tokenizer::words, 6, 0.0, nullptr, nullptr, LongLines::truncate).truncated == 0);
+}
+
+TEST_CASE("datasets: truncation_notice groups thousands", "[datasets]") {
+  TextClsData data;
+  data.train.resize(1100);
+  data.val.resize(104);
+  data.truncated = 12;
+  REQUIRE(truncation_notice(data, 256) == "truncated 12 of 1,204 lines to 256 tokens");
+  data.truncated = 1000;
+  REQUIRE(truncation_notice(data, 4096) == "truncated 1,000 of 1,204 lines to 4,096 tokens");
+  data.train.resize(1);
+  data.val.clear();
+  data.truncated = 0;
+  REQUIRE(truncation_notice(data, 16) == "truncated 0 of 1 line to 16 tokens");
+}
+
+TEST_CASE("datasets: longest_textcls_text counts tokens as load_textcls reads them", "[datasets]") {
+  TempDir dir;
+  // Physical line numbers (the blank line 2 counts); the first of two longest lines wins.
+  const std::string path = dir.write("texts.tsv", "a\tone two\n\nb\tthree, four five\r\na\tsix seven eight nine\n");
+  REQUIRE(longest_textcls_text(path, Tokenizer::words).tokens == 4);  // "three" "," "four" "five"
+  REQUIRE(longest_textcls_text(path, Tokenizer::words).line == 3);
+  REQUIRE(longest_textcls_text(path, Tokenizer::whitespace).tokens == 4);
+  REQUIRE(longest_textcls_text(path, Tokenizer::whitespace).line == 4);
+  REQUIRE(longest_textcls_text(path, Tokenizer::chars).tokens == 20);  // "six seven eight nine"
+  // "é" is one character of two bytes.
+  const std::string accented = dir.write("accented.tsv", "a\t\xC3\xA9t\xC3\xA9\n");
+  REQUIRE(longest_textcls_text(accented, Tokenizer::chars).tokens == 3);
+  // A malformed file is the error load_textcls gives.
+  REQUIRE_THROWS_WITH(longest_textcls_text(dir.write("bad.tsv", "a\tx\nno tab\n"), Tokenizer::chars),
+                      Contains("load_textcls") && Contains("line 2") && Contains("no tab"));
+  REQUIRE_THROWS_WITH(longest_textcls_text(dir.write("empty.tsv", ""), Tokenizer::chars), Contains("empty"));
 }
 
 TEST_CASE("datasets: malformed TSV files throw tg::Error naming the line", "[datasets]") {
@@ -510,6 +578,14 @@ TEST_CASE("datasets: the files in data/ load", "[datasets]") {
     REQUIRE(words.vocab.size() == 7545);
     REQUIRE_THROWS_WITH(load_textcls(data_file("fortunes.tsv"), Tokenizer::words, 122, 0.1),
                         Contains("has 123 word tokens"));
+    // What --max-len defaults to: the same longest lines (chars: 300, as load_textcls above
+    // needed), the first of them.
+    REQUIRE(longest_textcls_text(data_file("fortunes.tsv"), Tokenizer::chars).tokens == 300);
+    REQUIRE(longest_textcls_text(data_file("fortunes.tsv"), Tokenizer::chars).line == 548);
+    REQUIRE(longest_textcls_text(data_file("fortunes.tsv"), Tokenizer::whitespace).tokens == 58);
+    REQUIRE(longest_textcls_text(data_file("fortunes.tsv"), Tokenizer::words).tokens == 123);
+    REQUIRE_THROWS_WITH(load_textcls(data_file("fortunes.tsv"), Tokenizer::chars, 299, 0.1),
+                        Contains("has 300 char tokens"));
   }
   SECTION("corpus.txt") {
     const CharLMData data = load_charlm(data_file("corpus.txt"), 0.1);
