@@ -6,6 +6,7 @@
 // This folder mirrors the tutorial (tutorial.py), not a folder of the source tree.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -151,6 +152,9 @@ void compare_with_library(DType dtype, bool causal) {
   const Tensor lib_weights = lib.forward(x_values, x_values, x_values, mask, /*need_weights=*/true, /*is_causal=*/false,
                                            /*average_attn_weights=*/false).weights;
   check_close(weights, lib_weights, tolerance, "attention weights");
+  // need_weights' default, PyTorch's average_attn_weights: the mean of the heads' weights.
+  const Tensor lib_average = lib.forward(x_values, x_values, x_values, mask, /*need_weights=*/true).weights;
+  check_close(lib_average, mean(weights, {1}), tolerance, "attention weights averaged over the heads");
   const std::vector<double> w = weights.to_host_f64();
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < num_heads; ++h) {
@@ -186,6 +190,14 @@ TEST_CASE("tutorial TextClassifier against the library's loaded from its state_d
   config.layers = 0;
   config.max_len = max_len;
   nn::TextClassifier lib(vocab, classes, config);
+  // Under the tutorial's own names, a load that is not strict reports the attention's eight
+  // tensors both ways (mha.W_q.weight unexpected, mha.q_proj.weight missing) and loads the rest.
+  const nn::IncompatibleKeys keys = lib.load_state_dict(tut.state_dict(), /*strict=*/false);
+  REQUIRE(keys.missing_keys.size() == 8);
+  REQUIRE(keys.unexpected_keys.size() == 8);
+  CHECK(std::find(keys.missing_keys.begin(), keys.missing_keys.end(), "mha.q_proj.weight") != keys.missing_keys.end());
+  CHECK(std::find(keys.unexpected_keys.begin(), keys.unexpected_keys.end(), "mha.W_q.weight") != keys.unexpected_keys.end());
+  check_close(lib.fc->weight, tut.fc->weight, 0, "fc.weight, loaded");
   lib.load_state_dict(with_library_names(tut.state_dict()));  // strict: every name matches
   tut.eval();
   lib.eval();
