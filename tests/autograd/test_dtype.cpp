@@ -385,3 +385,20 @@ TEST_CASE("i8 and i32: sizes, names, and conversions that saturate instead of wr
           std::vector<int64_t>{2147483647, -2147483648LL});
   REQUIRE(from_indices({-128, 127}, {2}).to(DType::i8).to_host_f64() == std::vector<double>{-128, 127});
 }
+
+TEST_CASE("dtype: a floating value into an integer dtype truncates and saturates, NaN gives 0",
+          "[dtype]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  // 2^63 is the first double past i64's top; 2^63 - 1024 the last one below it
+  const std::vector<double> values = {2.9, -2.9, 0x1p63, 0x1p63 - 1024, -0x1p63, -0x1p64, 1e300, -inf, nan};
+  const Tensor as_i64 = from_values(values, {9}, DType::f64).to(DType::i64);
+  CHECK(as_i64.to_host_i64() == std::vector<int64_t>{2, -2, kMax, kMax - 1023,
+                                                     kMin, kMin, kMax, kMin, 0});
+  const Tensor as_i32 = from_values({3e9, -3e9, -7.5, nan}, {4}, DType::f32).to(DType::i32);
+  CHECK(as_i32.to_host_i64() == std::vector<int64_t>{2147483647, -2147483648LL, -7, 0});
+  const Tensor as_i8 = from_values({200, -200, 127.9, -128.5}, {4}).to(DType::i8);
+  CHECK(as_i8.to_host_i64() == std::vector<int64_t>{127, -128, 127, -128});
+}
