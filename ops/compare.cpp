@@ -122,12 +122,8 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool upper, const char* op) {
   TG_CHECK(x.dim() >= 2, "op '", op, "': needs a matrix or a batch of them (2 or more dims), got ",
            dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   const Tensor keep = triangle_mask(x.size(-2), x.size(-1), diagonal, upper, x.device());
-  const Tensor zero = scalar(0, x.dtype(), x.device());
   // where records the node: d out/dx = keep, so the gradient is 0 where x was zeroed
-  if (is_floating(x.dtype())) return where(keep, x, zero);
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
-  kernels(x.device()).where(expand_untaped(keep, x.shape()), x, expand_untaped(zero, x.shape()), out);
-  return out;
+  return where(keep, x, scalar(0, x.dtype(), x.device()));
 }
 
 }  // namespace

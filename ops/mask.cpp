@@ -28,19 +28,20 @@ bool expands_to(const Shape& from, const Shape& to) {
   return true;
 }
 
-// where: branches a and b of one floating dtype, on the condition's device.
+// where: branches a and b of one dtype (any: a choice moves elements, it computes nothing), on
+// the condition's device.
 void check_where_branches(const Tensor& condition, const Tensor& a, const Tensor& b) {
   TG_CHECK(a.defined() && b.defined(), "op 'where': undefined tensor");
-  TG_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()), "op 'where': a and b need the same ",
-           "floating dtype, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  TG_CHECK(a.dtype() == b.dtype(), "op 'where': a and b need the same dtype, got ",
+           dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ",
+           shape_str(b.shape()));
   check_same_device("where", {condition, a, b});
 }
 
-// masked_fill: a floating x and a bool mask that broadcasts to it, on one device.
+// masked_fill: x of any dtype and a bool mask that broadcasts to it, on one device.
 void check_masked_fill_inputs(const Tensor& x, const Tensor& mask) {
   check_bool_mask(mask, "masked_fill", "mask");
-  TG_CHECK(x.defined() && is_floating(x.dtype()), "op 'masked_fill': needs a floating tensor, got ",
-           x.defined() ? dtype_name(x.dtype()) : "undefined");
+  TG_CHECK(x.defined(), "op 'masked_fill': undefined tensor");
   check_same_device("masked_fill", {x, mask});
   TG_CHECK(expands_to(mask.shape(), x.shape()), "op 'masked_fill': mask of shape ",
            shape_str(mask.shape()), " does not broadcast to the input's shape ", shape_str(x.shape()));

@@ -4,9 +4,11 @@
 
 namespace tg {
 
-// condition ? a : b elementwise; condition is bool; all three broadcast together.
+// condition ? a : b elementwise, condition bool, all three broadcast together; a and b of one dtype, any dtype (the gradient flows
+// where they are floating).
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-// x with `value` where mask is true; the bool mask broadcasts to x's shape (x keeps its shape).
+// x (any dtype) with `value` where mask is true; the bool mask broadcasts to x's shape (x keeps
+// its shape).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 }  // namespace tg

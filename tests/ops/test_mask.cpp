@@ -54,3 +54,21 @@ TEST_CASE("where and masked_fill reject non-bool masks and bad shapes", "[mask]"
     REQUIRE(message.find("[2, 3]") != std::string::npos);
   }
 }
+
+TEST_CASE("where and masked_fill take integer and bool tensors as PyTorch's do", "[mask]") {
+  const Tensor condition = from_bools({true, false, true}, {3});
+  const Tensor picked = where(condition, from_indices({1, 2, 3}, {3}), from_indices({-1, -2, -3}, {3}));
+  REQUIRE(picked.dtype() == DType::i64);
+  REQUIRE(picked.to_host_i64() == std::vector<int64_t>{1, -2, 3});
+  const Tensor flags = where(condition, from_bools({false, false, false}, {3}), from_bools({true, true, true}, {3}));
+  REQUIRE(flags.dtype() == DType::b8);
+  REQUIRE(flags.to_host_i64() == std::vector<int64_t>{0, 1, 0});
+  // a token batch with its padding replaced: i64 in, i64 out, nothing on the tape
+  const Tensor tokens = from_indices({5, 0, 7, 0}, {2, 2});
+  const Tensor filled = masked_fill(tokens, from_bools({false, true, false, true}, {2, 2}), 9);
+  REQUIRE(filled.dtype() == DType::i64);
+  REQUIRE(filled.to_host_i64() == std::vector<int64_t>{5, 9, 7, 9});
+  REQUIRE_FALSE(filled.requires_grad());
+  CHECK_THROWS_WITH(where(condition, from_indices({1, 2, 3}, {3}), zeros({3})),
+                    Catch::Contains("op 'where'") && Catch::Contains("same dtype"));
+}
