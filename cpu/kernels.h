@@ -104,6 +104,14 @@ void for_each_element(const Shape& shape, const std::array<const Shape*, N>& str
   }
 }
 
+// The larger of a and b, and NaN when either is NaN: a row's maximum that carries a NaN on into
+// the row's softmax, so that a row of NaNs gives NaNs as PyTorch's does (std::max skips a NaN
+// second argument, and such a row would look fully masked, -inf everywhere, and give zeros).
+template <typename T>
+inline T max_or_nan(T a, T b) {
+  return b > a || b != b ? b : a;
+}
+
 // Below this many FLOPs a product runs on the calling thread: forking costs more than it saves
 // (gemm_batch in cpu/fast/blas.cpp, the linear backward in cpu/fast/linear.cpp).
 constexpr double kParallelFlops = 1 << 21;

@@ -146,7 +146,7 @@ void softmax_rows_f32_fast(const float* in, float* result, DimSplit s, bool log)
       const float* row = in + o * s.n;
       float* row_out = result + o * s.n;
       float largest = kNegInf;
-      for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k]);
+      for (int64_t k = 0; k < s.n; ++k) largest = max_or_nan(largest, row[k]);
       if (largest == kNegInf) {
         std::fill(row_out, row_out + s.n, log ? kNegInf : 0.0f);
         continue;
@@ -165,7 +165,8 @@ void softmax_rows_f32_fast(const float* in, float* result, DimSplit s, bool log)
 
 }  // namespace
 
-// A row whose every entry is -inf (a fully masked attention row) gives 0, not NaN.
+// A row whose every entry is -inf (a fully masked attention row) gives 0, not NaN; a row holding
+// a NaN gives NaN throughout (max_or_nan), as PyTorch's softmax.
 void CpuKernels::softmax_dim(const Tensor& x, DimSplit s, bool log, const Tensor& out) {
   if (x.dtype() == DType::f32 && s.inner == 1 && fast_paths_enabled()) {
     return softmax_rows_f32_fast(x.data_as<float>(), out.data_as<float>(), s, log);
@@ -181,7 +182,7 @@ void CpuKernels::softmax_dim(const Tensor& x, DimSplit s, bool log, const Tensor
           const T* row = in + o * s.n * s.inner + i;
           T* row_out = result + o * s.n * s.inner + i;
           T largest = -std::numeric_limits<T>::infinity();
-          for (int64_t k = 0; k < s.n; ++k) largest = std::max(largest, row[k * s.inner]);
+          for (int64_t k = 0; k < s.n; ++k) largest = max_or_nan(largest, row[k * s.inner]);
           if (largest == -std::numeric_limits<T>::infinity()) {
             for (int64_t k = 0; k < s.n; ++k) row_out[k * s.inner] = log ? largest : T(0);
             continue;

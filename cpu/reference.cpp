@@ -46,7 +46,7 @@ void softmax_rows(const T* x, DimSplit s, bool log, T* out) {
       // Row (o, i) is x[o, :, i]; its element k sits at (o n + k) inner + i.
       const auto at = [&](int64_t k) { return (o * s.n + k) * s.inner + i; };
       double m = kNegInf;  // m = max_k x_k, subtracted so that exp never overflows
-      for (int64_t k = 0; k < s.n; ++k) m = std::max(m, double(x[at(k)]));
+      for (int64_t k = 0; k < s.n; ++k) m = max_or_nan(m, double(x[at(k)]));  // a NaN: NaN throughout
       if (m == kNegInf) {  // a fully masked row: softmax 0, log-softmax -inf
         for (int64_t k = 0; k < s.n; ++k) out[at(k)] = T(log ? kNegInf : 0.0);
         continue;

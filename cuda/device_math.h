@@ -30,6 +30,13 @@ __device__ inline T max_of(T a, T b) {
   return a < b ? b : a;
 }
 
+// The larger of a and b, and NaN when either is NaN (the CPU's max_or_nan, cpu/kernels.h): a
+// softmax row holding a NaN gives NaN throughout.
+template <typename T>
+__device__ inline T max_or_nan(T a, T b) {
+  return b > a || b != b ? b : a;
+}
+
 // The combining operations of the block reductions.
 struct Plus {
   template <typename T>
@@ -38,6 +45,10 @@ struct Plus {
 struct Larger {
   template <typename T>
   __device__ T operator()(T a, T b) const { return max_of(a, b); }
+};
+struct LargerOrNaN {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return max_or_nan(a, b); }
 };
 
 }  // namespace tg::cuda

@@ -163,9 +163,10 @@ __global__ void scatter_add_dim_kernel(const T* src, DimSplit split, const int64
   }
 }
 
-// (Log-)softmax of each row: with m the row's largest value (NaNs skipped, as std::max does),
-// softmax = exp(x - m) / sum exp(x - m) and log-softmax = x - (log(sum exp(x - m)) + m).
-// A row whose every entry is -inf (fully masked) gives 0 (log: -inf), not NaN.
+// (Log-)softmax of each row: with m the row's largest value (NaN when it holds a NaN, which then
+// makes the whole row NaN, as on the CPU), softmax = exp(x - m) / sum exp(x - m) and
+// log-softmax = x - (log(sum exp(x - m)) + m). A row whose every entry is -inf (fully masked)
+// gives 0 (log: -inf), not NaN.
 template <typename T>
 __global__ void softmax_dim_kernel(const T* x, DimSplit split, bool log, T* out) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -177,9 +178,9 @@ __global__ void softmax_dim_kernel(const T* x, DimSplit split, bool log, T* out)
     T* result = out + start;
     T partial_max = kNegInf;
     for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
-      partial_max = max_of(partial_max, in[k * split.inner]);
+      partial_max = max_or_nan(partial_max, in[k * split.inner]);
     }
-    const T largest = block_reduce(partial_max, scratch, Larger{});
+    const T largest = block_reduce(partial_max, scratch, LargerOrNaN{});
     if (largest == kNegInf) {  // the same for every thread
       for (int64_t k = threadIdx.x; k < split.n; k += blockDim.x) {
         result[k * split.inner] = log ? kNegInf : T(0);

@@ -1,11 +1,14 @@
-// softmax and log_softmax: hand-computed values, any dim, fully masked rows.
+// softmax and log_softmax: hand-computed values, any dim, fully masked rows, rows with NaN.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/tape.h"
+#include "tapegrad/autograd/textbook.h"
 #include "tapegrad/ops/ops.h"
 
 using namespace tg;
@@ -97,4 +100,26 @@ TEST_CASE("softmax checks its dim and dtype", "[softmax]") {
   REQUIRE_THROWS_AS(softmax(zeros({2, 3}), 2), tg::Error);
   REQUIRE_THROWS_AS(log_softmax(zeros({2, 3}), -3), tg::Error);
   REQUIRE_THROWS_AS(softmax(from_indices({1, 2}, {2}), 0), tg::Error);
+}
+
+TEST_CASE("a row holding a NaN gives NaN throughout, also when the rest is -inf", "[softmax]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // rows: all NaN, a NaN among -inf, a NaN among numbers; and a fully masked row beside them
+  const std::vector<double> rows = {nan, nan, nan, -kInf, nan, -kInf, 1, nan, 2, -kInf, -kInf, -kInf};
+  for (const bool textbook : {false, true}) {  // the fast f32 rows, and the plain loops
+    std::optional<Textbook> plain;
+    if (textbook) plain.emplace();
+    for (DType dtype : {DType::f32, DType::f64}) {
+      for (const bool log : {false, true}) {
+        INFO("textbook " << textbook << ", " << dtype_name(dtype) << ", log " << log);
+        const Tensor x = from_values(rows, {4, 3}, dtype);
+        const std::vector<double> y = (log ? log_softmax(x, 1) : softmax(x, 1)).to_host_f64();
+        for (int i = 0; i < 9; ++i) CHECK(std::isnan(y[i]));
+        for (int i = 9; i < 12; ++i) CHECK(y[i] == (log ? -kInf : 0.0));
+      }
+    }
+  }
+  // so a loss of NaN logits is NaN, and a NaN check on it sees it
+  const Tensor logits = full({2, 3}, nan);
+  CHECK(std::isnan(cross_entropy(logits, from_indices({0, 2}, {2})).item()));
 }
