@@ -11,7 +11,6 @@
 #include "tapegrad/autograd/storage.h"
 #include "tapegrad/autograd/tape.h"
 #include "tapegrad/runtime/tape_observer.h"
-#include "tapegrad/runtime/trace_file.h"
 
 namespace tg {
 namespace {
@@ -216,12 +215,6 @@ void Profiler::step() {
   if (!trace_) return;
   trace_->end_step();
   trace_->begin_step(step_num_);
-}
-
-void Profiler::export_chrome_trace(const std::string& path) const {
-  TG_CHECK(trace_ != nullptr, "Profiler::export_chrome_trace: '", path, "' not written: this Profiler "
-           "records no trace (made without ProfilerOptions, or with record_trace = false)");
-  write_trace_file(path, trace_->trace_json(), "Profiler::export_chrome_trace");
 }
 
 ProfileTable profile_results() {

@@ -103,9 +103,9 @@ class Profiler {
   // The number of the step in progress: how many times step() was called.
   int64_t step_num() const { return step_num_; }
   // Writes the Chrome trace of the finished steps the schedule kept to `path` (runtime/trace.h
-  // says what it holds; runtime/trace_file.h how it is written: the file is replaced whole or
-  // not at all). tg::Error naming the path when it cannot be written, or when this Profiler
-  // records no trace.
+  // says what it holds), replacing the file whole or not at all (io/file_io.h's atomic write;
+  // defined in io/profiler_export.cpp). tg::Error naming the path when it cannot be written, or
+  // when this Profiler records no trace.
   void export_chrome_trace(const std::string& path) const;
 
  private:

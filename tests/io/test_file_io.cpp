@@ -5,6 +5,7 @@
 // (opened for writing, to make a write fail with ENOSPC) and /dev/null.
 #include <catch2/catch.hpp>
 
+#include "tests/support/file_size_limit.h"
 #include "tests/support/temp_files.h"
 
 #include <fcntl.h>
@@ -33,6 +34,7 @@
 
 namespace fs = std::filesystem;
 using Catch::Contains;
+using tg::testing::FileSizeLimit;
 using tg::testing::TempDir;
 using tg::testing::read_bytes;
 using tg::testing::write_bytes;
@@ -96,24 +98,6 @@ bool returns_promptly(const std::function<void()>& call, const std::string& fifo
   return prompt;
 }
 
-// A file-size limit for this process while it lives (SIGXFSZ ignored, so writes past the limit
-// fail with EFBIG instead of killing the process): makes a write fail even for root.
-struct FileSizeLimit {
-  rlimit saved{};
-  struct sigaction saved_action {};
-  explicit FileSizeLimit(rlim_t bytes) {
-    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    REQUIRE(::sigaction(SIGXFSZ, &ignore, &saved_action) == 0);
-    const rlimit limit{bytes, saved.rlim_max};
-    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    ::sigaction(SIGXFSZ, &saved_action, nullptr);
-  }
-};
 
 }  // namespace
 

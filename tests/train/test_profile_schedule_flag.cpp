@@ -6,7 +6,7 @@
 
 #include "tapegrad/train/profile_schedule_flag.h"
 
-TEST_CASE("--profile-schedule: wait,warmup,active[,repeat] into a schedule", "[trace]") {
+TEST_CASE("the profile-schedule flag: wait,warmup,active[,repeat] into a schedule", "[trace]") {
   using tg::StepPhase;
   const auto once = tg::train::parse_profile_schedule("1,2,3", "--profile-schedule");
   REQUIRE(once.wait == 1);
