@@ -485,8 +485,8 @@ TEST_CASE("load_state_dict(strict = false) loads what matches and reports the re
     REQUIRE(keys.unexpected_keys == std::vector<std::string>{"aux.scale", "decoder.weight"});
     for (const auto& [name, t] : target.state_dict()) {
       INFO(name);
-      const Tensor& expected = name == "mha.k_proj.bias" ? tensor_named(before, name)
-                                                         : tensor_named(source.state_dict(), name);
+      const Tensor expected = name == "mha.k_proj.bias" ? tensor_named(before, name)
+                                                        : tensor_named(source.state_dict(), name);
       REQUIRE(t.to_host_f64() == expected.to_host_f64());
     }
   }

@@ -37,7 +37,7 @@ LineCounts count_parts(const std::filesystem::path& file, const std::string& com
   return counts;
 }
 
-TEST_CASE("tutorial in C++ within 1.2x the lines of its Python, part by part", "[tutorial]") {
+TEST_CASE("tutorial in C++: each part within 1.2x its Python lines, the two models held at theirs", "[tutorial]") {
   const std::filesystem::path folder = std::filesystem::path(TAPEGRAD_SOURCE_DIR) / "tests" / "tutorial";
   const LineCounts python = count_parts(folder / "tutorial.py", "#");
   const LineCounts cpp = count_parts(folder / "tutorial.h", "//");
