@@ -328,8 +328,8 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   const double count = std::ceil((end - start) / step);
   TG_CHECK(std::isfinite(count) && count < 0x1p63, "arange: start ", start, ", end ", end,
            " and step ", step, " make ", count, " values, more than an int64 counts");
-  // i8 and i32 saturate at their ends, as every conversion into them does; i64 takes a double by
-  // a plain cast, undefined past its range, so a range that leaves it is refused.
+  // i8 and i32 saturate at their ends, as every conversion into them does; an i64 range (indices,
+  // counts) that leaves i64 is refused rather than saturated, whose values would repeat unseen.
   const double last = start + (count - 1) * step;
   const auto in_i64 = [](double value) { return value >= -0x1p63 && value < 0x1p63; };
   TG_CHECK(dtype != DType::i64 || count == 0 || (in_i64(start) && in_i64(last)), "arange: values ",

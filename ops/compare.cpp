@@ -53,12 +53,7 @@ DType dtype_with_number(DType tensor_dtype, double value) {
 }
 
 // t in `dtype`, converted on its device and recorded on no tape (comparisons have no gradient).
-Tensor in_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor out = empty(t.shape(), dtype, t.device());
-  kernels(t.device()).copy(t, out);
-  return out;
-}
+Tensor in_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : copy_of(t, dtype); }
 
 void check_defined(const char* op, std::initializer_list<Tensor> inputs) {
   for (const Tensor& t : inputs) TG_CHECK(t.defined(), "op '", op, "': undefined tensor");

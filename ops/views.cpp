@@ -67,13 +67,13 @@ Shape infer_shape(Shape shape, int64_t count, const char* op, const Shape& from)
   return shape;
 }
 
+}  // namespace
+
 Tensor copy_of(const Tensor& t, DType dtype) {
   Tensor out = empty(t.shape(), dtype, t.device());
   kernels(t.device()).copy(t, out);
   return out;
 }
-
-}  // namespace
 
 Tensor Tensor::view(const Shape& requested) const {
   live("Tensor::view");
@@ -121,37 +121,6 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   return permute(order);
 }
 
-Tensor Tensor::narrow(int64_t dim, int64_t given_start, int64_t length) const {
-  live("Tensor::narrow");
-  const int64_t d = normalize_dim(dim, this->dim(), "narrow");
-  const int64_t extent = shape()[d];
-  // A negative start counts from the end (-1 is the last position); adding a size >= 0 to a
-  // negative number cannot overflow.
-  const int64_t start = given_start < 0 ? given_start + extent : given_start;
-  // Compared without adding: start + length could overflow and pass.
-  TG_CHECK(start >= 0 && length >= 0 && start <= extent && length <= extent - start,
-           "op 'narrow': start ", given_start, " and length ", length, " do not fit in dim ", d,
-           " of size ", extent, " (shape ", shape_str(shape()), ")");
-  Shape shape = this->shape();
-  shape[d] = length;
-  // A window without elements (length 0, or another dim 0) reads nothing: it keeps the offset,
-  // which stays inside the storage (start * stride could point anywhere past it).
-  const int64_t window_offset =
-      length == 0 || numel() == 0 ? offset()
-                  : checked_add(offset(), checked_mul(start, strides()[d], "op 'narrow': offset"),
-                                "op 'narrow': offset");
-  Tensor out = make_view(*this, shape, strides(), window_offset, "narrow");
-  // d narrow(x)/dx: the gradient placed back into zeros at [start, start + length)
-  record("narrow", {*this}, out, {},
-         [from = this->shape(), d, start, length](const Tensor& g, const Node&) {
-           Tensor grad = zeros(from, g.dtype(), g.device());
-           Tensor window = grad.narrow(d, start, length);
-           kernels(g.device()).copy(g, window);
-           return Grads{grad};
-         });
-  return out;
-}
-
 namespace {
 
 // Python's bound of a slice: a negative one counts from the end, then both are clamped to
@@ -169,7 +138,41 @@ int64_t offset_of_position(const Tensor& t, int64_t d, int64_t index, bool has_e
   return checked_add(t.offset(), checked_mul(index, t.strides()[d], what), what);
 }
 
+// The gradient of a view op (narrow, slice, select): zeros of the input's shape, with g copied
+// into the same view of them.
+template <typename View>
+Tensor into_zeros(const Shape& input_shape, const Tensor& g, View same_view) {
+  Tensor grad = zeros(input_shape, g.dtype(), g.device());
+  kernels(g.device()).copy(g, same_view(grad));
+  return grad;
+}
+
 }  // namespace
+
+Tensor Tensor::narrow(int64_t dim, int64_t given_start, int64_t length) const {
+  live("Tensor::narrow");
+  const int64_t d = normalize_dim(dim, this->dim(), "narrow");
+  const int64_t extent = shape()[d];
+  // A negative start counts from the end (-1 is the last position); adding a size >= 0 to a
+  // negative number cannot overflow.
+  const int64_t start = given_start < 0 ? given_start + extent : given_start;
+  // Compared without adding: start + length could overflow and pass.
+  TG_CHECK(start >= 0 && length >= 0 && start <= extent && length <= extent - start,
+           "op 'narrow': start ", given_start, " and length ", length, " do not fit in dim ", d,
+           " of size ", extent, " (shape ", shape_str(shape()), ")");
+  Shape shape = this->shape();
+  shape[d] = length;
+  const int64_t window_offset =
+      offset_of_position(*this, d, start, length > 0 && numel() > 0, "op 'narrow': offset");
+  Tensor out = make_view(*this, shape, strides(), window_offset, "narrow");
+  // d narrow(x)/dx: the gradient placed back into zeros at [start, start + length)
+  record("narrow", {*this}, out, {},
+         [from = this->shape(), d, start, length](const Tensor& g, const Node&) {
+           const auto same_view = [&](const Tensor& t) { return t.narrow(d, start, length); };
+           return Grads{into_zeros(from, g, same_view)};
+         });
+  return out;
+}
 
 Tensor Tensor::slice(int64_t dim, int64_t given_start, int64_t given_end, int64_t step) const {
   live("Tensor::slice");
@@ -193,10 +196,8 @@ Tensor Tensor::slice(int64_t dim, int64_t given_start, int64_t given_end, int64_
   // d slice(x)/dx: the gradient placed back into zeros at start, start + step, ... below end
   record("slice", {*this}, out, {},
          [from = this->shape(), d, start, end, step](const Tensor& g, const Node&) {
-           Tensor grad = zeros(from, g.dtype(), g.device());
-           Tensor positions = grad.slice(d, start, end, step);
-           kernels(g.device()).copy(g, positions);
-           return Grads{grad};
+           const auto same_view = [&](const Tensor& t) { return t.slice(d, start, end, step); };
+           return Grads{into_zeros(from, g, same_view)};
          });
   return out;
 }
@@ -218,10 +219,8 @@ Tensor Tensor::select(int64_t dim, int64_t given_index) const {
   // d select(x)/dx: the gradient placed back into zeros at that index, the dim put back
   record("select", {*this}, out, {},
          [from = this->shape(), d, index](const Tensor& g, const Node&) {
-           Tensor grad = zeros(from, g.dtype(), g.device());
-           Tensor position = grad.select(d, index);
-           kernels(g.device()).copy(g, position);
-           return Grads{grad};
+           const auto same_view = [&](const Tensor& t) { return t.select(d, index); };
+           return Grads{into_zeros(from, g, same_view)};
          });
   return out;
 }

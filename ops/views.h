@@ -16,6 +16,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 // (and takes -1 for "keep this size").
 Tensor expand_untaped(const Tensor& t, const Shape& shape);
 
+// A contiguous copy of t converted to `dtype` on its device, recorded on no tape (a conversion
+// for ops that record no gradient, or record their own node).
+Tensor copy_of(const Tensor& t, DType dtype);
+
 // For kernels that take a batch of matrices as offsets (GemmBatch, AttentionProblem's mask): the
 // position (in elements, from t's first element) of each matrix over t's leading `batch` dims,
 // in row-major order; a broadcast dim (stride 0) gives the same matrix again.
